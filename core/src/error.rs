@@ -1,0 +1,18 @@
+use thiserror::Error;
+
+/// Everything that can go wrong in the core library.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CoreError {
+    /// The board size is outside what the 32-bit masks can represent.
+    #[error("board size N={n} is out of range: N must be between {min} and {max}")]
+    BoardSize { n: i64, min: u32, max: u32 },
+    /// A sum of counts does not fit in 64 bits.
+    #[error("count overflow: {what} does not fit in 64 bits")]
+    Overflow { what: &'static str },
+    /// A job does not describe a valid pre-placement for its board.
+    #[error("invalid job: {reason}")]
+    InvalidJob { reason: String },
+    /// Aggregated counts contradict the symmetry identities (a lost, doubled or wrong result).
+    #[error("inconsistent totals: {reason}")]
+    Inconsistent { reason: String },
+}

@@ -1,0 +1,257 @@
+//! Jobs: canonical constellations with queens pre-placed in their first searched rows.
+//!
+//! The job list of a board size is deterministic: the same `n` and [`SplitParams`] always give the
+//! same jobs in the same order with the same ids, so a run can be resumed, and results matched to
+//! jobs, by id alone; [`JobList::fingerprint`] names the list so that mismatches are caught.
+
+use crate::board::{check_board_size, Cell};
+use crate::constellation::{canonical_constellations, Constellation, Symmetry};
+use crate::search::{Layout, State};
+use crate::symmetric::count_rotation_symmetric;
+use crate::CoreError;
+use serde::{Deserialize, Serialize};
+
+/// Version of the job-list layout; part of every fingerprint, bumped whenever the same
+/// parameters would give a different list.
+pub const JOB_FORMAT_VERSION: u32 = 1;
+
+/// How finely a board is split into jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitParams {
+    /// Wanted number of jobs. Constellations are split by pre-placing queens in one more row at a
+    /// time, each step multiplying the count by roughly the number of free columns, so the list
+    /// has the count nearest to this target (on a log scale) that a whole number of rows gives.
+    /// `None` picks a default that grows with the board: `2^(n-5)`, at most `2^21`.
+    pub target_jobs: Option<u64>,
+}
+
+impl Default for SplitParams {
+    fn default() -> Self {
+        SplitParams { target_jobs: None }
+    }
+}
+
+impl SplitParams {
+    /// Split to about `target` jobs.
+    pub fn with_target(target: u64) -> Self {
+        SplitParams { target_jobs: Some(target) }
+    }
+
+    /// The target job count in force for an `n`-board.
+    pub fn target_for(&self, n: u8) -> u64 {
+        self.target_jobs.unwrap_or_else(|| 1u64 << (n.saturating_sub(5)).min(21)).max(1)
+    }
+}
+
+/// One independent piece of work: the completions of a canonical constellation whose first
+/// searched rows (the rows without a border queen, top to bottom) hold queens in `prefix` columns.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Job {
+    /// Position in the job list of its board size and split.
+    pub id: u64,
+    /// Board size.
+    pub n: u8,
+    /// The border queens, a canonical representative of its orbit.
+    pub constellation: Constellation,
+    /// Orbit size of the constellation: every solution found stands for `weight` solutions.
+    pub weight: u8,
+    /// Columns of the queens pre-placed in the first searched rows.
+    pub prefix: Vec<u8>,
+    /// Rough relative cost (partial placements two rows further down); bigger runs longer.
+    pub estimate: u64,
+}
+
+/// What solving one job found. The counts are not weighted: a [`crate::Tally`] applies the weight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct JobCounts {
+    /// Solutions that contain the job's pre-placed queens.
+    pub solutions: u64,
+    /// Of these, the solutions that a 180-degree rotation maps onto themselves.
+    pub sym180: u64,
+    /// Of these, the solutions that a 90-degree rotation maps onto themselves.
+    pub sym90: u64,
+    /// Search nodes visited (queens placed), a measure of work.
+    pub nodes: u64,
+}
+
+impl JobCounts {
+    /// Adds the counts of a disjoint part of the same job (see [`Job::split`]).
+    pub fn merge(&mut self, other: &JobCounts) -> Result<(), CoreError> {
+        let add = |a: u64, b: u64, what| a.checked_add(b).ok_or(CoreError::Overflow { what });
+        self.solutions = add(self.solutions, other.solutions, "job solutions")?;
+        self.sym180 = add(self.sym180, other.sym180, "job sym180")?;
+        self.sym90 = add(self.sym90, other.sym90, "job sym90")?;
+        self.nodes = self.nodes.saturating_add(other.nodes);
+        Ok(())
+    }
+}
+
+/// The complete, ordered job list of one board size and split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobList {
+    pub n: u8,
+    pub params: SplitParams,
+    /// Number of searched rows pre-placed in every job (fewer only where a board runs out of rows).
+    pub depth: usize,
+    /// The jobs, `jobs[i].id == i`.
+    pub jobs: Vec<Job>,
+}
+
+impl JobList {
+    /// A stable 64-bit digest of the list (format version, board size and every job), written as
+    /// 16 hex digits: two lists with the same fingerprint hold the same jobs.
+    pub fn fingerprint(&self) -> String {
+        let mut h = Fnv::new();
+        h.write(&JOB_FORMAT_VERSION.to_le_bytes());
+        h.write(&[self.n]);
+        h.write(&(self.depth as u64).to_le_bytes());
+        h.write(&(self.jobs.len() as u64).to_le_bytes());
+        for job in &self.jobs {
+            let c = job.constellation;
+            h.write(&[c.top, c.bottom, c.left, c.right, job.weight, job.prefix.len() as u8]);
+            h.write(&job.prefix);
+        }
+        format!("{:016x}", h.0)
+    }
+}
+
+/// FNV-1a: tiny, stable across platforms and versions (unlike `std`'s hasher).
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// Builds the job list of an `n`-board.
+///
+/// Every canonical constellation is split by pre-placing queens in its first `depth` searched
+/// rows, with `depth` chosen as described in [`SplitParams::target_jobs`]. Jobs are ordered by
+/// constellation, then by prefix, and numbered from 0.
+pub fn job_list(n: u32, params: &SplitParams) -> Result<JobList, CoreError> {
+    let n = check_board_size(n as i64)?;
+    let target = params.target_for(n);
+    let layouts: Vec<(Constellation, u8, Layout)> = canonical_constellations(n)
+        .into_iter()
+        .map(|(c, w)| (c, w, Layout::new(n, &c)))
+        .collect();
+    let max_rows = layouts.iter().map(|(_, _, l)| l.rows()).max().unwrap_or(0);
+
+    let count_at = |depth: usize| -> u64 {
+        layouts.iter().map(|(_, _, l)| l.count_partial(&l.start(), depth)).sum()
+    };
+    let mut depth = 0;
+    let mut count = count_at(0);
+    while count < target && depth < max_rows {
+        let deeper = count_at(depth + 1);
+        // Take the deeper split only if it lands nearer the target on a log scale.
+        let closer = (deeper as f64 / target as f64).ln().abs() < (target as f64 / count.max(1) as f64).ln();
+        if deeper >= target && !closer {
+            break;
+        }
+        depth += 1;
+        count = deeper;
+    }
+
+    let mut jobs = Vec::with_capacity(count as usize);
+    let mut expanded = Vec::new();
+    for (constellation, weight, layout) in &layouts {
+        expanded.clear();
+        layout.expand(&layout.start(), depth, &mut expanded, &mut Vec::new());
+        for (state, prefix) in expanded.drain(..) {
+            jobs.push(Job {
+                id: jobs.len() as u64,
+                n,
+                constellation: *constellation,
+                weight: *weight,
+                prefix,
+                estimate: layout.count_partial(&state, 2),
+            });
+        }
+    }
+    Ok(JobList { n, params: *params, depth, jobs })
+}
+
+impl Job {
+    /// Checks that the job describes a real pre-placement and returns its layout and start state.
+    fn prepare(&self) -> Result<(Layout, State), CoreError> {
+        let invalid = |reason: String| Err(CoreError::InvalidJob { reason });
+        check_board_size(self.n as i64)?;
+        let c = self.constellation;
+        if [c.top, c.bottom, c.left, c.right].iter().any(|&x| x >= self.n) {
+            return invalid(format!("constellation {c:?} does not fit an {}-board", self.n));
+        }
+        if !canonical_constellations_contains(self.n, &c) {
+            return invalid(format!("constellation {c:?} is not a valid canonical constellation"));
+        }
+        if c.orbit_size(self.n) != self.weight {
+            return invalid(format!("weight {} is not the orbit size {}", self.weight, c.orbit_size(self.n)));
+        }
+        let layout = Layout::new(self.n, &c);
+        if self.prefix.len() > layout.rows() {
+            return invalid(format!("prefix of {} queens exceeds {} searched rows", self.prefix.len(), layout.rows()));
+        }
+        let mut state = layout.start();
+        for &col in &self.prefix {
+            state = layout.place(&state, col)?;
+        }
+        Ok((layout, state))
+    }
+
+    /// The border queens and pre-placed queens of this job as board squares.
+    pub fn fixed_queens(&self) -> Vec<Cell> {
+        let layout = Layout::new(self.n, &self.constellation);
+        let mut queens = self.constellation.queens(self.n);
+        queens.extend(layout.placed_queens(&self.prefix));
+        queens
+    }
+
+    /// Counts this job's solutions and, where its constellation allows them, the rotation-symmetric
+    /// ones. Single-threaded; use [`Job::split`] or [`crate::parallel`] to spread one job over cores.
+    pub fn solve(&self) -> Result<JobCounts, CoreError> {
+        let (layout, state) = self.prepare()?;
+        let found = layout.count(&state);
+        let (mut sym180, mut sym90) = (0, 0);
+        if self.weight < 8 {
+            let fixed = self.fixed_queens();
+            sym180 = count_rotation_symmetric(self.n, &fixed, Symmetry::Rotate180);
+            if self.weight < 4 {
+                sym90 = count_rotation_symmetric(self.n, &fixed, Symmetry::Rotate90);
+            }
+        }
+        Ok(JobCounts { solutions: found.solutions, sym180, sym90, nodes: found.nodes })
+    }
+
+    /// Splits this job into disjoint parts by pre-placing queens in up to `extra_rows` more rows.
+    /// The parts keep this job's id; their counts [`merge`](JobCounts::merge) to this job's counts.
+    pub fn split(&self, extra_rows: usize) -> Result<Vec<Job>, CoreError> {
+        let (layout, state) = self.prepare()?;
+        let mut expanded = Vec::new();
+        layout.expand(&state, extra_rows, &mut expanded, &mut Vec::new());
+        Ok(expanded
+            .into_iter()
+            .map(|(state, more)| {
+                let mut prefix = self.prefix.clone();
+                prefix.extend(more);
+                Job { prefix, estimate: layout.count_partial(&state, 2), ..self.clone() }
+            })
+            .collect())
+    }
+
+    /// Whether a complete solution (one column per row) belongs to this job.
+    pub fn contains(&self, columns: &[u8]) -> bool {
+        columns.len() == self.n as usize
+            && Constellation::of_solution(columns) == self.constellation
+            && self.fixed_queens().iter().all(|&(r, c)| columns[r as usize] == c)
+    }
+}
+
+fn canonical_constellations_contains(n: u8, c: &Constellation) -> bool {
+    c.is_valid_for(n) && c.is_canonical(n)
+}

@@ -1,0 +1,55 @@
+//! Solving many jobs on all cores.
+//!
+//! Jobs differ in cost by two orders of magnitude or more, so they are handed out most expensive
+//! first (by [`Job::estimate`]) from a shared cursor: every thread takes the next job the moment it
+//! is free, and the run ends on the cheapest jobs instead of waiting on one big straggler.
+
+use crate::{CoreError, Job, JobCounts};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The order in which to run `jobs`: indices sorted by decreasing estimate, then by id.
+pub fn longest_first(jobs: &[Job]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(jobs[i].estimate), jobs[i].id));
+    order
+}
+
+/// Solves every job on `pool`, longest first, calling `on_result(index, counts)` from the
+/// solving thread as each job finishes. Stops handing out jobs after the first error.
+pub fn solve_all<F>(pool: &rayon::ThreadPool, jobs: &[Job], on_result: F) -> Result<(), CoreError>
+where
+    F: Fn(usize, &JobCounts) + Sync,
+{
+    let order = longest_first(jobs);
+    let cursor = AtomicUsize::new(0);
+    let failure: Mutex<Option<CoreError>> = Mutex::new(None);
+    pool.broadcast(|_| loop {
+        let next = cursor.fetch_add(1, Ordering::Relaxed);
+        let Some(&index) = order.get(next) else { break };
+        match jobs[index].solve() {
+            Ok(counts) => on_result(index, &counts),
+            Err(e) => {
+                failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                cursor.store(order.len(), Ordering::Relaxed);
+                break;
+            }
+        }
+    });
+    match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Solves one job on all threads of `pool` by splitting it into parts `extra_rows` deeper.
+pub fn solve_one(pool: &rayon::ThreadPool, job: &Job, extra_rows: usize) -> Result<JobCounts, CoreError> {
+    let parts = job.split(extra_rows)?;
+    let found = Mutex::new(Vec::with_capacity(parts.len()));
+    solve_all(pool, &parts, |_, counts| found.lock().unwrap_or_else(|p| p.into_inner()).push(*counts))?;
+    let mut total = JobCounts::default();
+    for counts in found.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        total.merge(&counts)?;
+    }
+    Ok(total)
+}

@@ -1,0 +1,1 @@
+//! The gRPC contract between coordinator and workers (filled in with the cluster).

@@ -1,0 +1,1 @@
+//! The worker: leases jobs, solves them with rayon, streams results back.
