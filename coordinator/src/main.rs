@@ -1,5 +1,6 @@
 //! `nqueens-coordinator`: the one-machine `solve` command and the cluster coordinator.
 
+mod cluster;
 mod solve;
 
 use clap::{Parser, Subcommand};
@@ -16,13 +17,27 @@ struct Cli {
 enum Command {
     /// Solve board sizes on this machine with all local cores (no network).
     Solve(solve::SolveArgs),
+    /// Coordinate a cluster run: create or resume the run in --state and hand its jobs to workers.
+    Serve(cluster::ServeArgs),
+    /// Show progress of a run, from a live coordinator (--connect) or a state file (--state).
+    Status(cluster::StatusArgs),
+    /// Exit 0 if the coordinator's gRPC health service reports SERVING (for container health checks).
+    Healthcheck(cluster::HealthcheckArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // `solve` prints its answer on stdout and keeps stderr for the progress bar: quiet by default.
+    let default_filter = match cli.command {
+        Command::Solve(_) => "warn",
+        _ => "warn,nqueens_coordinator=info,nqueens_core=info",
+    };
+    init_tracing(default_filter);
     let result = match cli.command {
         Command::Solve(args) => solve::run(args),
+        Command::Serve(args) => cluster::serve(args),
+        Command::Status(args) => cluster::status(args),
+        Command::Healthcheck(args) => cluster::healthcheck(args),
     };
     match result {
         Ok(code) => code,
@@ -33,9 +48,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr, filtered by RUST_LOG (default: info for our crates, warn for the rest).
-fn init_tracing() {
+/// Logs go to stderr, filtered by RUST_LOG (or `default_filter` when it is unset).
+fn init_tracing(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,nqueens_coordinator=info,nqueens_core=info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }

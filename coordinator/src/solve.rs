@@ -1,14 +1,165 @@
-//! `solve`: the whole job list of one or more board sizes on this machine's cores.
-use anyhow::Result;
+//! `solve`: the whole job list of one or more board sizes on this machine's cores, with no network.
+
+use anyhow::{bail, Context, Result};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use nqueens_coordinator::report::ResultRecord;
+use nqueens_core::{check_board_size, job_list, parallel, SplitParams, Tally};
+use std::io::IsTerminal;
+use std::ops::RangeInclusive;
 use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tracing::info;
 
 #[derive(Args, Debug)]
 pub struct SolveArgs {
-    /// Board size, or an inclusive range such as 4..18.
+    /// Board size N, or an inclusive range such as `4..18` (one line per N).
     pub sizes: String,
+    /// Solver threads [default: all cores].
+    #[arg(long, env = "NQ_THREADS")]
+    pub threads: Option<usize>,
+    /// Print one JSON object per N (fields n, total, unique, count2, count4, count8, jobs, seconds, nodes).
+    #[arg(long)]
+    pub json: bool,
+    /// Wanted number of jobs per board size [default: 2^(N-5), at most 2^21].
+    #[arg(long, env = "NQ_TARGET_JOBS")]
+    pub target_jobs: Option<u64>,
+    /// Never draw the progress bar (it is drawn only on a terminal, for runs over a second).
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
-pub fn run(_args: SolveArgs) -> Result<ExitCode> {
-    anyhow::bail!("not yet")
+/// Parses `16`, `4..18` or `4..=18` into a range of valid board sizes.
+pub fn parse_sizes(text: &str) -> Result<RangeInclusive<u32>> {
+    let number = |s: &str| -> Result<u32> {
+        let n: i64 = s.trim().parse().with_context(|| format!("{s:?} is not a board size"))?;
+        Ok(check_board_size(n)? as u32)
+    };
+    let (first, last) = match text.split_once("..") {
+        Some((a, b)) => (number(a)?, number(b.strip_prefix('=').unwrap_or(b))?),
+        None => (number(text)?, number(text)?),
+    };
+    if first > last {
+        bail!("empty range {text:?}: the first board size is larger than the last");
+    }
+    Ok(first..=last)
+}
+
+pub fn run(args: SolveArgs) -> Result<ExitCode> {
+    let sizes = parse_sizes(&args.sizes)?;
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("solver-{i}"))
+        .build()
+        .context("starting the solver threads")?;
+    let params = SplitParams { target_jobs: args.target_jobs };
+    let table = !args.json && sizes.start() != sizes.end();
+    if table {
+        println!(" N: {:>20} {:>20} hh:mm:ss.ms", "Total", "Unique");
+    }
+    for n in sizes {
+        let record = solve_one_size(&pool, n, &params, !args.no_progress)?;
+        if args.json {
+            println!("{}", record.json_line());
+        } else if table {
+            println!("{}", record.table_line());
+        } else {
+            print_detailed(&record, threads);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn solve_one_size(pool: &rayon::ThreadPool, n: u32, params: &SplitParams, progress: bool) -> Result<ResultRecord> {
+    let _span = tracing::info_span!("solve", n).entered();
+    let started = Instant::now();
+    let list = job_list(n, params)?;
+    info!(jobs = list.jobs.len(), depth = list.depth, fingerprint = %list.fingerprint(), "job list ready");
+    let bar = Progress::start(list.jobs.len() as u64, progress);
+    let tally = Mutex::new(Tally::new(n)?);
+    let failure = Mutex::new(None);
+    parallel::solve_all(pool, &list.jobs, |index, counts| {
+        let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = tally.add(list.jobs[index].weight, counts) {
+            failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+        }
+        bar.inc();
+    })?;
+    bar.finish();
+    if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e.into());
+    }
+    let tally = tally.into_inner().unwrap_or_else(|p| p.into_inner());
+    let totals = tally.totals()?;
+    let record = ResultRecord::new(&totals, list.jobs.len() as u64, started.elapsed(), tally.nodes);
+    info!(total = record.total, unique = record.unique, seconds = record.seconds, "solved");
+    Ok(record)
+}
+
+fn print_detailed(r: &ResultRecord, threads: usize) {
+    let class = |c: Option<u64>| c.map_or_else(|| "-".to_string(), |c| c.to_string());
+    println!("N:       {}", r.n);
+    println!("Total:   {}", r.total);
+    println!("Unique:  {}", r.unique);
+    println!("COUNT2:  {}", class(r.count2));
+    println!("COUNT4:  {}", class(r.count4));
+    println!("COUNT8:  {}", class(r.count8));
+    println!("Jobs:    {}", r.jobs);
+    println!("Nodes:   {}", r.nodes);
+    println!("Threads: {threads}");
+    println!("Time:    {}", nqueens_coordinator::report::hms(r.seconds));
+}
+
+/// A progress bar on stderr, shown only on a terminal and only once the run has lasted a second.
+struct Progress {
+    bar: ProgressBar,
+    started: Instant,
+    enabled: bool,
+    shown: std::sync::atomic::AtomicBool,
+}
+
+impl Progress {
+    fn start(jobs: u64, wanted: bool) -> Progress {
+        let bar = ProgressBar::with_draw_target(Some(jobs), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} jobs  {per_sec}  ETA {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        let enabled = wanted && std::io::stderr().is_terminal();
+        Progress { bar, started: Instant::now(), enabled, shown: false.into() }
+    }
+
+    fn inc(&self) {
+        self.bar.inc(1);
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.enabled && !self.shown.load(Relaxed) && self.started.elapsed() > Duration::from_secs(1) {
+            self.shown.store(true, Relaxed);
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_sizes;
+
+    #[test]
+    fn sizes_parse_as_single_values_and_ranges() {
+        assert_eq!(parse_sizes("16").unwrap(), 16..=16);
+        assert_eq!(parse_sizes("4..18").unwrap(), 4..=18);
+        assert_eq!(parse_sizes("4..=18").unwrap(), 4..=18);
+        for bad in ["0", "33", "-1", "x", "9..4", "4..40", ""] {
+            assert!(parse_sizes(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
 }

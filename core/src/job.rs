@@ -44,7 +44,7 @@ impl SplitParams {
 }
 
 /// One independent piece of work: the completions of a canonical constellation whose first
-/// searched rows (the rows without a border queen, top to bottom) hold queens in `prefix` columns.
+/// searched rows (the rows without a border queen, in search order: bottom to top) hold queens in `prefix` columns.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Job {
     /// Position in the job list of its board size and split.

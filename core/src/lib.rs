@@ -13,7 +13,7 @@
 //! let jobs = job_list(8, &SplitParams::default()).unwrap();
 //! let mut tally = Tally::new(8).unwrap();
 //! for job in &jobs.jobs {
-//!     tally.add(job.weight, &job.solve()).unwrap();
+//!     tally.add(job.weight, &job.solve().unwrap()).unwrap();
 //! }
 //! let totals = tally.totals().unwrap();
 //! assert_eq!((totals.total, totals.unique), (92, 12));

@@ -20,17 +20,21 @@ pub(crate) struct Layout {
     n: u8,
     /// Number of searched rows.
     rows: usize,
-    /// Board row of each searched row, top to bottom.
+    /// Board row of each searched row, in search order (bottom to top).
     row_of: [u8; 32],
     /// Per searched row: columns of border queens, squares they attack, and every bit >= n.
     blocked: [u32; 32],
     /// Row distance from each searched row to the next one (1, or more across border-queen rows).
     shift: [u32; 32],
+    /// One bit per column of the board.
+    board: u32,
+    /// Columns of the border queens: the searched queens fill exactly the others.
+    border_cols: u32,
 }
 
 /// The masks at one depth of the search: occupied columns and the two diagonal directions
-/// (`down_right` moves one column right per row, `down_left` one column left), as seen in the
-/// searched row `depth`.
+/// (`down_right` moves one column right per searched row, `down_left` one column left), as seen in
+/// the searched row `depth`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct State {
     pub depth: usize,
@@ -49,8 +53,13 @@ pub(crate) struct Found {
 impl Layout {
     pub fn new(n: u8, constellation: &Constellation) -> Layout {
         let border = constellation.queens(n);
-        let mut layout = Layout { n, rows: 0, row_of: [0; 32], blocked: [0; 32], shift: [0; 32] };
-        for row in 0..n {
+        let board = if n == 32 { !0 } else { (1u32 << n) - 1 };
+        let border_cols = border.iter().fold(0, |m, &(_, c)| m | 1u32 << c);
+        let mut layout = Layout { n, rows: 0, row_of: [0; 32], blocked: [0; 32], shift: [0; 32], board, border_cols };
+        // Rows are searched bottom-up. Canonical constellations have their top queen near a corner,
+        // where it constrains few squares; starting next to the bottom queen prunes far more
+        // (about 1.6x fewer nodes, and within 10% of the best of all 8 orientations).
+        for row in (0..n).rev() {
             if border.iter().any(|&(r, _)| r == row) {
                 continue;
             }
@@ -67,7 +76,7 @@ impl Layout {
             layout.row_of[k] = row;
             layout.blocked[k] = blocked;
             if k > 0 {
-                layout.shift[k - 1] = (row - layout.row_of[k - 1]) as u32;
+                layout.shift[k - 1] = (layout.row_of[k - 1] - row) as u32;
             }
             layout.rows += 1;
         }
@@ -86,7 +95,7 @@ impl Layout {
 
     /// The state before any queen is searched.
     pub fn start(&self) -> State {
-        State { depth: 0, cols: 0, down_right: 0, down_left: 0 }
+        State { depth: 0, cols: self.border_cols, down_right: 0, down_left: 0 }
     }
 
     /// Free columns of the searched row at `state.depth`.
@@ -140,66 +149,115 @@ impl Layout {
 
     /// Counts the completions of `start`: the number of ways to fill every remaining searched row.
     pub fn count(&self, start: &State) -> Found {
-        let last = self.rows;
-        if start.depth >= last {
-            return Found { solutions: 1, nodes: 0 };
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("bmi1") && std::arch::is_x86_feature_detected!("bmi2") {
+            // SAFETY: the CPU supports the features the function is compiled for (checked above).
+            return unsafe { self.count_bmi(start) };
         }
-        let first_free = self.free(start);
-        if start.depth + 1 == last {
-            return Found { solutions: (first_free != 0) as u64, nodes: 0 };
-        }
-        // Depth k in [start.depth, last - 2] lives on the stack; the queen of row last - 1 is
-        // only checked, never pushed.
-        let leaf_parent = last - 2;
+        self.count_portable(start)
+    }
+
+    /// The search compiled for BMI1/BMI2 (`blsi`, `shlx`, `andn`): a fifth fewer instructions.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "bmi1,bmi2")]
+    unsafe fn count_bmi(&self, start: &State) -> Found {
+        self.count_body(start)
+    }
+
+    fn count_portable(&self, start: &State) -> Found {
+        self.count_body(start)
+    }
+
+    #[inline(always)]
+    fn count_body(&self, start: &State) -> Found {
+        let rows = self.rows;
         let base = start.depth;
-        let mut cols = [0u32; 32];
-        let mut down_right = [0u32; 32];
-        let mut down_left = [0u32; 32];
-        let mut free = [0u32; 32];
-        cols[base & SLOT] = start.cols;
-        down_right[base & SLOT] = start.down_right;
-        down_left[base & SLOT] = start.down_left;
-        free[base & SLOT] = first_free;
+        if base + 2 >= rows {
+            return Found { solutions: self.count_short(start), nodes: 0 };
+        }
+        // The frame being worked on lives in registers; the stack only holds its ancestors. Queens
+        // of the last two rows are never searched: `last_two` counts them without a branch.
+        let two_left = rows - 3;
+        let mut stack = [Frame::default(); 32];
+        let (mut k, mut cols, mut right, mut left, mut free) =
+            (base, start.cols, start.down_right, start.down_left, self.free(start));
         let mut solutions = 0u64;
         let mut nodes = 0u64;
-        let mut k = base;
         loop {
-            let i = k & SLOT;
-            let f = free[i];
-            if f == 0 {
+            if free == 0 {
                 if k == base {
                     break;
                 }
                 k -= 1;
+                let f = stack[k & SLOT];
+                (cols, right, left, free) = (f.cols, f.right, f.left, f.free);
                 continue;
             }
-            let bit = f & f.wrapping_neg();
-            free[i] = f ^ bit;
-            let s = self.shift[i];
-            let c = cols[i] | bit;
-            let dr = (down_right[i] | bit) << s;
-            let dl = (down_left[i] | bit) >> s;
-            let next_free = !(c | dr | dl | self.blocked[(k + 1) & SLOT]);
+            let bit = free & free.wrapping_neg();
+            free ^= bit;
             nodes += 1;
-            if k == leaf_parent {
-                solutions += (next_free != 0) as u64;
+            let s = self.shift[k & SLOT];
+            let c = cols | bit;
+            let r = (right | bit) << s;
+            let l = (left | bit) >> s;
+            let next_free = !(c | r | l | self.blocked[(k + 1) & SLOT]);
+            // The row after next, before its own predecessor's queen is known: a superset of what
+            // it will have, so an empty one means a dead end now.
+            let s2 = self.shift[(k + 1) & SLOT];
+            let (r2, l2) = (r << s2, l >> s2);
+            let after_next = !(c | r2 | l2 | self.blocked[(k + 2) & SLOT]);
+            if k == two_left {
+                solutions += last_two(self.board, c, next_free, after_next, s2);
                 continue;
             }
-            // Look one row further: a queen that leaves the row after next with no square, even
-            // before that row's own queen is chosen, is a dead end now.
-            let s2 = self.shift[(k + 1) & SLOT];
-            let after_next = !(c | (dr << s2) | (dl >> s2) | self.blocked[(k + 2) & SLOT]);
-            if next_free != 0 && after_next != 0 {
+            // (Looking a third row ahead prunes 10% more nodes but costs as much as it saves.)
+            if (next_free != 0) & (after_next != 0) {
+                stack[k & SLOT] = Frame { cols, right, left, free };
                 k += 1;
-                let j = k & SLOT;
-                cols[j] = c;
-                down_right[j] = dr;
-                down_left[j] = dl;
-                free[j] = next_free;
+                (cols, right, left, free) = (c, r, l, next_free);
             }
         }
         Found { solutions, nodes }
     }
+
+    /// Completions when at most two searched rows remain.
+    fn count_short(&self, state: &State) -> u64 {
+        match self.rows - state.depth {
+            0 => 1,
+            1 => (self.free(state) != 0) as u64,
+            _ => {
+                let s = self.shift[state.depth & SLOT];
+                let after = !(state.cols
+                    | (state.down_right << s)
+                    | (state.down_left >> s)
+                    | self.blocked[(state.depth + 1) & SLOT]);
+                last_two(self.board, state.cols, self.free(state), after, s)
+            }
+        }
+    }
+}
+
+/// Solutions of the last two searched rows, which share the two columns still open. `first` and
+/// `second` are the squares free in each row from the queens above; the two queens must also not
+/// share a diagonal, which for rows `distance` apart means columns `distance` apart.
+#[inline(always)]
+fn last_two(board: u32, cols: u32, first: u32, second: u32, distance: u32) -> u64 {
+    let open = !cols & board;
+    let low = open & open.wrapping_neg();
+    let high = open ^ low;
+    let apart = (high != low << distance) as u64;
+    let low_first = ((first & low) != 0) & ((second & high) != 0);
+    let high_first = ((first & high) != 0) & ((second & low) != 0);
+    apart * (low_first as u64 + high_first as u64)
+}
+
+/// A saved search level: the masks of a row and the columns still to try in it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Frame {
+    cols: u32,
+    right: u32,
+    left: u32,
+    free: u32,
 }
 
 impl Layout {
