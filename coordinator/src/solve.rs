@@ -15,6 +15,7 @@ use tracing::info;
 #[derive(Args, Debug)]
 pub struct SolveArgs {
     /// Board size N, or an inclusive range such as `4..18` (one line per N).
+    #[arg(allow_hyphen_values = true)]
     pub sizes: String,
     /// Solver threads [default: all cores].
     #[arg(long, env = "NQ_THREADS")]
