@@ -128,8 +128,11 @@ impl Progress {
     fn start(jobs: u64, wanted: bool) -> Progress {
         let bar = ProgressBar::with_draw_target(Some(jobs), ProgressDrawTarget::hidden());
         bar.set_style(
-            ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} jobs  {per_sec}  ETA {eta}")
+            ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} jobs  {rate}  ETA {eta}")
                 .expect("valid template")
+                .with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.0} jobs/s", state.per_sec());
+                })
                 .progress_chars("=> "),
         );
         let enabled = wanted && std::io::stderr().is_terminal();
