@@ -1,4 +1,14 @@
 //! The coordinator library: everything behind the `nqueens-coordinator` binary that other crates
 //! (the end-to-end tests) may want to drive directly.
 
+pub mod engine;
+pub mod lifecycle;
+pub mod metrics;
 pub mod report;
+pub mod server;
+pub mod service;
+pub mod status;
+pub mod store;
+
+pub use server::{result_file, serve, ServeConfig, ServeError};
+pub use store::{LocalCheckpoint, Store, StoreError};

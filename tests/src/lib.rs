@@ -58,3 +58,5 @@ pub fn binary(name: &str) -> PathBuf {
     );
     path
 }
+
+pub mod cluster;

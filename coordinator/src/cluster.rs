@@ -1,0 +1,186 @@
+//! The cluster subcommands of the binary: `serve`, `status` and `healthcheck`. Argument parsing,
+//! signals and the tokio runtime live here; the work is in the library.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use nqueens_coordinator::status::StatusView;
+use nqueens_coordinator::{serve as serve_run, ServeConfig};
+use nqueens_proto as pb;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Board size. Required for a new run; when resuming it must match the state file (or be left out).
+    #[arg(long, env = "NQ_N")]
+    pub n: Option<u32>,
+    /// SQLite state file: created if missing, resumed if present. The result goes to <FILE>.result.json.
+    #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
+    pub state: PathBuf,
+    /// gRPC listen address.
+    #[arg(long, env = "NQ_LISTEN", default_value = "0.0.0.0:7447")]
+    pub listen: String,
+    /// Prometheus metrics listen address (HTTP, any path); "off" disables it.
+    #[arg(long, env = "NQ_METRICS_LISTEN", default_value = "0.0.0.0:9447")]
+    pub metrics_listen: String,
+    /// Shared secret every worker and status client must send; no check when unset.
+    #[arg(long, env = "NQ_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Lease length: a worker silent for this long loses its jobs (heartbeats every third of it).
+    #[arg(long, env = "NQ_LEASE_SECONDS", default_value_t = 60)]
+    pub lease_seconds: u32,
+    /// Split into about this many jobs (default 2^(N-5), at most 2^21). Fixed at run creation.
+    #[arg(long, env = "NQ_TARGET_JOBS")]
+    pub target_jobs: Option<u64>,
+    /// Fraction of jobs solved a second time by a different worker and compared. Fixed at creation.
+    #[arg(long, env = "NQ_VERIFY_FRACTION", default_value_t = 0.01)]
+    pub verify_fraction: f64,
+    /// Exit 0 once the run is complete and the result file is written (env: true/false, 1/0, yes/no).
+    #[arg(long, env = "NQ_EXIT_WHEN_DONE", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    pub exit_when_done: bool,
+    /// PEM certificate chain: serve gRPC over TLS (with --tls-key).
+    #[arg(long, env = "NQ_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "NQ_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Coordinator URL, e.g. http://coord:7447.
+    #[arg(long, env = "NQ_CONNECT", conflicts_with = "state", required_unless_present = "state")]
+    pub connect: Option<String>,
+    /// Read a state file offline instead (works while the coordinator is down).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Shared secret of the coordinator.
+    #[arg(long, env = "NQ_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// PEM of the CA that signed the coordinator's certificate (for https:// URLs).
+    #[arg(long, env = "NQ_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct HealthcheckArgs {
+    /// Coordinator URL, e.g. http://127.0.0.1:7447.
+    #[arg(long, env = "NQ_CONNECT", default_value = "http://127.0.0.1:7447")]
+    pub connect: String,
+    /// PEM of the CA that signed the coordinator's certificate (for https:// URLs).
+    #[arg(long, env = "NQ_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the tokio runtime")
+}
+
+pub fn serve(args: ServeArgs) -> Result<ExitCode> {
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => Some((
+            std::fs::read(c).with_context(|| format!("reading --tls-cert {}", c.display()))?,
+            std::fs::read(k).with_context(|| format!("reading --tls-key {}", k.display()))?,
+        )),
+        _ => None,
+    };
+    let config = ServeConfig {
+        n: args.n,
+        state: args.state.clone(),
+        target_jobs: args.target_jobs,
+        lease_seconds: args.lease_seconds,
+        verify_fraction: args.verify_fraction,
+        token: args.token.clone().filter(|t| !t.is_empty()),
+        exit_when_done: args.exit_when_done,
+        tls,
+    };
+    runtime()?.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding --listen {}", args.listen))?;
+        let metrics = if args.metrics_listen == "off" {
+            None
+        } else {
+            Some(tokio::net::TcpListener::bind(&args.metrics_listen).await.with_context(|| format!("binding --metrics-listen {}", args.metrics_listen))?)
+        };
+        tracing::info!(listen = %listener.local_addr()?, metrics = ?metrics.as_ref().and_then(|m| m.local_addr().ok()), "coordinator listening");
+        let record = serve_run(listener, metrics, config, shutdown_signal()).await?;
+        if let Some(r) = record {
+            println!("{}", r.json_line());
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+pub fn status(args: StatusArgs) -> Result<ExitCode> {
+    let view = match (&args.state, &args.connect) {
+        (Some(path), _) => StatusView::from_state(path)?,
+        (None, Some(url)) => {
+            let ca = args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
+            runtime()?.block_on(async {
+                let channel = pb::connect_channel(url, ca.as_deref()).await.with_context(|| format!("connecting to {url}"))?;
+                let mut client = pb::client(channel, args.token.as_deref())?;
+                let response = client.status(pb::StatusRequest {}).await.map_err(|s| anyhow::anyhow!("status call to {url} failed: {}", s.message()))?;
+                anyhow::Ok(StatusView::from_response(response.into_inner(), url))
+            })?
+        }
+        (None, None) => bail!("give --connect URL or --state FILE"),
+    };
+    if args.json {
+        println!("{}", view.json());
+    } else {
+        print!("{}", view.text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn healthcheck(args: HealthcheckArgs) -> Result<ExitCode> {
+    let ca = args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
+    runtime()?.block_on(async {
+        let check = async {
+            let channel = pb::connect_channel(&args.connect, ca.as_deref()).await?;
+            let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
+            let response = client.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await?;
+            anyhow::Ok(response.into_inner().status)
+        };
+        match tokio::time::timeout(Duration::from_secs(10), check).await {
+            Ok(Ok(status)) if status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32 => {
+                println!("SERVING");
+                Ok(ExitCode::SUCCESS)
+            }
+            Ok(Ok(status)) => {
+                println!("NOT SERVING (status {status})");
+                Ok(ExitCode::from(1))
+            }
+            Ok(Err(e)) => {
+                println!("UNREACHABLE: {e:#}");
+                Ok(ExitCode::from(1))
+            }
+            Err(_) => {
+                println!("UNREACHABLE: no answer within 10 s");
+                Ok(ExitCode::from(1))
+            }
+        }
+    })
+}

@@ -1,0 +1,543 @@
+//! The job life cycle, in one place: pending -> leased(lease, worker, deadline) -> done, with
+//! held/failed after repeated conflicts or errors.
+//!
+//! This module is pure bookkeeping: it never touches the disk or the network. Every decision it takes
+//! returns the [`Change`]s that make it durable; the engine commits those in one transaction before
+//! any reply leaves the coordinator, so the in-memory view never runs ahead of what a restart would
+//! reload. Deadlines use the monotonic clock ([`Instant`]); they are not persisted, and a restart gives
+//! every lease found in the store a fresh grace period.
+
+use nqueens_core::JobCounts;
+use std::collections::{BinaryHeap, HashMap};
+use std::cmp::Reverse;
+use std::time::{Duration, Instant};
+
+/// After this many reported solver errors a job is marked failed and left alone.
+pub const MAX_ERRORS: u32 = 3;
+/// After this many conflicting results a job is held for a human to look at.
+pub const MAX_CONFLICTS: u32 = 3;
+
+/// Where a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    Pending,
+    Leased { lease_id: u64, worker_id: u64, deadline: Instant },
+    Done,
+    /// Stopped after repeated conflicting results.
+    Held,
+    /// Stopped after repeated solver errors.
+    Failed,
+}
+
+impl JobState {
+    /// The name stored in the `jobs.state` column.
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Leased { .. } => "leased",
+            JobState::Done => "done",
+            JobState::Held => "held",
+            JobState::Failed => "failed",
+        }
+    }
+    fn slot(&self) -> usize {
+        match self {
+            JobState::Pending => 0,
+            JobState::Leased { .. } => 1,
+            JobState::Done => 2,
+            JobState::Held => 3,
+            JobState::Failed => 4,
+        }
+    }
+}
+
+/// One job as the scheduler sees it.
+#[derive(Debug, Clone)]
+pub struct JobEntry {
+    pub estimate: u64,
+    /// Must be solved by two different workers that agree.
+    pub verify: bool,
+    pub state: JobState,
+    /// The result counted in the totals, once done: (worker, counts).
+    pub counted: Option<(u64, JobCounts)>,
+    /// Results received but not (yet) counted: a first opinion awaiting verification, or the
+    /// sides of a conflict.
+    pub opinions: Vec<(u64, JobCounts)>,
+    pub errors: u32,
+    pub conflicts: u32,
+}
+
+impl JobEntry {
+    pub fn new(estimate: u64, verify: bool) -> Self {
+        JobEntry { estimate, verify, state: JobState::Pending, counted: None, opinions: Vec::new(), errors: 0, conflicts: 0 }
+    }
+    /// How many agreeing results from distinct workers make this job done.
+    fn agreeing_needed(&self) -> usize {
+        if self.verify || self.conflicts > 0 {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// A durable consequence of a decision, committed by the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Job state (and current lease) as stored in `jobs`.
+    JobState { job_id: u64, state: &'static str, lease_id: Option<u64>, worker_id: Option<u64>, errors: u32, conflicts: u32 },
+    /// A received result row. `counted` rows make up the totals.
+    Result { job_id: u64, worker_id: u64, lease_id: u64, counts: JobCounts, seconds: f64, counted: bool, kind: &'static str },
+    /// The counted row of a job stops counting (a conflict put it in doubt).
+    Uncount { job_id: u64 },
+    Lease { lease_id: u64, worker_id: u64, job_ids: Vec<u64> },
+    Conflict { job_id: u64, worker_a: u64, worker_b: u64, detail: String },
+}
+
+/// What happened to one incoming result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultOutcome {
+    Accepted,
+    Duplicate,
+    Confirmed,
+    Conflict,
+    ErrorRecorded,
+    UnknownJob,
+    UnknownLease,
+}
+
+/// A lease ever issued in this run (kept after expiry so late results can still be matched to it).
+#[derive(Debug, Clone)]
+pub struct LeaseRecord {
+    pub worker_id: u64,
+    pub job_ids: Vec<u64>,
+    pub active: bool,
+}
+
+/// The scheduler's complete view of a run.
+pub struct Lifecycle {
+    pub jobs: Vec<JobEntry>,
+    pub leases: HashMap<u64, LeaseRecord>,
+    next_lease_id: u64,
+    lease_duration: Duration,
+    /// Pending jobs, most expensive first (lazily cleaned: entries whose job is no longer pending
+    /// are skipped when popped).
+    queue: BinaryHeap<(u64, Reverse<u64>)>,
+    by_state: [u64; 5],
+    pub lease_expiries: u64,
+    pub conflicts_total: u64,
+}
+
+impl Lifecycle {
+    /// A lifecycle over `jobs` as reloaded from the store. Leased jobs keep their lease with a fresh
+    /// grace period of one lease duration from `now`.
+    pub fn new(jobs: Vec<JobEntry>, leases: HashMap<u64, LeaseRecord>, lease_duration: Duration, now: Instant) -> Self {
+        let next_lease_id = leases.keys().max().map_or(1, |m| m + 1);
+        let mut life = Lifecycle {
+            jobs,
+            leases,
+            next_lease_id,
+            lease_duration,
+            queue: BinaryHeap::new(),
+            by_state: [0; 5],
+            lease_expiries: 0,
+            conflicts_total: 0,
+        };
+        for lease in life.leases.values_mut() {
+            lease.active = false;
+        }
+        for id in 0..life.jobs.len() {
+            let job = &mut life.jobs[id];
+            if let JobState::Leased { lease_id, .. } = job.state {
+                job.state = JobState::Leased { lease_id, worker_id: 0, deadline: now + lease_duration };
+                match life.leases.get_mut(&lease_id) {
+                    Some(lease) => {
+                        lease.active = true;
+                        job.state = JobState::Leased { lease_id, worker_id: lease.worker_id, deadline: now + lease_duration };
+                    }
+                    None => job.state = JobState::Pending,
+                }
+            }
+            life.conflicts_total += job.conflicts as u64;
+            life.by_state[job.state.slot()] += 1;
+            if job.state == JobState::Pending {
+                life.queue.push((job.estimate, Reverse(id as u64)));
+            }
+        }
+        life
+    }
+
+    pub fn total_jobs(&self) -> u64 {
+        self.jobs.len() as u64
+    }
+    pub fn count(&self, state: &str) -> u64 {
+        match state {
+            "pending" => self.by_state[0],
+            "leased" => self.by_state[1],
+            "done" => self.by_state[2],
+            "held" => self.by_state[3],
+            _ => self.by_state[4],
+        }
+    }
+    pub fn is_complete(&self) -> bool {
+        self.by_state[2] == self.jobs.len() as u64
+    }
+    pub fn lease_duration(&self) -> Duration {
+        self.lease_duration
+    }
+
+    /// Moves a job (same-state moves are fine: they rewrite the stored row) and records the change.
+    fn set_state(&mut self, id: u64, state: JobState, changes: &mut Vec<Change>) {
+        let job = &mut self.jobs[id as usize];
+        self.by_state[job.state.slot()] -= 1;
+        self.by_state[state.slot()] += 1;
+        job.state = state;
+        let (lease_id, worker_id) = match state {
+            JobState::Leased { lease_id, worker_id, .. } => (Some(lease_id), Some(worker_id)),
+            _ => (None, None),
+        };
+        changes.push(Change::JobState {
+            job_id: id,
+            state: state.name(),
+            lease_id,
+            worker_id,
+            errors: job.errors,
+            conflicts: job.conflicts,
+        });
+        if state == JobState::Pending {
+            self.queue.push((job.estimate, Reverse(id)));
+        }
+    }
+
+    /// Leases up to `max_jobs` pending jobs, longest first, to `worker_id`. A job awaiting a second
+    /// opinion is not given to a worker that already gave one, unless `lone_worker` says no other
+    /// worker is around to give it.
+    pub fn lease(&mut self, worker_id: u64, max_jobs: usize, lone_worker: bool, now: Instant, changes: &mut Vec<Change>) -> Option<(u64, Vec<u64>)> {
+        let mut picked = Vec::new();
+        let mut set_aside = Vec::new();
+        while picked.len() < max_jobs {
+            let Some((estimate, Reverse(id))) = self.queue.pop() else { break };
+            let job = &self.jobs[id as usize];
+            if job.state != JobState::Pending {
+                continue; // stale queue entry
+            }
+            if !lone_worker && job.opinions.iter().any(|(w, _)| *w == worker_id) {
+                set_aside.push((estimate, Reverse(id)));
+                continue;
+            }
+            picked.push(id);
+        }
+        self.queue.extend(set_aside);
+        if picked.is_empty() {
+            return None;
+        }
+        let lease_id = self.next_lease_id;
+        self.next_lease_id += 1;
+        changes.push(Change::Lease { lease_id, worker_id, job_ids: picked.clone() });
+        let deadline = now + self.lease_duration;
+        for &id in &picked {
+            self.set_state(id, JobState::Leased { lease_id, worker_id, deadline }, changes);
+        }
+        self.leases.insert(lease_id, LeaseRecord { worker_id, job_ids: picked.clone(), active: true });
+        Some((lease_id, picked))
+    }
+
+    /// Whether pending work exists that `worker_id` could be given.
+    pub fn has_pending(&self) -> bool {
+        self.by_state[0] > 0
+    }
+
+    /// Extends `lease_ids` of `worker_id`. A lease that expired but whose jobs are still pending is
+    /// re-attached (the worker is still on them); one with nothing left is reported lost.
+    pub fn heartbeat(&mut self, worker_id: u64, lease_ids: &[u64], now: Instant, changes: &mut Vec<Change>) -> Vec<u64> {
+        let deadline = now + self.lease_duration;
+        let mut lost = Vec::new();
+        for &lease_id in lease_ids {
+            let Some(lease) = self.leases.get(&lease_id) else {
+                lost.push(lease_id);
+                continue;
+            };
+            if lease.worker_id != worker_id {
+                lost.push(lease_id);
+                continue;
+            }
+            let mut holds_any = false;
+            for id in lease.job_ids.clone() {
+                match self.jobs[id as usize].state {
+                    JobState::Leased { lease_id: l, .. } if l == lease_id => {
+                        self.jobs[id as usize].state = JobState::Leased { lease_id, worker_id, deadline };
+                        holds_any = true;
+                    }
+                    JobState::Pending if !self.jobs[id as usize].opinions.iter().any(|(w, _)| *w == worker_id) => {
+                        self.set_state(id, JobState::Leased { lease_id, worker_id, deadline }, changes);
+                        holds_any = true;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(lease) = self.leases.get_mut(&lease_id) {
+                lease.active = holds_any;
+            }
+            if !holds_any {
+                lost.push(lease_id);
+            }
+        }
+        lost
+    }
+
+    /// Returns the jobs of leases past their deadline to the pending queue.
+    pub fn expire(&mut self, now: Instant, changes: &mut Vec<Change>) -> u64 {
+        let mut expired_leases = 0;
+        let active: Vec<u64> = self.leases.iter().filter(|(_, l)| l.active).map(|(id, _)| *id).collect();
+        for lease_id in active {
+            let job_ids = self.leases[&lease_id].job_ids.clone();
+            let mut expired_any = false;
+            let mut still_held = false;
+            for id in job_ids {
+                if let JobState::Leased { lease_id: l, deadline, .. } = self.jobs[id as usize].state {
+                    if l == lease_id {
+                        if deadline <= now {
+                            self.set_state(id, JobState::Pending, changes);
+                            expired_any = true;
+                        } else {
+                            still_held = true;
+                        }
+                    }
+                }
+            }
+            if expired_any {
+                expired_leases += 1;
+            }
+            if !still_held {
+                if let Some(lease) = self.leases.get_mut(&lease_id) {
+                    lease.active = false;
+                }
+            }
+        }
+        self.lease_expiries += expired_leases;
+        expired_leases
+    }
+
+    /// Gives back jobs of a lease (all of them when `job_ids` is empty). Lease id 0 means every
+    /// active lease of the worker, including one whose grant it never received.
+    pub fn release(&mut self, worker_id: u64, lease_id: u64, job_ids: &[u64], changes: &mut Vec<Change>) -> u32 {
+        if lease_id == 0 {
+            let mine: Vec<u64> = self.leases.iter().filter(|(_, l)| l.active && l.worker_id == worker_id).map(|(id, _)| *id).collect();
+            return mine.into_iter().map(|id| self.release(worker_id, id, &[], changes)).sum();
+        }
+        let Some(lease) = self.leases.get(&lease_id) else { return 0 };
+        if lease.worker_id != worker_id {
+            return 0;
+        }
+        let ids: Vec<u64> = if job_ids.is_empty() { lease.job_ids.clone() } else { job_ids.to_vec() };
+        let mut released = 0;
+        for id in ids {
+            if let Some(JobState::Leased { lease_id: l, .. }) = self.jobs.get(id as usize).map(|j| j.state) {
+                if l == lease_id {
+                    self.set_state(id, JobState::Pending, changes);
+                    released += 1;
+                }
+            }
+        }
+        released
+    }
+
+    /// Takes one result. Unknown jobs and leases that never covered the job are refused without
+    /// any change.
+    pub fn result(&mut self, worker_id: u64, lease_id: u64, job_id: u64, outcome: Result<(JobCounts, f64), String>, changes: &mut Vec<Change>) -> ResultOutcome {
+        if job_id >= self.jobs.len() as u64 {
+            return ResultOutcome::UnknownJob;
+        }
+        match self.leases.get(&lease_id) {
+            Some(lease) if lease.worker_id == worker_id && lease.job_ids.contains(&job_id) => {}
+            _ => return ResultOutcome::UnknownLease,
+        }
+        let (counts, seconds) = match outcome {
+            Ok(found) => found,
+            Err(_) => return self.record_error(job_id, changes),
+        };
+        let row = |counted: bool, kind: &'static str| Change::Result { job_id, worker_id, lease_id, counts, seconds, counted, kind };
+        let job = &self.jobs[job_id as usize];
+        if let Some((counted_by, counted)) = job.counted {
+            if counted == counts {
+                let new_witness = counted_by != worker_id && !job.opinions.iter().any(|(w, c)| *w == worker_id && *c == counts);
+                if new_witness {
+                    changes.push(row(false, "confirm"));
+                    self.jobs[job_id as usize].opinions.push((worker_id, counts));
+                    return ResultOutcome::Confirmed;
+                }
+                return ResultOutcome::Duplicate;
+            }
+            // A done job contradicted: stop counting it and have it solved again by others.
+            changes.push(Change::Conflict { job_id, worker_a: counted_by, worker_b: worker_id, detail: format!("counted {counted:?}, got {counts:?}") });
+            changes.push(Change::Uncount { job_id });
+            changes.push(row(false, "conflict"));
+            let job = &mut self.jobs[job_id as usize];
+            job.counted = None;
+            job.opinions.push((counted_by, counted));
+            job.opinions.push((worker_id, counts));
+            return self.mark_conflict(job_id, changes);
+        }
+        // The scheduler gave this job back to the same worker after its first opinion (only done
+        // when it is the only worker around): its second solve counts as the second opinion. A
+        // replay of the first opinion carries the old lease and stays a duplicate.
+        let solved_again = matches!(job.state, JobState::Leased { lease_id: l, worker_id: w, .. } if l == lease_id && w == worker_id);
+        if !solved_again && job.opinions.iter().any(|(w, c)| *w == worker_id && *c == counts) {
+            return ResultOutcome::Duplicate;
+        }
+        let needed = job.agreeing_needed();
+        let agrees = job.opinions.iter().any(|(w, c)| (*w != worker_id || solved_again) && *c == counts);
+        let disagrees: Option<u64> = job.opinions.iter().find(|(_, c)| *c != counts).map(|(w, _)| *w);
+        if needed == 1 || agrees {
+            changes.push(row(true, if agrees { "verified" } else { "first" }));
+            self.jobs[job_id as usize].counted = Some((worker_id, counts));
+            self.set_state(job_id, JobState::Done, changes);
+            return if agrees { ResultOutcome::Confirmed } else { ResultOutcome::Accepted };
+        }
+        changes.push(row(false, if disagrees.is_some() { "conflict" } else { "opinion" }));
+        self.jobs[job_id as usize].opinions.push((worker_id, counts));
+        if let Some(other) = disagrees {
+            changes.push(Change::Conflict { job_id, worker_a: other, worker_b: worker_id, detail: format!("got {counts:?}") });
+            return self.mark_conflict(job_id, changes);
+        }
+        // First opinion of a verified job: a different worker must now solve it too.
+        if self.jobs[job_id as usize].state != JobState::Pending {
+            self.set_state(job_id, JobState::Pending, changes);
+        }
+        ResultOutcome::Accepted
+    }
+
+    fn mark_conflict(&mut self, job_id: u64, changes: &mut Vec<Change>) -> ResultOutcome {
+        self.conflicts_total += 1;
+        let job = &mut self.jobs[job_id as usize];
+        job.conflicts += 1;
+        let next = if job.conflicts >= MAX_CONFLICTS { JobState::Held } else { JobState::Pending };
+        self.set_state(job_id, next, changes);
+        ResultOutcome::Conflict
+    }
+
+    fn record_error(&mut self, job_id: u64, changes: &mut Vec<Change>) -> ResultOutcome {
+        let job = &mut self.jobs[job_id as usize];
+        if job.state == JobState::Done {
+            return ResultOutcome::Duplicate;
+        }
+        job.errors += 1;
+        let next = if job.errors >= MAX_ERRORS { JobState::Failed } else { JobState::Pending };
+        self.set_state(job_id, next, changes);
+        ResultOutcome::ErrorRecorded
+    }
+
+    /// Batch size for a worker: its free slots times jobs per slot, so that one slot's share lasts
+    /// about a quarter of a lease at the observed job duration.
+    pub fn batch_size(&self, free_slots: u32, mean_job_seconds: Option<f64>) -> usize {
+        let per_slot = match mean_job_seconds {
+            Some(s) if s > 0.0 => ((self.lease_duration.as_secs_f64() / 4.0) / s).clamp(1.0, 64.0) as usize,
+            _ => 2,
+        };
+        (free_slots.max(1) as usize).saturating_mul(per_slot).min(4096)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(s: u64) -> JobCounts {
+        JobCounts { solutions: s, sym180: 0, sym90: 0, nodes: 10 }
+    }
+
+    fn life(n: usize, verify: bool) -> Lifecycle {
+        let jobs = (0..n).map(|i| JobEntry::new(i as u64, verify)).collect();
+        Lifecycle::new(jobs, HashMap::new(), Duration::from_secs(10), Instant::now())
+    }
+
+    #[test]
+    fn leases_longest_first_and_completes() {
+        let mut l = life(5, false);
+        let mut ch = Vec::new();
+        let (lease, ids) = l.lease(1, 2, false, Instant::now(), &mut ch).unwrap();
+        assert_eq!(ids, vec![4, 3]);
+        assert_eq!(l.result(1, lease, 4, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::Accepted);
+        assert_eq!(l.result(1, lease, 4, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::Duplicate);
+        assert_eq!(l.result(1, lease, 2, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::UnknownLease);
+        assert_eq!(l.result(1, lease, 99, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::UnknownJob);
+        assert_eq!(l.count("done"), 1);
+        assert_eq!(l.count("leased"), 1);
+        assert_eq!(l.count("pending"), 3);
+    }
+
+    #[test]
+    fn expired_leases_return_jobs() {
+        let mut l = life(3, false);
+        let mut ch = Vec::new();
+        let t0 = Instant::now();
+        l.lease(1, 3, false, t0, &mut ch).unwrap();
+        assert_eq!(l.expire(t0 + Duration::from_secs(11), &mut ch), 1);
+        assert_eq!(l.count("pending"), 3);
+        assert_eq!(l.lease_expiries, 1);
+    }
+
+    #[test]
+    fn conflicting_duplicate_reruns_job() {
+        let mut l = life(1, false);
+        let mut ch = Vec::new();
+        let (a, _) = l.lease(1, 1, false, Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
+        assert_eq!(l.result(1, a, 0, Ok((counts(6), 0.1)), &mut ch), ResultOutcome::Conflict);
+        assert_eq!(l.count("pending"), 1);
+        // Needs two agreeing workers now; worker 2 agrees with the first result.
+        let (b, ids) = l.lease(2, 1, false, Instant::now(), &mut ch).unwrap();
+        assert_eq!(ids, vec![0]);
+        assert_eq!(l.result(2, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
+        assert!(l.is_complete());
+    }
+
+    #[test]
+    fn verified_job_needs_a_second_worker() {
+        let mut l = life(1, true);
+        let mut ch = Vec::new();
+        let (a, _) = l.lease(1, 1, false, Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
+        assert!(!l.is_complete());
+        assert!(l.lease(1, 1, false, Instant::now(), &mut ch).is_none(), "same worker may not verify");
+        let (b, _) = l.lease(2, 1, false, Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(2, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
+        assert!(l.is_complete());
+    }
+
+    #[test]
+    fn release_all_returns_every_job_of_the_worker() {
+        let mut l = life(6, false);
+        let mut ch = Vec::new();
+        l.lease(1, 2, false, Instant::now(), &mut ch).unwrap();
+        l.lease(1, 2, false, Instant::now(), &mut ch).unwrap();
+        l.lease(2, 1, false, Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.release(1, 0, &[], &mut ch), 4);
+        assert_eq!(l.count("leased"), 1);
+        assert_eq!(l.count("pending"), 5);
+    }
+
+    #[test]
+    fn a_lone_worker_verifies_its_own_job_but_a_replay_does_not() {
+        let mut l = life(1, true);
+        let mut ch = Vec::new();
+        let (a, _) = l.lease(1, 1, true, Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
+        assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Duplicate);
+        assert!(!l.is_complete());
+        let (b, _) = l.lease(1, 1, true, Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(1, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
+        assert!(l.is_complete());
+    }
+
+    #[test]
+    fn errors_fail_a_job_eventually() {
+        let mut l = life(1, false);
+        let mut ch = Vec::new();
+        for _ in 0..MAX_ERRORS {
+            let (a, _) = l.lease(1, 1, false, Instant::now(), &mut ch).unwrap();
+            assert_eq!(l.result(1, a, 0, Err("boom".into()), &mut ch), ResultOutcome::ErrorRecorded);
+        }
+        assert_eq!(l.count("failed"), 1);
+    }
+}

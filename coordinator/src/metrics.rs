@@ -1,0 +1,110 @@
+//! Prometheus metrics over plain HTTP.
+//!
+//! A handful of atomics updated by the engine, rendered in the Prometheus text format by a tiny
+//! hand-written HTTP/1.0 responder: scraping needs no framework, and a slow scraper can never hold
+//! up the engine.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+#[derive(Debug)]
+pub struct Metrics {
+    pub started: Instant,
+    pub jobs_pending: AtomicU64,
+    pub jobs_leased: AtomicU64,
+    pub jobs_done: AtomicU64,
+    pub jobs_held: AtomicU64,
+    pub jobs_failed: AtomicU64,
+    pub workers: AtomicU64,
+    pub results_accepted: AtomicU64,
+    pub results_duplicate: AtomicU64,
+    pub results_rejected: AtomicU64,
+    pub job_errors: AtomicU64,
+    pub conflicts: AtomicU64,
+    pub lease_expiries: AtomicU64,
+    pub nodes: AtomicU64,
+    pub commits: AtomicU64,
+    pub auth_failures: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            started: Instant::now(),
+            jobs_pending: AtomicU64::new(0),
+            jobs_leased: AtomicU64::new(0),
+            jobs_done: AtomicU64::new(0),
+            jobs_held: AtomicU64::new(0),
+            jobs_failed: AtomicU64::new(0),
+            workers: AtomicU64::new(0),
+            results_accepted: AtomicU64::new(0),
+            results_duplicate: AtomicU64::new(0),
+            results_rejected: AtomicU64::new(0),
+            job_errors: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
+            lease_expiries: AtomicU64::new(0),
+            nodes: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            auth_failures: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Metrics {
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let _ = writeln!(out, "# HELP nqueens_jobs Jobs of the run by state.\n# TYPE nqueens_jobs gauge");
+        for (state, v) in [
+            ("pending", &self.jobs_pending),
+            ("leased", &self.jobs_leased),
+            ("done", &self.jobs_done),
+            ("held", &self.jobs_held),
+            ("failed", &self.jobs_failed),
+        ] {
+            let _ = writeln!(out, "nqueens_jobs{{state=\"{state}\"}} {}", g(v));
+        }
+        let uptime = self.started.elapsed().as_secs_f64().max(1e-3);
+        let simple: [(&str, &str, &str, f64); 12] = [
+            ("nqueens_workers", "gauge", "Workers seen within three heartbeats.", g(&self.workers) as f64),
+            ("nqueens_results_total", "counter", "Results committed (accepted or verified) since start; rate() gives results/s.", g(&self.results_accepted) as f64),
+            ("nqueens_results_duplicate_total", "counter", "Duplicate results acknowledged and ignored.", g(&self.results_duplicate) as f64),
+            ("nqueens_results_rejected_total", "counter", "Results refused (unknown job or lease, wrong run).", g(&self.results_rejected) as f64),
+            ("nqueens_job_errors_total", "counter", "Solver errors reported by workers.", g(&self.job_errors) as f64),
+            ("nqueens_conflicts_total", "counter", "Conflicting results recorded.", g(&self.conflicts) as f64),
+            ("nqueens_lease_expiries_total", "counter", "Leases that expired and returned their jobs.", g(&self.lease_expiries) as f64),
+            ("nqueens_nodes_total", "counter", "Search nodes of committed results; rate() gives nodes/s.", g(&self.nodes) as f64),
+            ("nqueens_commits_total", "counter", "Store transactions committed.", g(&self.commits) as f64),
+            ("nqueens_auth_failures_total", "counter", "Calls refused for a missing or wrong token.", g(&self.auth_failures) as f64),
+            ("nqueens_results_per_second", "gauge", "Committed results per second since this coordinator started.", g(&self.results_accepted) as f64 / uptime),
+            ("nqueens_nodes_per_second", "gauge", "Search nodes per second since this coordinator started.", g(&self.nodes) as f64 / uptime),
+        ];
+        for (name, kind, help, value) in simple {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        }
+        out
+    }
+}
+
+/// Serves `/metrics` (any path, in fact) until the task is dropped.
+pub async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>) {
+    loop {
+        let Ok((mut socket, _)) = listener.accept().await else { continue };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            // One read is enough for a scrape request line; the body of the request is ignored.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), socket.read(&mut buf)).await;
+            let body = metrics.render();
+            let head = format!("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let _ = socket.write_all(head.as_bytes()).await;
+            let _ = socket.write_all(body.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        });
+    }
+}

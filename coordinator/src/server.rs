@@ -1,0 +1,206 @@
+//! `serve`: opens or resumes a run and serves it over gRPC until it is told to stop (or, with
+//! `exit_when_done`, until the run is complete).
+//!
+//! Takes already-bound listeners and a shutdown future, so tests can bind 127.0.0.1:0 and stop the
+//! coordinator at will, exactly like the binary does on SIGTERM/Ctrl-C.
+
+use crate::engine::{Command, Engine, EngineConfig};
+use crate::metrics::{serve_metrics, Metrics};
+use crate::report::ResultRecord;
+use crate::service::{token_interceptor, CoordinatorService};
+use crate::store::{Store, StoreError};
+use nqueens_core::{job_list, SplitParams};
+use nqueens_proto as pb;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+
+/// How long a finished coordinator keeps answering before `exit_when_done` returns, so that polling
+/// workers hear that the run is complete.
+pub const EXIT_LINGER: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Board size; may be omitted when resuming an existing state file.
+    pub n: Option<u32>,
+    pub state: PathBuf,
+    pub target_jobs: Option<u64>,
+    pub lease_seconds: u32,
+    pub verify_fraction: f64,
+    pub token: Option<String>,
+    pub exit_when_done: bool,
+    /// PEM certificate chain and private key: serve TLS when given.
+    pub tls: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            n: None,
+            state: PathBuf::from("nqueens.db"),
+            target_jobs: None,
+            lease_seconds: 60,
+            verify_fraction: 0.01,
+            token: None,
+            exit_when_done: false,
+            tls: None,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no board size: give --n for a new run ({0} does not exist yet)")]
+    NoBoardSize(PathBuf),
+    #[error("--n {given} does not match the state file, which holds a run of N={stored}")]
+    OtherN { given: u32, stored: u8 },
+    #[error("--target-jobs {given:?} does not match the state file, which was split with {stored:?}")]
+    OtherSplit { given: Option<u64>, stored: Option<u64> },
+    #[error("invalid setting: {0}")]
+    Config(String),
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("the engine stopped: {0}")]
+    Engine(String),
+}
+
+/// The result file of a state file: `<state>.result.json`.
+pub fn result_file(state: &Path) -> PathBuf {
+    let mut name = state.as_os_str().to_owned();
+    name.push(".result.json");
+    PathBuf::from(name)
+}
+
+/// Serves the run in `config.state` on `listener` (and metrics on `metrics_listener`) until
+/// `shutdown` resolves or, with `exit_when_done`, the run is complete. Everything received before
+/// the stop is committed. Returns the result once the run is complete.
+pub async fn serve(
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Option<ResultRecord>, ServeError> {
+    use tracing::Instrument;
+    let span = tracing::info_span!("run", state = %config.state.display());
+    serve_inner(listener, metrics_listener, config, shutdown).instrument(span).await
+}
+
+async fn serve_inner(
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Option<ResultRecord>, ServeError> {
+    if !(0.0..=1.0).contains(&config.verify_fraction) {
+        return Err(ServeError::Config(format!("--verify-fraction {} must be between 0 and 1", config.verify_fraction)));
+    }
+    if config.lease_seconds < 2 {
+        return Err(ServeError::Config("--lease-seconds must be at least 2".into()));
+    }
+
+    // Which run: a new one from --n, or the one in the state file.
+    let (n, params) = if config.state.exists() {
+        let existing = Store::open_existing(&config.state)?;
+        let meta = existing.meta().clone();
+        if let Some(given) = config.n {
+            if given != meta.n as u32 {
+                return Err(ServeError::OtherN { given, stored: meta.n });
+            }
+        }
+        if config.target_jobs.is_some() && config.target_jobs != meta.target_jobs {
+            return Err(ServeError::OtherSplit { given: config.target_jobs, stored: meta.target_jobs });
+        }
+        (meta.n as u32, SplitParams { target_jobs: meta.target_jobs })
+    } else {
+        let n = config.n.ok_or_else(|| ServeError::NoBoardSize(config.state.clone()))?;
+        (n, SplitParams { target_jobs: config.target_jobs })
+    };
+    let list = job_list(n, &params).map_err(StoreError::from)?;
+    let store = Store::open_or_create(&config.state, &list, config.verify_fraction, "cluster")?;
+    let run = pb::RunId { n, fingerprint: store.meta().fingerprint.clone() };
+    tracing::info!(n, jobs = list.jobs.len(), fingerprint = %run.fingerprint, "run opened");
+
+    let metrics = Arc::new(Metrics::default());
+    let heartbeat_seconds = (config.lease_seconds / 3).max(1);
+    let engine_config = EngineConfig { result_file: result_file(&config.state), heartbeat: Duration::from_secs(heartbeat_seconds as u64) };
+    let jobs = Arc::new(list.jobs);
+    let (engine, mut complete_rx, engine_thread) =
+        Engine::start(store, jobs, Duration::from_secs(config.lease_seconds as u64), metrics.clone(), engine_config)?;
+
+    let metrics_task = metrics_listener.map(|l| tokio::spawn(serve_metrics(l, metrics.clone())));
+    let (stopping_tx, stopping_rx) = watch::channel(false);
+    let service = CoordinatorService {
+        engine: engine.clone(),
+        run,
+        lease_seconds: config.lease_seconds,
+        heartbeat_seconds,
+        stopping: stopping_rx.clone(),
+        metrics: metrics.clone(),
+    };
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
+    health_reporter.set_service_status("nqueens.v1.Coordinator", tonic_health::ServingStatus::Serving).await;
+
+    let mut builder = tonic::transport::Server::builder().http2_keepalive_interval(Some(Duration::from_secs(20)));
+    if let Some((cert, key)) = &config.tls {
+        let identity = tonic::transport::Identity::from_pem(cert, key);
+        builder = builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+    }
+    let interceptor = token_interceptor(config.token.clone(), metrics.clone());
+    let router = builder
+        .add_service(health_service)
+        .add_service(pb::coordinator_server::CoordinatorServer::with_interceptor(service, interceptor));
+
+    // Stop on the caller's signal, or after the run completes when asked to exit then.
+    let exit_when_done = config.exit_when_done;
+    let stop_signal = {
+        let stopping_tx = stopping_tx.clone();
+        let mut complete = complete_rx.clone();
+        async move {
+            let done = async {
+                if exit_when_done {
+                    let _ = complete.wait_for(|r| r.is_some()).await;
+                    tokio::time::sleep(EXIT_LINGER).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                _ = shutdown => tracing::info!("shutdown requested: no new calls; committing what arrived"),
+                _ = done => tracing::info!("run complete: exiting as asked (--exit-when-done)"),
+            }
+            let _ = stopping_tx.send(true);
+            health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+        }
+    };
+    let mut stopped = stopping_rx.clone();
+    let server = router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop_signal);
+    // Streams that do not end on their own get a few seconds after the stop before being cut.
+    let served = tokio::select! {
+        r = server => r,
+        _ = async { let _ = stopped.wait_for(|s| *s).await; tokio::time::sleep(Duration::from_secs(5)).await; } => Ok(()),
+    };
+
+    // Everything already queued is committed before the engine ends.
+    engine.send(Command::Shutdown);
+    drop(engine);
+    let joined = tokio::task::spawn_blocking(move || engine_thread.join()).await;
+    if let Some(task) = metrics_task {
+        task.abort();
+    }
+    match joined {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => return Err(ServeError::Engine(e.to_string())),
+        _ => return Err(ServeError::Engine("engine thread panicked".into())),
+    }
+    served?;
+    let record = complete_rx.borrow_and_update().clone();
+    Ok(record)
+}

@@ -1,0 +1,120 @@
+//! Fault tests with real processes: workers and coordinators are the real binaries, killed with
+//! real signals, talking over real loopback sockets to a real SQLite state file.
+
+use nqueens_coordinator::result_file;
+use nqueens_tests::cluster::*;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(240);
+
+fn jobs_in(state: &std::path::Path) -> i64 {
+    query_count(state, "SELECT COUNT(*) FROM jobs")
+}
+
+#[test]
+fn sigkilled_worker_leases_expire_and_total_stays_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run16.db");
+    let port = free_port();
+    let mut coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(16, &state, port, &["--lease-seconds", "3", "--verify-fraction", "0", "--exit-when-done"]),
+        dir.path().join("coordinator.log"),
+    );
+    let mut doomed = Proc::spawn("nqueens-worker", &worker_args(port, 1, "doomed", &[]), dir.path().join("doomed.log"));
+    wait_until(LONG, "the first worker to commit results while holding leases", || {
+        committed_results(&state) >= 30 && query_count(&state, "SELECT COUNT(*) FROM jobs WHERE state='leased'") > 0
+    });
+    doomed.sigkill();
+    let before = counted_job_ids(&state);
+    assert!((before.len() as i64) < jobs_in(&state), "killed mid-run, not after it");
+
+    let mut survivor = Proc::spawn("nqueens-worker", &worker_args(port, 1, "survivor", &[]), dir.path().join("survivor.log"));
+    let status = coordinator.wait_exit(LONG);
+    assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());
+    assert!(coordinator.log_text().contains("leases expired"), "the killed worker's leases expired:\n{}", coordinator.log_text());
+    let record = read_result_file(&result_file(&state));
+    assert_matches_reference(&record);
+    assert_each_job_counted_once(&state);
+    assert!(before.is_subset(&counted_job_ids(&state)));
+    let s = survivor.wait_exit(Duration::from_secs(60));
+    assert!(s.success(), "survivor exits 0 when the run is complete: {s}\n{}", survivor.log_text());
+
+    // Offline status of the finished run shows the result.
+    let out = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
+        .args(["status", "--json", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["complete"], true);
+    assert_eq!(v["result"]["total"].as_u64(), Some(record.total));
+}
+
+#[test]
+fn sigkilled_coordinator_restarts_on_its_state_and_nothing_is_lost_or_doubled() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run16.db");
+    let port = free_port();
+    let args = serve_args(16, &state, port, &["--lease-seconds", "10", "--verify-fraction", "0.02", "--exit-when-done", "--token", "sesame"]);
+    let mut first = Proc::spawn("nqueens-coordinator", &args, dir.path().join("coordinator1.log"));
+    let mut workers: Vec<Proc> = ["w1", "w2"]
+        .iter()
+        .map(|name| Proc::spawn("nqueens-worker", &worker_args(port, 1, name, &["--token", "sesame"]), dir.path().join(format!("{name}.log"))))
+        .collect();
+    wait_until(LONG, "a fifth of the jobs committed", || {
+        let jobs = jobs_in(&state);
+        jobs > 0 && committed_results(&state) * 5 >= jobs
+    });
+    first.sigkill();
+    let before = counted_job_ids(&state);
+    assert!((before.len() as i64) < jobs_in(&state), "killed mid-run, not after it");
+    std::thread::sleep(Duration::from_millis(500));
+
+    // Same port, same state file: the workers reconnect on their own.
+    let mut second = Proc::spawn("nqueens-coordinator", &args, dir.path().join("coordinator2.log"));
+    let status = second.wait_exit(LONG);
+    assert!(status.success(), "restarted coordinator: {status}\n{}", second.log_text());
+    let log = second.log_text();
+    assert!(log.contains("run loaded"), "{log}");
+    let record = read_result_file(&result_file(&state));
+    assert_matches_reference(&record);
+    assert_each_job_counted_once(&state);
+    let after = counted_job_ids(&state);
+    assert!(before.is_subset(&after), "no committed result was lost");
+    for w in &mut workers {
+        let s = w.wait_exit(Duration::from_secs(60));
+        assert!(s.success(), "{} exits 0: {s}\n{}", w.what, w.log_text());
+    }
+    for w in &workers {
+        let registrations = w.log_text().matches("registered with the coordinator").count();
+        assert!(registrations >= 2, "{} registered again after the restart:\n{}", w.what, w.log_text());
+    }
+}
+
+#[test]
+fn sigterm_worker_releases_its_leases_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run16.db");
+    let port = free_port();
+    let mut coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(16, &state, port, &["--lease-seconds", "120", "--verify-fraction", "0"]),
+        dir.path().join("coordinator.log"),
+    );
+    let mut worker = Proc::spawn("nqueens-worker", &worker_args(port, 1, "polite", &[]), dir.path().join("worker.log"));
+    let leased = || query_count(&state, "SELECT COUNT(*) FROM jobs WHERE state='leased'");
+    wait_until(LONG, "results committed while jobs are leased", || committed_results(&state) >= 5 && leased() > 0);
+    worker.signal(libc::SIGTERM);
+    let s = worker.wait_exit(Duration::from_secs(60));
+    assert!(s.success(), "worker exits 0 on SIGTERM: {s}\n{}", worker.log_text());
+    // Released at once, not after the 120 s lease.
+    wait_until(Duration::from_secs(20), "no job leased any more", || leased() == 0);
+    assert!(worker.log_text().contains("released unfinished jobs"), "{}", worker.log_text());
+
+    coordinator.signal(libc::SIGTERM);
+    let s = coordinator.wait_exit(Duration::from_secs(60));
+    assert!(s.success(), "coordinator exits 0 on SIGTERM: {s}\n{}", coordinator.log_text());
+    assert!(coordinator.log_text().contains("engine stopped after committing everything received"));
+}

@@ -1,0 +1,160 @@
+//! Replayed and forged results against a real coordinator process: a replay is counted once; a
+//! result for another run, an unknown job, a lease that does not cover the job, or a call with a
+//! wrong token is refused with a typed reason and changes nothing.
+
+use nqueens_core::{job_list, SplitParams};
+use nqueens_proto as pb;
+use nqueens_proto::Reason;
+use nqueens_tests::cluster::*;
+use std::time::Duration;
+use tokio_stream::StreamExt;
+
+const TOKEN: &str = "sesame";
+
+async fn connect(port: u16, token: Option<&str>) -> pb::Client {
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..600 {
+        if let Ok(ch) = pb::connect_channel(&url, None).await {
+            return pb::client(ch, token).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("coordinator at {url} never came up");
+}
+
+fn self_test() -> pb::SelfTest {
+    nqueens_worker::self_test()
+}
+
+fn register_request(run: Option<pb::RunId>, version: &str) -> pb::RegisterRequest {
+    pb::RegisterRequest { run, name: "probe".into(), host: "test".into(), cores: 1, version: version.into(), self_test: Some(self_test()), previous_worker_id: 0 }
+}
+
+fn reason(status: &tonic::Status) -> Reason {
+    Reason::try_from(pb::status_reason(status).expect("typed reason in the status details").reason).unwrap()
+}
+
+async fn status(client: &mut pb::Client) -> pb::StatusResponse {
+    client.status(pb::StatusRequest {}).await.unwrap().into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replayed_result_counts_once_and_forged_results_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run12.db");
+    let port = free_port();
+    let mut coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(12, &state, port, &["--lease-seconds", "60", "--verify-fraction", "0", "--token", TOKEN]),
+        dir.path().join("coordinator.log"),
+    );
+    let mut client = connect(port, Some(TOKEN)).await;
+
+    // Wrong or missing token: refused on every call, with the typed reason.
+    let mut intruder = connect(port, Some("guess")).await;
+    let e = intruder.register(register_request(None, env!("CARGO_PKG_VERSION"))).await.unwrap_err();
+    assert_eq!((e.code(), reason(&e)), (tonic::Code::Unauthenticated, Reason::BadToken));
+    let e = intruder.status(pb::StatusRequest {}).await.unwrap_err();
+    assert_eq!(reason(&e), Reason::BadToken);
+    let mut anonymous = connect(port, None).await;
+    let e = anonymous.lease(pb::LeaseRequest::default()).await.unwrap_err();
+    assert_eq!(reason(&e), Reason::BadToken);
+
+    // Incompatible version, and a worker of another run.
+    let e = client.register(register_request(None, "99.0.0")).await.unwrap_err();
+    assert_eq!(reason(&e), Reason::VersionMismatch);
+    let other = pb::RunId { n: 13, fingerprint: "n13-0000000000000000-p1".into() };
+    let e = client.register(register_request(Some(other.clone()), env!("CARGO_PKG_VERSION"))).await.unwrap_err();
+    assert_eq!(reason(&e), Reason::WrongRun);
+    assert!(e.message().contains("N=13"), "{}", e.message());
+
+    let reg = client.register(register_request(None, env!("CARGO_PKG_VERSION"))).await.unwrap().into_inner();
+    let run = reg.run.clone().unwrap();
+    let lease = client.lease(pb::LeaseRequest { run: Some(run.clone()), worker_id: reg.worker_id, free_slots: 1 }).await.unwrap().into_inner();
+    assert!(!lease.jobs.is_empty());
+    let list = job_list(12, &SplitParams::default()).unwrap();
+    let job = &list.jobs[lease.jobs[0].job_id as usize];
+    let counts = job.solve().unwrap();
+    let result = pb::JobResult {
+        run: Some(run.clone()),
+        worker_id: reg.worker_id,
+        lease_id: lease.lease_id,
+        job_id: job.id,
+        counts: Some(pb::Counts { solutions: counts.solutions, sym180: counts.sym180, sym90: counts.sym90, nodes: counts.nodes }),
+        seconds: 0.01,
+        error: String::new(),
+    };
+
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let mut acks = client.results(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let send = |r: pb::JobResult| {
+        let tx = tx.clone();
+        async move {
+            tx.send(r).await.unwrap();
+        }
+    };
+    // The same result twice: accepted once, then acknowledged as a duplicate.
+    send(result.clone()).await;
+    send(result.clone()).await;
+    let mut outcomes = vec![];
+    for _ in 0..2 {
+        let ack = tokio::time::timeout(Duration::from_secs(30), acks.next()).await.unwrap().unwrap().unwrap();
+        outcomes.push(pb::Outcome::try_from(ack.outcome).unwrap());
+    }
+    outcomes.sort_by_key(|o| *o as i32);
+    assert_eq!(outcomes, vec![pb::Outcome::Accepted, pb::Outcome::Duplicate]);
+    let expected_total = job.weight as u64 * counts.solutions;
+    let before = status(&mut client).await;
+    assert_eq!((before.jobs_done, before.partial_total, before.conflicts), (1, expected_total, 0));
+    assert_eq!(committed_results(&state), 1, "the replay added no counted row");
+
+    // Forged results: another run, an unknown job, a job the lease does not cover.
+    let other_job = list.jobs.iter().find(|j| !lease.jobs.iter().any(|s| s.job_id == j.id)).unwrap().id;
+    let forgeries = [
+        (pb::JobResult { run: Some(other), ..result.clone() }, Reason::WrongRun),
+        (pb::JobResult { run: Some(pb::RunId { n: 12, fingerprint: "n12-forged-p1".into() }), ..result.clone() }, Reason::WrongRun),
+        (pb::JobResult { job_id: 1_000_000_000, ..result.clone() }, Reason::UnknownJob),
+        (pb::JobResult { job_id: other_job, ..result.clone() }, Reason::UnknownLease),
+        (pb::JobResult { lease_id: 987_654, ..result.clone() }, Reason::UnknownLease),
+    ];
+    for (forged, want) in forgeries {
+        send(forged).await;
+        let ack = tokio::time::timeout(Duration::from_secs(30), acks.next()).await.unwrap().unwrap().unwrap();
+        assert_eq!(pb::Outcome::try_from(ack.outcome).unwrap(), pb::Outcome::Rejected);
+        assert_eq!(Reason::try_from(ack.reason).unwrap(), want, "{}", ack.message);
+        assert!(!ack.message.is_empty());
+    }
+    let after = status(&mut client).await;
+    assert_eq!((after.jobs_done, after.partial_total, after.conflicts, after.jobs_pending), (before.jobs_done, before.partial_total, 0, before.jobs_pending));
+    assert_eq!(committed_results(&state), 1, "forgeries changed nothing");
+
+    // A duplicate with different counts is a conflict: recorded, uncounted, the job re-run.
+    let mut wrong = result.clone();
+    wrong.counts.as_mut().unwrap().solutions += 1;
+    send(wrong).await;
+    let ack = tokio::time::timeout(Duration::from_secs(30), acks.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(pb::Outcome::try_from(ack.outcome).unwrap(), pb::Outcome::Conflict);
+    let s = status(&mut client).await;
+    assert_eq!((s.jobs_done, s.partial_total, s.conflicts), (0, 0, 1));
+    assert_eq!(query_count(&state, "SELECT COUNT(*) FROM conflicts"), 1);
+
+    // The status command and the health check against the live coordinator.
+    let bin = nqueens_tests::binary("nqueens-coordinator");
+    let out = std::process::Command::new(&bin)
+        .args(["status", "--json", "--connect", &format!("http://127.0.0.1:{port}")])
+        .env("NQ_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["n"], 12);
+    assert_eq!(v["conflicts"], 1);
+    assert_eq!(v["workers"][0]["name"], "probe");
+    let out = std::process::Command::new(&bin).args(["healthcheck", "--connect", &format!("http://127.0.0.1:{port}")]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+
+    drop(tx);
+    coordinator.signal(libc::SIGTERM);
+    let s = coordinator.wait_exit(Duration::from_secs(60));
+    assert!(s.success(), "{s}\n{}", coordinator.log_text());
+}

@@ -1,0 +1,30 @@
+//! The worker binary's command line: bad input gives a clear error, not a hang.
+
+use std::process::Command;
+
+fn worker() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nqueens-worker"))
+}
+
+#[test]
+fn missing_connect_is_a_usage_error() {
+    let out = worker().env_remove("NQ_CONNECT").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--connect"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn zero_threads_is_refused() {
+    let out = worker().args(["--connect", "http://127.0.0.1:1", "--threads", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--threads must be at least 1"));
+}
+
+#[test]
+fn help_documents_env_variables() {
+    let out = worker().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for env in ["NQ_CONNECT", "NQ_THREADS", "NQ_TOKEN"] {
+        assert!(help.contains(env), "--help lacks {env}:\n{help}");
+    }
+}
