@@ -4,9 +4,12 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nqueens_coordinator::report::ResultRecord;
-use nqueens_core::{check_board_size, job_list, parallel, SplitParams, Tally};
+use nqueens_coordinator::LocalCheckpoint;
+use nqueens_core::{check_board_size, job_list, parallel, Job, SplitParams, Tally};
+use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -29,6 +32,11 @@ pub struct SolveArgs {
     /// Never draw the progress bar (it is drawn only on a terminal, for runs over a second).
     #[arg(long)]
     pub no_progress: bool,
+    /// Checkpoint every solved job to this SQLite file (created if missing). Run the same command
+    /// again after an interruption and it resumes, solving only the jobs not yet recorded. A file of
+    /// another board size, split or version is refused. Takes a single board size.
+    #[arg(long, env = "NQ_STATE")]
+    pub state: Option<PathBuf>,
 }
 
 /// Parses `16`, `4..18` or `4..=18` into a range of valid board sizes.
@@ -60,11 +68,14 @@ pub fn run(args: SolveArgs) -> Result<ExitCode> {
         .context("starting the solver threads")?;
     let params = SplitParams { target_jobs: args.target_jobs };
     let table = !args.json && sizes.start() != sizes.end();
+    if args.state.is_some() && sizes.start() != sizes.end() {
+        bail!("--state checkpoints a single board size, not the range {}", args.sizes);
+    }
     if table {
         println!(" N: {:>20} {:>20} hh:mm:ss.ms", "Total", "Unique");
     }
     for n in sizes {
-        let record = solve_one_size(&pool, n, &params, !args.no_progress)?;
+        let record = solve_one_size(&pool, n, &params, !args.no_progress, args.state.as_deref())?;
         if args.json {
             println!("{}", record.json_line());
         } else if table {
@@ -76,27 +87,62 @@ pub fn run(args: SolveArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn solve_one_size(pool: &rayon::ThreadPool, n: u32, params: &SplitParams, progress: bool) -> Result<ResultRecord> {
+fn solve_one_size(
+    pool: &rayon::ThreadPool,
+    n: u32,
+    params: &SplitParams,
+    progress: bool,
+    state: Option<&Path>,
+) -> Result<ResultRecord> {
     let _span = tracing::info_span!("solve", n).entered();
     let started = Instant::now();
     let list = job_list(n, params)?;
     info!(jobs = list.jobs.len(), depth = list.depth, fingerprint = %list.fingerprint(), "job list ready");
-    let bar = Progress::start(list.jobs.len() as u64, progress);
+    let checkpoint = match state {
+        Some(path) => Some(
+            LocalCheckpoint::open(path, &list).with_context(|| format!("opening checkpoint {}", path.display()))?,
+        ),
+        None => None,
+    };
+    // With a checkpoint, only the jobs it has not recorded yet are solved.
+    let done: HashSet<u64> = match &checkpoint {
+        Some(c) => c.done_ids()?.into_iter().collect(),
+        None => HashSet::new(),
+    };
+    if !done.is_empty() {
+        info!(done = done.len(), total = list.jobs.len(), "resuming from the checkpoint");
+    }
+    let todo: Vec<Job> = list.jobs.iter().filter(|j| !done.contains(&j.id)).cloned().collect();
+
+    let bar = Progress::start(list.jobs.len() as u64, done.len() as u64, progress);
     let tally = Mutex::new(Tally::new(n)?);
     let failure = Mutex::new(None);
-    parallel::solve_all(pool, &list.jobs, |index, counts| {
-        let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = tally.add(list.jobs[index].weight, counts) {
+    parallel::solve_all(pool, &todo, |index, counts, took| {
+        let job = &todo[index];
+        let outcome = match &checkpoint {
+            Some(c) => c.record(job.id, counts, took.as_secs_f64()).map_err(anyhow::Error::from),
+            None => tally.lock().unwrap_or_else(|p| p.into_inner()).add(job.weight, counts).map_err(anyhow::Error::from),
+        };
+        if let Err(e) = outcome {
             failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
         }
         bar.inc();
     })?;
     bar.finish();
     if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e.into());
+        return Err(e);
     }
-    let tally = tally.into_inner().unwrap_or_else(|p| p.into_inner());
-    let totals = tally.totals()?;
+    // The checkpoint's answer is summed from its committed rows, never from memory.
+    let (tally, totals) = match &checkpoint {
+        Some(c) => {
+            let (tally, totals) = c.finish()?;
+            (tally, totals.context("the checkpoint is missing results after the run")?)
+        }
+        None => {
+            let tally = tally.into_inner().unwrap_or_else(|p| p.into_inner());
+            (tally, tally.totals()?)
+        }
+    };
     let record = ResultRecord::new(&totals, list.jobs.len() as u64, started.elapsed(), tally.nodes);
     info!(total = record.total, unique = record.unique, seconds = record.seconds, "solved");
     Ok(record)
@@ -125,8 +171,10 @@ struct Progress {
 }
 
 impl Progress {
-    fn start(jobs: u64, wanted: bool) -> Progress {
+    fn start(jobs: u64, already_done: u64, wanted: bool) -> Progress {
         let bar = ProgressBar::with_draw_target(Some(jobs), ProgressDrawTarget::hidden());
+        bar.set_position(already_done);
+        bar.reset_eta();
         bar.set_style(
             ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} jobs  {rate}  ETA {eta}")
                 .expect("valid template")

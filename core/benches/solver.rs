@@ -71,7 +71,7 @@ fn run_solver(n: u32, threads: usize) -> f64 {
     let started = Instant::now();
     let list = job_list(n, &SplitParams::default()).unwrap();
     let tally = Mutex::new(Tally::new(n).unwrap());
-    parallel::solve_all(&pool, &list.jobs, |i, counts| {
+    parallel::solve_all(&pool, &list.jobs, |i, counts, _| {
         tally.lock().unwrap().add(list.jobs[i].weight, counts).unwrap();
     })
     .unwrap();

@@ -7,6 +7,7 @@
 use crate::{CoreError, Job, JobCounts};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The order in which to run `jobs`: indices sorted by decreasing estimate, then by id.
 pub fn longest_first(jobs: &[Job]) -> Vec<usize> {
@@ -15,11 +16,11 @@ pub fn longest_first(jobs: &[Job]) -> Vec<usize> {
     order
 }
 
-/// Solves every job on `pool`, longest first, calling `on_result(index, counts)` from the
-/// solving thread as each job finishes. Stops handing out jobs after the first error.
+/// Solves every job on `pool`, longest first, calling `on_result(index, counts, time taken)` from
+/// the solving thread as each job finishes. Stops handing out jobs after the first error.
 pub fn solve_all<F>(pool: &rayon::ThreadPool, jobs: &[Job], on_result: F) -> Result<(), CoreError>
 where
-    F: Fn(usize, &JobCounts) + Sync,
+    F: Fn(usize, &JobCounts, Duration) + Sync,
 {
     let order = longest_first(jobs);
     let cursor = AtomicUsize::new(0);
@@ -27,8 +28,9 @@ where
     pool.broadcast(|_| loop {
         let next = cursor.fetch_add(1, Ordering::Relaxed);
         let Some(&index) = order.get(next) else { break };
+        let started = Instant::now();
         match jobs[index].solve() {
-            Ok(counts) => on_result(index, &counts),
+            Ok(counts) => on_result(index, &counts, started.elapsed()),
             Err(e) => {
                 failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
                 cursor.store(order.len(), Ordering::Relaxed);
@@ -46,7 +48,7 @@ where
 pub fn solve_one(pool: &rayon::ThreadPool, job: &Job, extra_rows: usize) -> Result<JobCounts, CoreError> {
     let parts = job.split(extra_rows)?;
     let found = Mutex::new(Vec::with_capacity(parts.len()));
-    solve_all(pool, &parts, |_, counts| found.lock().unwrap_or_else(|p| p.into_inner()).push(*counts))?;
+    solve_all(pool, &parts, |_, counts, _| found.lock().unwrap_or_else(|p| p.into_inner()).push(*counts))?;
     let mut total = JobCounts::default();
     for counts in found.into_inner().unwrap_or_else(|p| p.into_inner()) {
         total.merge(&counts)?;

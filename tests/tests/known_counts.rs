@@ -19,7 +19,7 @@ fn library_totals_and_classes_match_the_reference_for_n_1_to_17() {
     for n in 1..=17u32 {
         let list = job_list(n, &SplitParams::default()).unwrap();
         let tally = Mutex::new(Tally::new(n).unwrap());
-        parallel::solve_all(&pool, &list.jobs, |i, c| tally.lock().unwrap().add(list.jobs[i].weight, c).unwrap()).unwrap();
+        parallel::solve_all(&pool, &list.jobs, |i, c, _| tally.lock().unwrap().add(list.jobs[i].weight, c).unwrap()).unwrap();
         let t = tally.into_inner().unwrap().totals().unwrap();
         let classes = t.classes.map_or([None; 3], |c| [Some(c.count2), Some(c.count4), Some(c.count8)]);
         assert_matches(&table[&(n as u8)], t.total, t.unique, classes);

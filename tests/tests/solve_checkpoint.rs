@@ -1,0 +1,55 @@
+//! `solve --state`: a one-machine run killed part way resumes from its checkpoint, exactly.
+
+use nqueens_tests::{binary, known_counts};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn solve(args: &[&str]) -> std::process::Output {
+    Command::new(binary("nqueens-coordinator")).arg("solve").args(args).output().expect("run nqueens-coordinator")
+}
+
+#[test]
+fn a_killed_solve_resumes_from_its_checkpoint_and_refuses_foreign_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("n17.db");
+    let state_arg = state.to_str().unwrap();
+
+    // SIGKILL a one-thread N=17 run (about ten seconds of work) after a few seconds.
+    let mut first = Command::new(binary("nqueens-coordinator"))
+        .args(["solve", "17", "--threads", "1", "--json", "--state", state_arg])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    first.kill().unwrap();
+    let status = first.wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "the first run must still be working when it is killed");
+
+    let out = Command::new(binary("nqueens-coordinator"))
+        .args(["solve", "17", "--json", "--state", state_arg])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("resuming from the checkpoint"), "the second run must resume: {log}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let known = &known_counts()[&17];
+    assert_eq!(v["total"].as_u64(), Some(known.total));
+    assert_eq!(v["unique"].as_u64(), Some(known.unique));
+    assert_eq!([v["count2"].as_u64(), v["count4"].as_u64(), v["count8"].as_u64()], [known.count2, known.count4, known.count8]);
+
+    // A checkpoint of another board size, or a file that is not a checkpoint, is refused.
+    let other = solve(&["16", "--state", state_arg]);
+    assert_eq!(other.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&other.stderr).contains("another run"), "{}", String::from_utf8_lossy(&other.stderr));
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, "not a database, but somebody's notes").unwrap();
+    let corrupt = solve(&["12", "--state", junk.to_str().unwrap()]);
+    assert_eq!(corrupt.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&corrupt.stderr).contains("corrupt"), "{}", String::from_utf8_lossy(&corrupt.stderr));
+    assert_eq!(std::fs::read_to_string(&junk).unwrap(), "not a database, but somebody's notes", "a refused file is left as it was");
+    // A range cannot share one checkpoint.
+    assert_eq!(solve(&["12..13", "--state", state_arg]).status.code(), Some(1));
+}
