@@ -42,6 +42,8 @@ pub struct LeaseReply {
     pub jobs: Vec<pb::JobSpec>,
     pub complete: bool,
     pub unknown_worker: bool,
+    /// The worker lost a verification and gets no more work.
+    pub untrusted_worker: bool,
 }
 
 /// Handle for sending commands to the engine thread.
@@ -95,7 +97,8 @@ impl Engine {
         config: EngineConfig,
     ) -> Result<(EngineHandle, watch::Receiver<Option<ResultRecord>>, std::thread::JoinHandle<Result<(), StoreError>>), StoreError> {
         let loaded = store.load()?;
-        let life = Lifecycle::new(loaded.jobs, loaded.leases, lease_duration, Instant::now());
+        let mut life = Lifecycle::new(loaded.jobs, loaded.leases, lease_duration, Instant::now());
+        life.restore_untrusted(loaded.untrusted);
         let (complete_tx, complete_rx) = watch::channel(None);
         let run = pb::RunId { n: store.meta().n as u32, fingerprint: store.meta().fingerprint.clone() };
         let done_at_start = life.count("done");
@@ -208,7 +211,11 @@ impl Engine {
             }
             Command::Lease { worker_id, free_slots, reply } => {
                 if !self.touch(worker_id, now) {
-                    let _ = reply.send(LeaseReply { lease_id: 0, jobs: vec![], complete: false, unknown_worker: true });
+                    let _ = reply.send(LeaseReply { lease_id: 0, jobs: vec![], complete: false, unknown_worker: true, untrusted_worker: false });
+                    return;
+                }
+                if self.life.is_untrusted(worker_id) {
+                    let _ = reply.send(LeaseReply { lease_id: 0, jobs: vec![], complete: false, unknown_worker: false, untrusted_worker: true });
                     return;
                 }
                 let lone = self.active_workers(now) <= 1;
@@ -222,7 +229,7 @@ impl Engine {
                     None => (0, vec![]),
                 };
                 replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply.send(LeaseReply { lease_id, jobs: specs, complete: e.life.is_complete(), unknown_worker: false });
+                    let _ = reply.send(LeaseReply { lease_id, jobs: specs, complete: e.life.is_complete(), unknown_worker: false, untrusted_worker: false });
                 }));
             }
             Command::Heartbeat { worker_id, lease_ids, reply } => {
@@ -248,9 +255,16 @@ impl Engine {
                     tracing::warn!(job = msg.job_id, worker = msg.worker_id, error = %msg.error, "worker reported a solver error");
                     Err(msg.error.clone())
                 };
+                let before = changes.len();
                 let outcome = self.life.result(msg.worker_id, msg.lease_id, msg.job_id, outcome, changes);
                 self.count_outcome(&msg, outcome);
-                let (job_id, lease_id) = (msg.job_id, msg.lease_id);
+                for change in &changes[before..] {
+                    if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
+                        let name = self.workers.get(worker_id).map_or("", |w| w.row.name.as_str());
+                        tracing::warn!(worker = worker_id, name, job = job_id, requeued, %detail, "worker lost a verification; it is untrusted and its counted jobs will be re-run");
+                    }
+                }
+                let (job_id, lease_id, msg_worker) = (msg.job_id, msg.lease_id, msg.worker_id);
                 replies.push(Box::new(move |e: &Engine| {
                     let (outcome, reason, message) = match outcome {
                         ResultOutcome::Accepted => (pb::Outcome::Accepted, pb::Reason::Unspecified, String::new()),
@@ -259,6 +273,11 @@ impl Engine {
                         ResultOutcome::Conflict => (pb::Outcome::Conflict, pb::Reason::Unspecified, "result disagrees with another result for this job; it will be re-run".into()),
                         ResultOutcome::ErrorRecorded => (pb::Outcome::ErrorRecorded, pb::Reason::Unspecified, String::new()),
                         ResultOutcome::UnknownJob => (pb::Outcome::Rejected, pb::Reason::UnknownJob, format!("job {job_id} is not in this run's job list")),
+                        ResultOutcome::UntrustedWorker => (
+                            pb::Outcome::Rejected,
+                            pb::Reason::UntrustedWorker,
+                            format!("worker {} disagreed with a settled verification and may not contribute results", msg_worker),
+                        ),
                         ResultOutcome::UnknownLease => {
                             (pb::Outcome::Rejected, pb::Reason::UnknownLease, format!("lease {lease_id} was not issued to this worker for job {job_id}"))
                         }
@@ -302,7 +321,7 @@ impl Engine {
             ResultOutcome::ErrorRecorded => {
                 m.job_errors.fetch_add(1, Ordering::Relaxed);
             }
-            ResultOutcome::UnknownJob | ResultOutcome::UnknownLease => {
+            ResultOutcome::UnknownJob | ResultOutcome::UnknownLease | ResultOutcome::UntrustedWorker => {
                 m.results_rejected.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(job = msg.job_id, lease = msg.lease_id, worker = msg.worker_id, ?outcome, "result rejected");
             }
@@ -333,6 +352,7 @@ impl Engine {
         m.jobs_held.store(self.life.count("held"), Ordering::Relaxed);
         m.jobs_failed.store(self.life.count("failed"), Ordering::Relaxed);
         m.workers.store(self.active_workers(Instant::now()) as u64, Ordering::Relaxed);
+        m.untrusted_workers.store(self.life.untrusted_count(), Ordering::Relaxed);
     }
 
     /// Once every job is done: totals from the committed rows, the result file, and the signal
@@ -393,6 +413,7 @@ impl Engine {
                 conflicts: w.conflicts,
                 last_seen_seconds_ago: now.duration_since(w.last_seen).as_secs_f64(),
                 jobs_leased: leased_by.get(&w.row.id).copied().unwrap_or(0),
+                untrusted: self.life.is_untrusted(w.row.id),
             })
             .collect();
         workers.sort_by_key(|w| w.worker_id);
@@ -416,6 +437,7 @@ impl Engine {
             workers,
             lease_expiries: self.life.lease_expiries,
             uptime_seconds: elapsed,
+            untrusted_workers: self.life.untrusted_count(),
         })
     }
 }

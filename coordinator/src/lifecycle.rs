@@ -8,7 +8,7 @@
 //! every lease found in the store a fresh grace period.
 
 use nqueens_core::JobCounts;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::cmp::Reverse;
 use std::time::{Duration, Instant};
 
@@ -92,6 +92,9 @@ pub enum Change {
     Uncount { job_id: u64 },
     Lease { lease_id: u64, worker_id: u64, job_ids: Vec<u64> },
     Conflict { job_id: u64, worker_a: u64, worker_b: u64, detail: String },
+    /// A worker lost a settled verification: refused from now on; `requeued` of its counted jobs
+    /// were un-counted (by the `Uncount`s beside this change) and returned to pending.
+    Untrust { worker_id: u64, job_id: u64, detail: String, requeued: u64 },
 }
 
 /// What happened to one incoming result.
@@ -104,6 +107,8 @@ pub enum ResultOutcome {
     ErrorRecorded,
     UnknownJob,
     UnknownLease,
+    /// The worker lost a verification; nothing it sends is taken any more.
+    UntrustedWorker,
 }
 
 /// A lease ever issued in this run (kept after expiry so late results can still be matched to it).
@@ -126,6 +131,9 @@ pub struct Lifecycle {
     by_state: [u64; 5],
     pub lease_expiries: u64,
     pub conflicts_total: u64,
+    /// Workers that disagreed with a settled verification. Their opinions no longer count as
+    /// agreement or disagreement, and they get no leases.
+    untrusted: HashSet<u64>,
 }
 
 impl Lifecycle {
@@ -142,6 +150,7 @@ impl Lifecycle {
             by_state: [0; 5],
             lease_expiries: 0,
             conflicts_total: 0,
+            untrusted: HashSet::new(),
         };
         for lease in life.leases.values_mut() {
             lease.active = false;
@@ -186,6 +195,17 @@ impl Lifecycle {
         self.lease_duration
     }
 
+    /// Restores the untrusted marks reloaded from the store (their jobs were requeued back then).
+    pub fn restore_untrusted(&mut self, workers: impl IntoIterator<Item = u64>) {
+        self.untrusted.extend(workers);
+    }
+    pub fn is_untrusted(&self, worker_id: u64) -> bool {
+        self.untrusted.contains(&worker_id)
+    }
+    pub fn untrusted_count(&self) -> u64 {
+        self.untrusted.len() as u64
+    }
+
     /// Moves a job (same-state moves are fine: they rewrite the stored row) and records the change.
     fn set_state(&mut self, id: u64, state: JobState, changes: &mut Vec<Change>) {
         let job = &mut self.jobs[id as usize];
@@ -213,6 +233,9 @@ impl Lifecycle {
     /// opinion is not given to a worker that already gave one, unless `lone_worker` says no other
     /// worker is around to give it.
     pub fn lease(&mut self, worker_id: u64, max_jobs: usize, lone_worker: bool, now: Instant, changes: &mut Vec<Change>) -> Option<(u64, Vec<u64>)> {
+        if self.is_untrusted(worker_id) {
+            return None;
+        }
         let mut picked = Vec::new();
         let mut set_aside = Vec::new();
         while picked.len() < max_jobs {
@@ -257,7 +280,7 @@ impl Lifecycle {
                 lost.push(lease_id);
                 continue;
             };
-            if lease.worker_id != worker_id {
+            if lease.worker_id != worker_id || self.untrusted.contains(&worker_id) {
                 lost.push(lease_id);
                 continue;
             }
@@ -345,6 +368,9 @@ impl Lifecycle {
     /// Takes one result. Unknown jobs and leases that never covered the job are refused without
     /// any change.
     pub fn result(&mut self, worker_id: u64, lease_id: u64, job_id: u64, outcome: Result<(JobCounts, f64), String>, changes: &mut Vec<Change>) -> ResultOutcome {
+        if self.is_untrusted(worker_id) {
+            return ResultOutcome::UntrustedWorker;
+        }
         if job_id >= self.jobs.len() as u64 {
             return ResultOutcome::UnknownJob;
         }
@@ -386,12 +412,16 @@ impl Lifecycle {
             return ResultOutcome::Duplicate;
         }
         let needed = job.agreeing_needed();
-        let agrees = job.opinions.iter().any(|(w, c)| (*w != worker_id || solved_again) && *c == counts);
-        let disagrees: Option<u64> = job.opinions.iter().find(|(_, c)| *c != counts).map(|(w, _)| *w);
+        let trusted = |w: &u64| !self.untrusted.contains(w);
+        let agrees = job.opinions.iter().any(|(w, c)| trusted(w) && (*w != worker_id || solved_again) && *c == counts);
+        let disagrees: Option<u64> = job.opinions.iter().find(|(w, c)| trusted(w) && *c != counts).map(|(w, _)| *w);
         if needed == 1 || agrees {
             changes.push(row(true, if agrees { "verified" } else { "first" }));
             self.jobs[job_id as usize].counted = Some((worker_id, counts));
             self.set_state(job_id, JobState::Done, changes);
+            if agrees && self.jobs[job_id as usize].verify {
+                self.untrust_dissenters(job_id, counts, changes);
+            }
             return if agrees { ResultOutcome::Confirmed } else { ResultOutcome::Accepted };
         }
         changes.push(row(false, if disagrees.is_some() { "conflict" } else { "opinion" }));
@@ -405,6 +435,41 @@ impl Lifecycle {
             self.set_state(job_id, JobState::Pending, changes);
         }
         ResultOutcome::Accepted
+    }
+
+    /// A verification settled on `agreed`: every worker that reported something else is no longer
+    /// trusted, so its counted results elsewhere are in doubt too. They are un-counted and solved
+    /// again by others; its active leases are taken back.
+    fn untrust_dissenters(&mut self, job_id: u64, agreed: JobCounts, changes: &mut Vec<Change>) {
+        let mut dissenters: Vec<(u64, JobCounts)> =
+            self.jobs[job_id as usize].opinions.iter().filter(|(w, c)| *c != agreed && !self.untrusted.contains(w)).copied().collect();
+        dissenters.sort_by_key(|(w, _)| *w);
+        dissenters.dedup_by_key(|(w, _)| *w);
+        for (worker_id, wrong) in dissenters {
+            self.untrusted.insert(worker_id);
+            let mut requeued = 0;
+            for id in 0..self.jobs.len() as u64 {
+                let job = &mut self.jobs[id as usize];
+                match (job.counted, job.state) {
+                    (Some((w, counts)), _) if w == worker_id => {
+                        changes.push(Change::Uncount { job_id: id });
+                        job.counted = None;
+                        // Kept as an (ignored) opinion, the same as a reload sees the un-counted row.
+                        job.opinions.push((w, counts));
+                        if job.state == JobState::Done {
+                            self.set_state(id, JobState::Pending, changes);
+                        }
+                        requeued += 1;
+                    }
+                    (_, JobState::Leased { worker_id: w, .. }) if w == worker_id => self.set_state(id, JobState::Pending, changes),
+                    _ => {}
+                }
+            }
+            for lease in self.leases.values_mut().filter(|l| l.worker_id == worker_id) {
+                lease.active = false;
+            }
+            changes.push(Change::Untrust { worker_id, job_id, detail: format!("reported {wrong:?}, agreed {agreed:?}"), requeued });
+        }
     }
 
     fn mark_conflict(&mut self, job_id: u64, changes: &mut Vec<Change>) -> ResultOutcome {
@@ -527,6 +592,68 @@ mod tests {
         assert!(!l.is_complete());
         let (b, _) = l.lease(1, 1, true, Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(1, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
+        assert!(l.is_complete());
+    }
+
+    #[test]
+    fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
+        const A: u64 = 1;
+        const B: u64 = 2;
+        const C: u64 = 3;
+        // Jobs 0..=2 are plain, job 3 is the verification job (leased first: largest estimate).
+        let mut jobs: Vec<JobEntry> = (0..3).map(|i| JobEntry::new(i, false)).collect();
+        jobs.push(JobEntry::new(10, true));
+        let mut l = Lifecycle::new(jobs, HashMap::new(), Duration::from_secs(10), Instant::now());
+        let mut ch = Vec::new();
+        let now = Instant::now();
+
+        // A solves the verification job wrongly, then three plain jobs that are counted.
+        let (a1, ids) = l.lease(A, 1, false, now, &mut ch).unwrap();
+        assert_eq!(ids, vec![3]);
+        assert_eq!(l.result(A, a1, 3, Ok((counts(99), 0.1)), &mut ch), ResultOutcome::Accepted);
+        let (a2, ids) = l.lease(A, 3, false, now, &mut ch).unwrap();
+        assert_eq!(ids, vec![2, 1, 0]);
+        for id in [2, 1, 0] {
+            assert_eq!(l.result(A, a2, id, Ok((counts(id), 0.1)), &mut ch), ResultOutcome::Accepted);
+        }
+        assert_eq!(l.count("done"), 3);
+
+        // B disagrees: a conflict, still no one untrusted.
+        let (b1, ids) = l.lease(B, 1, false, now, &mut ch).unwrap();
+        assert_eq!(ids, vec![3]);
+        assert_eq!(l.result(B, b1, 3, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Conflict);
+        assert!(!l.is_untrusted(A) && !l.is_untrusted(B));
+
+        // C agrees with B: settled, A is untrusted and its counted jobs are re-run.
+        let (c1, ids) = l.lease(C, 1, false, now, &mut ch).unwrap();
+        assert_eq!(ids, vec![3]);
+        ch.clear();
+        assert_eq!(l.result(C, c1, 3, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
+        assert!(l.is_untrusted(A));
+        assert!(!l.is_untrusted(B) && !l.is_untrusted(C));
+        assert_eq!(l.untrusted_count(), 1);
+        assert_eq!(l.jobs[3].state, JobState::Done);
+        assert_eq!(l.jobs[3].counted, Some((C, counts(5))));
+        for id in 0..3u64 {
+            assert_eq!(l.jobs[id as usize].state, JobState::Pending, "job {id}");
+            assert_eq!(l.jobs[id as usize].counted, None, "job {id}");
+            assert!(ch.contains(&Change::Uncount { job_id: id }), "job {id} un-counted in the same batch");
+        }
+        assert!(ch.iter().any(|c| matches!(c, Change::Untrust { worker_id: A, job_id: 3, requeued: 3, .. })));
+        assert_eq!(l.count("done"), 1);
+        assert_eq!(l.count("pending"), 3);
+
+        // A is refused; the others re-solve its jobs.
+        ch.clear();
+        assert!(l.lease(A, 3, false, now, &mut ch).is_none());
+        assert_eq!(l.result(A, a2, 0, Ok((counts(0), 0.1)), &mut ch), ResultOutcome::UntrustedWorker);
+        assert_eq!(l.heartbeat(A, &[a2], now, &mut ch), vec![a2]);
+        assert!(ch.is_empty(), "refusals change nothing");
+        let (b2, ids) = l.lease(B, 3, false, now, &mut ch).unwrap();
+        assert_eq!(ids, vec![2, 1, 0]);
+        for id in [2, 1, 0] {
+            assert_eq!(l.result(B, b2, id, Ok((counts(id), 0.1)), &mut ch), ResultOutcome::Accepted);
+        }
         assert!(l.is_complete());
     }
 

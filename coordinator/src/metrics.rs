@@ -29,6 +29,7 @@ pub struct Metrics {
     pub nodes: AtomicU64,
     pub commits: AtomicU64,
     pub auth_failures: AtomicU64,
+    pub untrusted_workers: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -50,6 +51,7 @@ impl Default for Metrics {
             nodes: AtomicU64::new(0),
             commits: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
+            untrusted_workers: AtomicU64::new(0),
         }
     }
 }
@@ -70,7 +72,7 @@ impl Metrics {
             let _ = writeln!(out, "nqueens_jobs{{state=\"{state}\"}} {}", g(v));
         }
         let uptime = self.started.elapsed().as_secs_f64().max(1e-3);
-        let simple: [(&str, &str, &str, f64); 12] = [
+        let simple: [(&str, &str, &str, f64); 13] = [
             ("nqueens_workers", "gauge", "Workers seen within three heartbeats.", g(&self.workers) as f64),
             ("nqueens_results_total", "counter", "Results committed (accepted or verified) since start; rate() gives results/s.", g(&self.results_accepted) as f64),
             ("nqueens_results_duplicate_total", "counter", "Duplicate results acknowledged and ignored.", g(&self.results_duplicate) as f64),
@@ -80,6 +82,7 @@ impl Metrics {
             ("nqueens_lease_expiries_total", "counter", "Leases that expired and returned their jobs.", g(&self.lease_expiries) as f64),
             ("nqueens_nodes_total", "counter", "Search nodes of committed results; rate() gives nodes/s.", g(&self.nodes) as f64),
             ("nqueens_commits_total", "counter", "Store transactions committed.", g(&self.commits) as f64),
+            ("nqueens_untrusted_workers", "gauge", "Workers that disagreed with a settled verification; refused, their jobs re-run.", g(&self.untrusted_workers) as f64),
             ("nqueens_auth_failures_total", "counter", "Calls refused for a missing or wrong token.", g(&self.auth_failures) as f64),
             ("nqueens_results_per_second", "gauge", "Committed results per second since this coordinator started.", g(&self.results_accepted) as f64 / uptime),
             ("nqueens_nodes_per_second", "gauge", "Search nodes per second since this coordinator started.", g(&self.nodes) as f64 / uptime),

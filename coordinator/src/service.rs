@@ -111,6 +111,13 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         if reply.unknown_worker {
             return Err(status_with_reason(Code::NotFound, Reason::UnknownWorker, format!("worker {} is not registered (register again)", req.worker_id)));
         }
+        if reply.untrusted_worker {
+            return Err(status_with_reason(
+                Code::PermissionDenied,
+                Reason::UntrustedWorker,
+                format!("worker {} disagreed with a settled verification and gets no more work", req.worker_id),
+            ));
+        }
         let retry_after_ms = if reply.jobs.is_empty() && !reply.complete { 500 } else { 0 };
         Ok(Response::new(pb::LeaseResponse { lease_id: reply.lease_id, jobs: reply.jobs, lease_seconds: self.lease_seconds, retry_after_ms, run_complete: reply.complete }))
     }

@@ -20,6 +20,7 @@ pub struct WorkerView {
     pub conflicts: u64,
     pub jobs_leased: u64,
     pub last_seen_seconds_ago: f64,
+    pub untrusted: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -35,6 +36,7 @@ pub struct StatusView {
     pub jobs_failed: u64,
     pub percent_done: f64,
     pub conflicts: u64,
+    pub untrusted_workers: u64,
     pub lease_expiries: Option<u64>,
     pub results_per_second: Option<f64>,
     pub eta_seconds: Option<f64>,
@@ -63,6 +65,7 @@ impl StatusView {
             jobs_failed: r.jobs_failed,
             percent_done: percent(r.jobs_done, r.jobs_total),
             conflicts: r.conflicts,
+            untrusted_workers: r.untrusted_workers,
             lease_expiries: Some(r.lease_expiries),
             results_per_second: Some(r.results_per_second),
             eta_seconds: (r.eta_seconds >= 0.0).then_some(r.eta_seconds),
@@ -85,6 +88,7 @@ impl StatusView {
                     conflicts: w.conflicts,
                     jobs_leased: w.jobs_leased,
                     last_seen_seconds_ago: w.last_seen_seconds_ago,
+                    untrusted: w.untrusted,
                 })
                 .collect(),
         }
@@ -118,6 +122,7 @@ impl StatusView {
             jobs_failed: s.failed,
             percent_done: percent(s.done, meta.job_count),
             conflicts: s.conflicts,
+            untrusted_workers: s.untrusted_workers,
             lease_expiries: None,
             results_per_second: rate,
             eta_seconds: rate.filter(|r| *r > 0.0).map(|r| remaining as f64 / r),
@@ -148,14 +153,28 @@ impl StatusView {
         let eta = if self.complete { "done".into() } else { self.eta_seconds.map_or("unknown".into(), hms) };
         let _ = writeln!(o, "rate     {rate}, ETA {eta}");
         let _ = writeln!(o, "partial  total {} (sym180 {}, sym90 {}), {} nodes", self.partial_total, self.partial_sym180, self.partial_sym90, self.nodes);
-        let _ = writeln!(o, "problems {} conflicts{}", self.conflicts, self.lease_expiries.map_or(String::new(), |e| format!(", {e} lease expiries")));
+        let _ = writeln!(
+            o,
+            "problems {} conflicts, {} untrusted workers{}",
+            self.conflicts,
+            self.untrusted_workers,
+            self.lease_expiries.map_or(String::new(), |e| format!(", {e} lease expiries"))
+        );
         if !self.workers.is_empty() {
             let _ = writeln!(o, "workers  {}", self.workers.len());
             for w in &self.workers {
                 let _ = writeln!(
                     o,
-                    "  #{:<4} {:<20} {:<20} {:>3} cores  {:>8} results  {:>5} leased  {} conflicts  seen {:.0}s ago",
-                    w.worker_id, w.name, w.host, w.cores, w.results, w.jobs_leased, w.conflicts, w.last_seen_seconds_ago
+                    "  #{:<4} {:<20} {:<20} {:>3} cores  {:>8} results  {:>5} leased  {} conflicts  seen {:.0}s ago{}",
+                    w.worker_id,
+                    w.name,
+                    w.host,
+                    w.cores,
+                    w.results,
+                    w.jobs_leased,
+                    w.conflicts,
+                    w.last_seen_seconds_ago,
+                    if w.untrusted { "  UNTRUSTED" } else { "" }
                 );
             }
         }

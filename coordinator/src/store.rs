@@ -70,6 +70,7 @@ pub struct Summary {
     pub failed: u64,
     pub conflicts: u64,
     pub workers: u64,
+    pub untrusted_workers: u64,
     pub tally: Tally,
     pub first_result_unix: Option<f64>,
     pub last_result_unix: Option<f64>,
@@ -80,6 +81,8 @@ pub struct Loaded {
     pub jobs: Vec<JobEntry>,
     pub leases: HashMap<u64, LeaseRecord>,
     pub next_worker_id: u64,
+    /// Workers that lost a settled verification.
+    pub untrusted: Vec<u64>,
 }
 
 pub struct Store {
@@ -134,6 +137,8 @@ impl Store {
                 return Err(StoreError::Corrupt { path: path.into(), reason: format!("{jobs} job rows, expected {}", list.jobs.len()) });
             }
             store.meta = stored;
+            // Added after schema 1 shipped; created on open so older state files keep working.
+            store.conn.execute_batch(UNTRUSTED_TABLE).map_err(store.sql())?;
             return Ok(store);
         }
         store.create(list, verify_fraction)?;
@@ -164,6 +169,22 @@ impl Store {
     /// The split the run was created with.
     pub fn split_params(&self) -> SplitParams {
         SplitParams { target_jobs: self.meta.target_jobs }
+    }
+
+    /// Ids of the workers marked untrusted (none in a read-only file that predates the table).
+    pub fn untrusted_workers(&self) -> Result<Vec<u64>, StoreError> {
+        let sql = self.sql();
+        let table: Option<String> = self
+            .conn
+            .query_row("SELECT name FROM sqlite_master WHERE type='table' AND name='untrusted_workers'", [], |r| r.get(0))
+            .optional()
+            .map_err(&sql)?;
+        if table.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut q = self.conn.prepare("SELECT worker_id FROM untrusted_workers ORDER BY worker_id").map_err(&sql)?;
+        let ids = q.query_map([], |r| r.get::<_, i64>(0)).map_err(&sql)?.map(|r| r.map(|v| v as u64)).collect::<Result<Vec<_>, _>>().map_err(&sql)?;
+        Ok(ids)
     }
 
     fn has_meta(&self) -> Result<bool, StoreError> {
@@ -217,6 +238,7 @@ impl Store {
              CREATE TABLE conflicts (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, worker_a INTEGER, worker_b INTEGER, detail TEXT, at REAL);",
         )
         .map_err(&sql)?;
+        tx.execute_batch(UNTRUSTED_TABLE).map_err(&sql)?;
         let m = &self.meta;
         let meta = [
             ("schema", SCHEMA_VERSION.to_string()),
@@ -310,7 +332,8 @@ impl Store {
             }
         }
         let next_worker_id: i64 = self.conn.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM workers", [], |r| r.get(0)).map_err(&sql)?;
-        Ok(Loaded { jobs, leases, next_worker_id: next_worker_id as u64 })
+        let untrusted = self.untrusted_workers()?;
+        Ok(Loaded { jobs, leases, next_worker_id: next_worker_id as u64, untrusted })
     }
 
     /// Commits `changes` (and the worker rows in `workers`) in one transaction.
@@ -333,6 +356,9 @@ impl Store {
             let mut uncount = tx.prepare_cached("UPDATE results SET counted=0 WHERE job_id=?1 AND counted=1").map_err(&sql)?;
             let mut insert_lease = tx.prepare_cached("INSERT INTO leases(id, worker_id, job_ids, at) VALUES (?1, ?2, ?3, ?4)").map_err(&sql)?;
             let mut insert_conflict = tx.prepare_cached("INSERT INTO conflicts(job_id, worker_a, worker_b, detail, at) VALUES (?1, ?2, ?3, ?4, ?5)").map_err(&sql)?;
+            let mut insert_untrusted = tx
+                .prepare_cached("INSERT OR IGNORE INTO untrusted_workers(worker_id, job_id, detail, requeued, at) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .map_err(&sql)?;
             let mut upsert_worker = tx
                 .prepare_cached("INSERT OR REPLACE INTO workers(id, name, host, cores, version, registered) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 .map_err(&sql)?;
@@ -372,6 +398,9 @@ impl Store {
                     }
                     Change::Conflict { job_id, worker_a, worker_b, detail } => {
                         insert_conflict.execute(params![*job_id as i64, *worker_a as i64, *worker_b as i64, detail, at]).map_err(&sql)?;
+                    }
+                    Change::Untrust { worker_id, job_id, detail, requeued } => {
+                        insert_untrusted.execute(params![*worker_id as i64, *job_id as i64, detail, *requeued as i64, at]).map_err(&sql)?;
                     }
                 }
             }
@@ -437,6 +466,7 @@ impl Store {
         }
         s.conflicts = self.conn.query_row("SELECT COUNT(*) FROM conflicts", [], |r| r.get::<_, i64>(0)).map_err(&sql)? as u64;
         s.workers = self.conn.query_row("SELECT COUNT(*) FROM workers", [], |r| r.get::<_, i64>(0)).map_err(&sql)? as u64;
+        s.untrusted_workers = self.untrusted_workers()?.len() as u64;
         let (first, last): (Option<f64>, Option<f64>) =
             self.conn.query_row("SELECT MIN(at), MAX(at) FROM results WHERE counted=1", [], |r| Ok((r.get(0)?, r.get(1)?))).map_err(&sql)?;
         s.first_result_unix = first;
@@ -449,6 +479,10 @@ impl Store {
         Duration::from_secs_f64((now_unix() - self.meta.created_unix).max(0.0))
     }
 }
+
+/// Workers that lost a settled verification (`job_id`): refused from then on.
+const UNTRUSTED_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS untrusted_workers (worker_id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, detail TEXT, requeued INTEGER NOT NULL, at REAL NOT NULL);";
 
 /// A worker as stored in the `workers` table.
 #[derive(Debug, Clone)]
@@ -581,6 +615,30 @@ mod tests {
         drop(cp);
         let other = job_list(9, &SplitParams::default()).unwrap();
         assert!(matches!(LocalCheckpoint::open(&path, &other), Err(StoreError::OtherRun { .. })));
+        // An untrusted mark and the un-counting of its worker's row survive reopening.
+        {
+            let mut store = Store::open_or_create(&path, &list, 0.0, "local").unwrap();
+            let job = &list.jobs[0];
+            store
+                .apply(
+                    &[
+                        Change::Uncount { job_id: job.id },
+                        Change::JobState { job_id: job.id, state: "pending", lease_id: None, worker_id: None, errors: 0, conflicts: 0 },
+                        Change::Untrust { worker_id: 7, job_id: job.id, detail: "test".into(), requeued: 1 },
+                    ],
+                    &[],
+                )
+                .unwrap();
+        }
+        let store = Store::open_or_create(&path, &list, 0.0, "local").unwrap();
+        assert_eq!(store.untrusted_workers().unwrap(), vec![7]);
+        let loaded = store.load().unwrap();
+        assert_eq!(loaded.untrusted, vec![7]);
+        assert_eq!(loaded.jobs[0].state, JobState::Pending);
+        assert!(loaded.jobs[0].counted.is_none());
+        assert_eq!(store.tally().unwrap().jobs, list.jobs.len() as u64 - 1);
+        assert_eq!(Store::open_existing(&path).unwrap().summary().unwrap().untrusted_workers, 1);
+        drop(store);
         let junk = dir.path().join("junk.db");
         std::fs::write(&junk, b"this is not a database at all, not even close, really not").unwrap();
         assert!(matches!(LocalCheckpoint::open(&junk, &list), Err(StoreError::Corrupt { .. })), "{:?}", LocalCheckpoint::open(&junk, &list).err());

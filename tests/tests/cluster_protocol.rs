@@ -158,3 +158,112 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     let s = coordinator.wait_exit(Duration::from_secs(60));
     assert!(s.success(), "{s}\n{}", coordinator.log_text());
 }
+
+/// A forged worker that loses a verification: untrusted, its counted results un-counted and its
+/// further leases and results refused with the typed reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run12v.db");
+    let port = free_port();
+    let mut coordinator =
+        Proc::spawn("nqueens-coordinator", &serve_args(12, &state, port, &["--lease-seconds", "60", "--verify-fraction", "1"]), dir.path().join("coordinator.log"));
+    let mut client = connect(port, None).await;
+    let list = job_list(12, &SplitParams::default()).unwrap();
+    let mut ids = vec![];
+    for name in ["a", "b", "c"] {
+        let reg = client.register(pb::RegisterRequest { name: name.into(), ..register_request(None, env!("CARGO_PKG_VERSION")) }).await.unwrap().into_inner();
+        ids.push((reg.worker_id, reg.run.unwrap()));
+    }
+    let run = ids[0].1.clone();
+    let (a, b, c) = (ids[0].0, ids[1].0, ids[2].0);
+
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let mut acks = client.results(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let result = |worker_id: u64, lease_id: u64, job_id: u64, wrong: bool| {
+        let k = list.jobs[job_id as usize].solve().unwrap();
+        let solutions = k.solutions + wrong as u64;
+        pb::JobResult {
+            run: Some(run.clone()),
+            worker_id,
+            lease_id,
+            job_id,
+            counts: Some(pb::Counts { solutions, sym180: k.sym180, sym90: k.sym90, nodes: k.nodes }),
+            seconds: 0.01,
+            error: String::new(),
+        }
+    };
+    let send = |r: pb::JobResult| {
+        let tx = tx.clone();
+        async move {
+            tx.send(r).await.unwrap();
+        }
+    };
+    macro_rules! ack {
+        () => {
+            tokio::time::timeout(Duration::from_secs(30), acks.next()).await.unwrap().unwrap().unwrap()
+        };
+    }
+    let lease = |client: &mut pb::Client, worker_id: u64| {
+        let req = pb::LeaseRequest { run: Some(run.clone()), worker_id, free_slots: 1 };
+        let mut client = client.clone();
+        async move { client.lease(req).await }
+    };
+
+    // B gives first opinions; A confirms them (A's rows are counted) and is wrong on one new job V.
+    let lb = lease(&mut client, b).await.unwrap().into_inner();
+    for spec in &lb.jobs {
+        send(result(b, lb.lease_id, spec.job_id, false)).await;
+        assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Accepted);
+    }
+    let la = lease(&mut client, a).await.unwrap().into_inner();
+    let confirmed: Vec<u64> = la.jobs.iter().map(|s| s.job_id).filter(|id| lb.jobs.iter().any(|s| s.job_id == *id)).collect();
+    assert!(!confirmed.is_empty(), "A's lease holds B's jobs");
+    for &id in &confirmed {
+        send(result(a, la.lease_id, id, false)).await;
+        assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Confirmed);
+    }
+    let v = la.jobs.iter().map(|s| s.job_id).find(|id| !confirmed.contains(id)).expect("A's lease holds a new job");
+    send(result(a, la.lease_id, v, true)).await;
+    assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Accepted);
+    assert_eq!(query_count(&state, &format!("SELECT COUNT(*) FROM results WHERE counted=1 AND worker_id={a}")), confirmed.len() as i64);
+
+    // B and C both disagree with A on V: a conflict, then settled against A.
+    let lb2 = lease(&mut client, b).await.unwrap().into_inner();
+    assert!(lb2.jobs.iter().any(|s| s.job_id == v), "V goes to B");
+    send(result(b, lb2.lease_id, v, false)).await;
+    assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Conflict);
+    let lc = lease(&mut client, c).await.unwrap().into_inner();
+    assert!(lc.jobs.iter().any(|s| s.job_id == v), "V goes to C");
+    send(result(c, lc.lease_id, v, false)).await;
+    assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Confirmed);
+
+    assert_eq!(query_count(&state, &format!("SELECT COUNT(*) FROM results WHERE counted=1 AND worker_id={a}")), 0, "A's rows un-counted");
+    assert_eq!(query_count(&state, "SELECT COUNT(*) FROM untrusted_workers"), 1);
+    let s = status(&mut client).await;
+    assert_eq!((s.jobs_done, s.untrusted_workers), (1, 1));
+    assert!(s.workers.iter().any(|w| w.worker_id == a && w.untrusted));
+    assert!(s.workers.iter().all(|w| w.worker_id == a || !w.untrusted));
+
+    // A is refused from now on.
+    let e = lease(&mut client, a).await.unwrap_err();
+    assert_eq!((e.code(), reason(&e)), (tonic::Code::PermissionDenied, Reason::UntrustedWorker));
+    send(result(a, la.lease_id, confirmed[0], false)).await;
+    let refused = ack!();
+    assert_eq!(pb::Outcome::try_from(refused.outcome).unwrap(), pb::Outcome::Rejected);
+    assert_eq!(Reason::try_from(refused.reason).unwrap(), Reason::UntrustedWorker);
+
+    let bin = nqueens_tests::binary("nqueens-coordinator");
+    let out = std::process::Command::new(&bin).args(["status", "--json", "--connect", &format!("http://127.0.0.1:{port}")]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["untrusted_workers"], 1);
+    let out = std::process::Command::new(&bin).args(["status", "--connect", &format!("http://127.0.0.1:{port}")]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("UNTRUSTED"));
+
+    drop(tx);
+    coordinator.signal(libc::SIGTERM);
+    let s = coordinator.wait_exit(Duration::from_secs(60));
+    assert!(s.success(), "{s}\n{}", coordinator.log_text());
+    assert!(coordinator.log_text().contains("untrusted"), "warned in the log");
+}

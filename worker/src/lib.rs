@@ -190,7 +190,7 @@ fn reason_of(status: &tonic::Status) -> Option<Reason> {
 
 /// Refusals that reconnecting cannot fix.
 fn is_fatal(reason: Option<Reason>) -> bool {
-    matches!(reason, Some(Reason::BadToken | Reason::WrongRun | Reason::VersionMismatch | Reason::SelfTestFailed))
+    matches!(reason, Some(Reason::BadToken | Reason::WrongRun | Reason::VersionMismatch | Reason::SelfTestFailed | Reason::UntrustedWorker))
 }
 
 async fn connect_loop(worker: Arc<Worker>, result_tx: mpsc::UnboundedSender<(u64, pb::JobResult)>, test: pb::SelfTest) -> Result<WorkerExit, WorkerError> {
