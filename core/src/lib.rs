@@ -26,6 +26,7 @@ mod job;
 pub mod parallel;
 pub mod reference;
 mod search;
+mod tail;
 mod symmetric;
 mod totals;
 

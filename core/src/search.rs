@@ -9,6 +9,7 @@
 
 use crate::board::Cell;
 use crate::constellation::Constellation;
+use crate::tail::{compress_portable, TailConflicts, TAIL};
 use crate::CoreError;
 
 /// Arrays are 32 long (one slot per possible row); indexing with `& SLOT` keeps them in bounds.
@@ -30,6 +31,11 @@ pub(crate) struct Layout {
     board: u32,
     /// Columns of the border queens: the searched queens fill exactly the others.
     border_cols: u32,
+    /// The last `TAIL` searched rows: their board-row distance from the searched row just above
+    /// them (the last row that is searched queen by queen), and their blocked masks.
+    tail_reach: Lanes,
+    tail_blocked: Lanes,
+    tail_conflicts: TailConflicts,
 }
 
 /// The masks at one depth of the search: occupied columns and the two diagonal directions
@@ -55,7 +61,18 @@ impl Layout {
         let border = constellation.queens(n);
         let board = if n == 32 { !0 } else { (1u32 << n) - 1 };
         let border_cols = border.iter().fold(0, |m, &(_, c)| m | 1u32 << c);
-        let mut layout = Layout { n, rows: 0, row_of: [0; 32], blocked: [0; 32], shift: [0; 32], board, border_cols };
+        let mut layout = Layout {
+            n,
+            rows: 0,
+            row_of: [0; 32],
+            blocked: [0; 32],
+            shift: [0; 32],
+            board,
+            border_cols,
+            tail_reach: Lanes([0; LANES]),
+            tail_blocked: Lanes([!0; LANES]),
+            tail_conflicts: TailConflicts::new(&[0; TAIL]),
+        };
         // Rows are searched bottom-up. Canonical constellations have their top queen near a corner,
         // where it constrains few squares; starting next to the bottom queen prunes far more
         // (about 1.6x fewer nodes, and within 10% of the best of all 8 orientations).
@@ -79,6 +96,16 @@ impl Layout {
                 layout.shift[k - 1] = (layout.row_of[k - 1] - row) as u32;
             }
             layout.rows += 1;
+        }
+        if layout.rows > TAIL {
+            let last = layout.rows - TAIL - 1;
+            let mut offset = [0; TAIL];
+            for i in 0..TAIL {
+                layout.tail_reach.0[i] = (layout.row_of[last] - layout.row_of[last + 1 + i]) as u32;
+                layout.tail_blocked.0[i] = layout.blocked[last + 1 + i];
+                offset[i] = layout.tail_reach.0[i] - layout.tail_reach.0[0];
+            }
+            layout.tail_conflicts = TailConflicts::new(&offset);
         }
         layout
     }
@@ -150,39 +177,47 @@ impl Layout {
     /// Counts the completions of `start`: the number of ways to fill every remaining searched row.
     pub fn count(&self, start: &State) -> Found {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("bmi1") && std::arch::is_x86_feature_detected!("bmi2") {
+        if std::arch::is_x86_feature_detected!("bmi1")
+            && std::arch::is_x86_feature_detected!("bmi2")
+            && std::arch::is_x86_feature_detected!("popcnt")
+            && std::arch::is_x86_feature_detected!("avx2")
+        {
             // SAFETY: the CPU supports the features the function is compiled for (checked above).
             return unsafe { self.count_bmi(start) };
         }
-        self.count_portable(start)
+        self.count_body(start, compress_portable)
     }
 
-    /// The search compiled for BMI1/BMI2 (`blsi`, `shlx`, `andn`): a fifth fewer instructions.
+    /// The search compiled for BMI1/BMI2 and POPCNT (`blsi`, `shlx`, `andn`, `pext`, `popcnt`).
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "bmi1,bmi2")]
+    #[target_feature(enable = "bmi1,bmi2,popcnt,avx2")]
     unsafe fn count_bmi(&self, start: &State) -> Found {
-        self.count_body(start)
-    }
-
-    fn count_portable(&self, start: &State) -> Found {
-        self.count_body(start)
+        self.count_body(start, |value, mask| std::arch::x86_64::_pext_u32(value, mask))
     }
 
     #[inline(always)]
-    fn count_body(&self, start: &State) -> Found {
+    fn count_body(&self, start: &State, compress: impl Fn(u32, u32) -> u32 + Copy) -> Found {
         let rows = self.rows;
         let base = start.depth;
-        if base + 2 >= rows {
-            return Found { solutions: self.count_short(start), nodes: 0 };
+        if rows < TAIL + 2 || base + TAIL + 1 > rows {
+            return Found { solutions: self.count_partial(start, rows), nodes: 0 };
         }
-        // The frame being worked on lives in registers; the stack only holds its ancestors. Queens
-        // of the last two rows are never searched: `last_two` counts them without a branch.
-        let two_left = rows - 3;
+        // Queens of row `last` complete through the tail: the search proper ends one row above.
+        let last = rows - TAIL - 1;
         let mut stack = [Frame::default(); 32];
         let (mut k, mut cols, mut right, mut left, mut free) =
             (base, start.cols, start.down_right, start.down_left, self.free(start));
-        let mut solutions = 0u64;
-        let mut nodes = 0u64;
+        let mut pending = Pending::new();
+        if base == last {
+            self.queue(&mut pending, cols, right, left, free);
+            return Found { solutions: self.flush(&mut pending, compress), nodes: free.count_ones() as u64 };
+        }
+        let mut found = Found::default();
+        if base + 1 == last {
+            self.penultimate(&mut pending, &mut found, cols, right, left, free, compress);
+            found.solutions += self.flush(&mut pending, compress);
+            return found;
+        }
         loop {
             if free == 0 {
                 if k == base {
@@ -195,60 +230,140 @@ impl Layout {
             }
             let bit = free & free.wrapping_neg();
             free ^= bit;
-            nodes += 1;
+            found.nodes += 1;
             let s = self.shift[k & SLOT];
             let c = cols | bit;
             let r = (right | bit) << s;
             let l = (left | bit) >> s;
             let next_free = !(c | r | l | self.blocked[(k + 1) & SLOT]);
+            if k + 2 == last {
+                self.penultimate(&mut pending, &mut found, c, r, l, next_free, compress);
+                continue;
+            }
             // The row after next, before its own predecessor's queen is known: a superset of what
             // it will have, so an empty one means a dead end now.
             let s2 = self.shift[(k + 1) & SLOT];
-            let (r2, l2) = (r << s2, l >> s2);
-            let after_next = !(c | r2 | l2 | self.blocked[(k + 2) & SLOT]);
-            if k == two_left {
-                solutions += last_two(self.board, c, next_free, after_next, s2);
-                continue;
-            }
-            // (Looking a third row ahead prunes 10% more nodes but costs as much as it saves.)
+            let after_next = !(c | (r << s2) | (l >> s2) | self.blocked[(k + 2) & SLOT]);
             if (next_free != 0) & (after_next != 0) {
                 stack[k & SLOT] = Frame { cols, right, left, free };
                 k += 1;
                 (cols, right, left, free) = (c, r, l, next_free);
             }
         }
-        Found { solutions, nodes }
+        found.solutions += self.flush(&mut pending, compress);
+        found
     }
 
-    /// Completions when at most two searched rows remain.
-    fn count_short(&self, state: &State) -> u64 {
-        match self.rows - state.depth {
-            0 => 1,
-            1 => (self.free(state) != 0) as u64,
-            _ => {
-                let s = self.shift[state.depth & SLOT];
-                let after = !(state.cols
-                    | (state.down_right << s)
-                    | (state.down_left >> s)
-                    | self.blocked[(state.depth + 1) & SLOT]);
-                last_two(self.board, state.cols, self.free(state), after, s)
+    /// Queues every queen of searched row `last - 1` (free squares `free`), with the queens of
+    /// row `last` that each leaves. A loop of its own, without the stack of the main search.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn penultimate(
+        &self,
+        pending: &mut Pending,
+        found: &mut Found,
+        cols: u32,
+        right: u32,
+        left: u32,
+        mut free: u32,
+        compress: impl Fn(u32, u32) -> u32 + Copy,
+    ) {
+        let last = self.rows - TAIL - 1;
+        let s = self.shift[(last - 1) & SLOT];
+        let blocked = self.blocked[last & SLOT];
+        while free != 0 {
+            let bit = free & free.wrapping_neg();
+            free ^= bit;
+            let (c, r, l) = (cols | bit, (right | bit) << s, (left | bit) >> s);
+            let last_free = !(c | r | l | blocked);
+            found.nodes += 1 + last_free.count_ones() as u64;
+            if self.queue(pending, c, r, l, last_free) {
+                found.solutions += self.flush(pending, compress);
             }
         }
     }
+
+    /// Queues the queens of row `last` (free squares `free`) of one state for their tails to be
+    /// counted. Returns true when the queue should be flushed.
+    ///
+    /// Most such rows have one or two free squares, a few three or four: a loop over them would
+    /// mispredict its exit almost every time, so four slots are written without a branch and the
+    /// queue advances by the number actually used.
+    #[inline(always)]
+    fn queue(&self, pending: &mut Pending, cols: u32, right: u32, left: u32, free: u32) -> bool {
+        let state = pending.states & (BATCH - 1);
+        let above = &mut pending.above[state].0;
+        for i in 0..LANES {
+            let d = self.tail_reach.0[i];
+            above[i] = !(cols | (right << d) | (left >> d) | self.tail_blocked.0[i]);
+        }
+        pending.open[state] = !cols & self.board;
+        let mut rest = free;
+        let start = pending.queens;
+        for slot in 0..4 {
+            let bit = rest & rest.wrapping_neg();
+            rest ^= bit;
+            pending.queen[(start + slot) & (QUEUE - 1)] = (bit, state as u32);
+        }
+        pending.queens = start + (free ^ rest).count_ones() as usize;
+        while rest != 0 {
+            let bit = rest & rest.wrapping_neg();
+            rest ^= bit;
+            pending.queen[pending.queens & (QUEUE - 1)] = (bit, state as u32);
+            pending.queens += 1;
+        }
+        pending.states += 1;
+        (pending.states == BATCH) | (pending.queens > QUEUE - 32)
+    }
+
+    /// Counts the completions of every queued queen of row `last` and empties the queue.
+    #[inline(always)]
+    fn flush(&self, pending: &mut Pending, compress: impl Fn(u32, u32) -> u32 + Copy) -> u64 {
+        let mut solutions = 0;
+        for &(bit, state) in &pending.queen[..pending.queens.min(QUEUE)] {
+            let state = state as usize & (BATCH - 1);
+            let mut lanes = pending.above[state].0;
+            for i in 0..LANES {
+                let d = self.tail_reach.0[i];
+                lanes[i] &= !((bit << d) | (bit >> d));
+            }
+            let mut tail_free = [0; TAIL];
+            tail_free.copy_from_slice(&lanes[..TAIL]);
+            solutions += self.tail_conflicts.count(pending.open[state] ^ bit, tail_free, compress);
+        }
+        pending.states = 0;
+        pending.queens = 0;
+        solutions
+    }
 }
 
-/// Solutions of the last two searched rows, which share the two columns still open. `first` and
-/// `second` are the squares free in each row from the queens above; the two queens must also not
-/// share a diagonal, which for rows `distance` apart means columns `distance` apart.
-#[inline(always)]
-fn last_two(board: u32, cols: u32, first: u32, second: u32, distance: u32) -> u64 {
-    let open = !cols & board;
-    let low = open & open.wrapping_neg();
-    let high = open ^ low;
-    let apart = (high != low << distance) as u64;
-    let low_first = ((first & low) != 0) & ((second & high) != 0);
-    let high_first = ((first & high) != 0) & ((second & low) != 0);
-    apart * (low_first as u64 + high_first as u64)
+/// One value per tail row, padded to a vector of eight so that all rows are computed at once.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(32))]
+struct Lanes([u32; LANES]);
+
+const LANES: usize = 8;
+
+/// States in searched row `last` and their queens, waiting for the tail count.
+struct Pending {
+    /// Per state: the squares of each tail row that the queens above leave free.
+    above: [Lanes; BATCH],
+    /// Per state: the open columns.
+    open: [u32; BATCH],
+    states: usize,
+    /// Per queued queen: its column bit and its state.
+    queen: [(u32, u32); QUEUE],
+    queens: usize,
+}
+
+/// States per batch, and queens the queue holds (a power of two above 4 per state plus one row).
+const BATCH: usize = 64;
+const QUEUE: usize = 512;
+
+impl Pending {
+    fn new() -> Pending {
+        Pending { above: [Lanes([0; LANES]); BATCH], open: [0; BATCH], states: 0, queen: [(0, 0); QUEUE], queens: 0 }
+    }
 }
 
 /// A saved search level: the masks of a row and the columns still to try in it.
