@@ -385,8 +385,8 @@ impl Lifecycle {
         let row = |counted: bool, kind: &'static str| Change::Result { job_id, worker_id, lease_id, counts, seconds, counted, kind };
         let job = &self.jobs[job_id as usize];
         if let Some((counted_by, counted)) = job.counted {
-            if counted == counts {
-                let new_witness = counted_by != worker_id && !job.opinions.iter().any(|(w, c)| *w == worker_id && *c == counts);
+            if counted.same_answer(&counts) {
+                let new_witness = counted_by != worker_id && !job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts));
                 if new_witness {
                     changes.push(row(false, "confirm"));
                     self.jobs[job_id as usize].opinions.push((worker_id, counts));
@@ -408,13 +408,13 @@ impl Lifecycle {
         // when it is the only worker around): its second solve counts as the second opinion. A
         // replay of the first opinion carries the old lease and stays a duplicate.
         let solved_again = matches!(job.state, JobState::Leased { lease_id: l, worker_id: w, .. } if l == lease_id && w == worker_id);
-        if !solved_again && job.opinions.iter().any(|(w, c)| *w == worker_id && *c == counts) {
+        if !solved_again && job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts)) {
             return ResultOutcome::Duplicate;
         }
         let needed = job.agreeing_needed();
         let trusted = |w: &u64| !self.untrusted.contains(w);
-        let agrees = job.opinions.iter().any(|(w, c)| trusted(w) && (*w != worker_id || solved_again) && *c == counts);
-        let disagrees: Option<u64> = job.opinions.iter().find(|(w, c)| trusted(w) && *c != counts).map(|(w, _)| *w);
+        let agrees = job.opinions.iter().any(|(w, c)| trusted(w) && (*w != worker_id || solved_again) && c.same_answer(&counts));
+        let disagrees: Option<u64> = job.opinions.iter().find(|(w, c)| trusted(w) && !c.same_answer(&counts)).map(|(w, _)| *w);
         if needed == 1 || agrees {
             changes.push(row(true, if agrees { "verified" } else { "first" }));
             self.jobs[job_id as usize].counted = Some((worker_id, counts));
@@ -568,6 +568,20 @@ mod tests {
         let (b, _) = l.lease(2, 1, false, Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(2, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
         assert!(l.is_complete());
+    }
+
+    #[test]
+    fn results_that_differ_only_in_work_done_agree() {
+        // Two solver versions place a different number of queens for the same answer.
+        let mut l = life(1, true);
+        let mut ch = Vec::new();
+        let (a, _) = l.lease(1, 1, false, Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
+        let (b, _) = l.lease(2, 1, false, Instant::now(), &mut ch).unwrap();
+        let other_version = JobCounts { nodes: 7, ..counts(5) };
+        assert_eq!(l.result(2, b, 0, Ok((other_version, 0.1)), &mut ch), ResultOutcome::Confirmed);
+        assert!(l.is_complete());
+        assert_eq!(l.conflicts_total, 0);
     }
 
     #[test]

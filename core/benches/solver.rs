@@ -2,10 +2,12 @@
 //!
 //!     cargo bench -p nqueens-core --bench solver -- [N ...] [--runs R]
 //!
-//! For each N (default 16 and 17) it alternates runs of the C baseline (one thread), this solver on
-//! one thread and this solver on two threads, R times each (default 3), and prints the medians and
-//! their ratios. Ratios measured side by side in one run are what to quote: these machines are
-//! shared and absolute times drift. `NQ_BASELINE_SRC` overrides the baseline's path.
+//! For each N (default 16 and 17) it runs R rounds (default 5) of: the C baseline (one thread), this
+//! solver on one thread, this solver on two threads. Each round gives two ratios from runs taken
+//! back to back; the table shows the median time of each column and the median of the per-round
+//! ratios (every round is also printed to stderr). Ratios measured side by side are what to quote:
+//! these machines are shared, and their speed drifts by a third or more within minutes.
+//! `NQ_BASELINE_SRC` overrides the baseline's path.
 
 use nqueens_core::{job_list, parallel, SplitParams, Tally};
 use std::path::PathBuf;
@@ -15,7 +17,7 @@ use std::time::Instant;
 
 fn main() {
     let mut sizes = Vec::new();
-    let mut runs = 3usize;
+    let mut runs = 5usize;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -31,13 +33,16 @@ fn main() {
     println!("{:>3} {:>12} {:>12} {:>12} {:>14} {:>14}", "N", "baseline s", "1 thread s", "2 threads s", "1T vs baseline", "2T vs 1T");
     for n in sizes {
         let (mut base, mut one, mut two) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..runs {
-            base.push(run_baseline(&baseline, n));
-            one.push(run_solver(n, 1));
-            two.push(run_solver(n, 2));
+        let (mut speedup, mut scaling) = (Vec::new(), Vec::new());
+        for round in 1..=runs {
+            let (b, o, t) = (run_baseline(&baseline, n), run_solver(n, 1), run_solver(n, 2));
+            eprintln!("N={n} round {round}: baseline {b:.3} s, 1 thread {o:.3} s, 2 threads {t:.3} s");
+            (base.push(b), one.push(o), two.push(t));
+            (speedup.push(b / o), scaling.push(o / t));
         }
         let (b, o, t) = (median(&mut base), median(&mut one), median(&mut two));
-        println!("{n:>3} {b:>12.3} {o:>12.3} {t:>12.3} {:>13.2}x {:>13.2}x", b / o, o / t);
+        let (speedup, scaling) = (median(&mut speedup), median(&mut scaling));
+        println!("{n:>3} {b:>12.3} {o:>12.3} {t:>12.3} {speedup:>13.2}x {scaling:>13.2}x");
     }
 }
 

@@ -70,11 +70,18 @@ pub struct JobCounts {
     pub sym180: u64,
     /// Of these, the solutions that a 90-degree rotation maps onto themselves.
     pub sym90: u64,
-    /// Search nodes visited (queens placed), a measure of work.
+    /// Queens placed by the search, a measure of work. The last rows, counted in closed form, place
+    /// none, so this depends on the solver's version: compare answers with [`JobCounts::same_answer`].
     pub nodes: u64,
 }
 
 impl JobCounts {
+    /// Whether two results for the same job agree on everything that is counted (not on `nodes`,
+    /// which measures work and differs between solver versions).
+    pub fn same_answer(&self, other: &JobCounts) -> bool {
+        (self.solutions, self.sym180, self.sym90) == (other.solutions, other.sym180, other.sym90)
+    }
+
     /// Adds the counts of a disjoint part of the same job (see [`Job::split`]).
     pub fn merge(&mut self, other: &JobCounts) -> Result<(), CoreError> {
         let add = |a: u64, b: u64, what| a.checked_add(b).ok_or(CoreError::Overflow { what });
@@ -180,7 +187,7 @@ pub fn job_list(n: u32, params: &SplitParams) -> Result<JobList, CoreError> {
 
 impl Job {
     /// Checks that the job describes a real pre-placement and returns its layout and start state.
-    fn prepare(&self) -> Result<(Layout, State), CoreError> {
+    pub(crate) fn prepare(&self) -> Result<(Layout, State), CoreError> {
         let invalid = |reason: String| Err(CoreError::InvalidJob { reason });
         check_board_size(self.n as i64)?;
         let c = self.constellation;
