@@ -14,7 +14,7 @@
 
 use crate::board::Cell;
 use crate::constellation::Constellation;
-use crate::tail::{compress_portable, TailConflicts, TAIL};
+use crate::tail::{allowed, compress_portable, PermSet, TailConflicts, TAIL};
 use crate::CoreError;
 
 /// Arrays are 32 long (one slot per possible row); indexing with `& SLOT` keeps them in bounds.
@@ -325,7 +325,9 @@ impl Layout {
     /// Counts the completions of every queued queen of row `last` and empties the queue.
     #[inline(always)]
     fn flush(&self, pending: &mut Pending, compress: impl Fn(u32, u32) -> u32 + Copy) -> u64 {
-        let mut solutions = 0;
+        // Two passes: the rows' free squares rule out every permutation in about two tails of
+        // three, so only the survivors, packed without a branch, pay for the diagonal test.
+        let mut survivors = 0;
         for &(bit, state) in &pending.queen[..pending.queens.min(QUEUE)] {
             let state = state as usize & (BATCH - 1);
             let mut lanes = pending.above[state].0;
@@ -335,7 +337,14 @@ impl Layout {
             }
             let mut tail_free = [0; TAIL];
             tail_free.copy_from_slice(&lanes[..TAIL]);
-            solutions += self.tail_conflicts.count(pending.open[state] ^ bit, tail_free, compress);
+            let open = pending.open[state] ^ bit;
+            let alive = allowed(open, &tail_free, compress);
+            pending.survivor[survivors & (QUEUE - 1)] = (alive, open);
+            survivors += (alive != 0) as usize;
+        }
+        let mut solutions = 0;
+        for &(alive, open) in &pending.survivor[..survivors.min(QUEUE)] {
+            solutions += self.tail_conflicts.completions(open, alive);
         }
         pending.states = 0;
         pending.queens = 0;
@@ -360,6 +369,8 @@ struct Pending {
     /// Per queued queen: its column bit and its state.
     queen: [(u32, u32); QUEUE],
     queens: usize,
+    /// Per queued queen whose tail rows allow some permutation: those permutations, open columns.
+    survivor: [(PermSet, u32); QUEUE],
 }
 
 /// States per batch, and queens the queue holds (a power of two above 4 per state plus one row).
@@ -368,7 +379,7 @@ const QUEUE: usize = 512;
 
 impl Pending {
     fn new() -> Pending {
-        Pending { above: [Lanes([0; LANES]); BATCH], open: [0; BATCH], states: 0, queen: [(0, 0); QUEUE], queens: 0 }
+        Pending { above: [Lanes([0; LANES]); BATCH], open: [0; BATCH], states: 0, queen: [(0, 0); QUEUE], queens: 0, survivor: [(0, 0); QUEUE] }
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) const TAIL: usize = 5;
 
 /// One bit per permutation of the open columns over the tail rows.
-type PermSet = u128;
+pub(crate) type PermSet = u128;
 
 const PERM_COUNT: usize = 120;
 
@@ -173,15 +173,10 @@ impl TailConflicts {
             .collect()
     }
 
-    /// Completions of the tail: `open` holds exactly `TAIL` columns, and `free[row]` the squares of
-    /// tail row `row` that no queen outside the tail attacks. `compress(mask, open)` gathers the bits
-    /// of `mask` at the open columns into the low `TAIL` bits (the BMI2 `pext` instruction).
+    /// Completions of the tail, given the permutations its rows allow (see [`allowed`]): those of
+    /// them that put no two queens on a diagonal. `open` holds exactly `TAIL` columns.
     #[inline(always)]
-    pub fn count(&self, open: u32, free: [u32; TAIL], compress: impl Fn(u32, u32) -> u32) -> u64 {
-        let mut alive = PermSet::MAX;
-        for (row, &f) in free.iter().enumerate() {
-            alive &= ALLOWED[row][(compress(f, open) as usize) & ((1 << TAIL) - 1)];
-        }
+    pub fn completions(&self, open: u32, alive: PermSet) -> u64 {
         let mut rest = open;
         let mut previous = rest.trailing_zeros();
         let (mut key, mut place) = (0, 1);
@@ -197,6 +192,19 @@ impl TailConflicts {
         let conflicts = self.by_gaps[key as usize];
         (alive & !conflicts).count_ones() as u64
     }
+}
+
+/// The permutations that the tail rows' free squares allow: `open` holds exactly `TAIL` columns,
+/// and `free[row]` the squares of tail row `row` that no queen outside the tail attacks.
+/// `compress(mask, open)` gathers the bits of `mask` at the open columns into the low `TAIL` bits
+/// (the BMI2 `pext` instruction). Most tails end here: no permutation is left.
+#[inline(always)]
+pub(crate) fn allowed(open: u32, free: &[u32; TAIL], compress: impl Fn(u32, u32) -> u32) -> PermSet {
+    let mut alive = PermSet::MAX;
+    for (row, &f) in free.iter().enumerate() {
+        alive &= ALLOWED[row][(compress(f, open) as usize) & ((1 << TAIL) - 1)];
+    }
+    alive
 }
 
 /// Portable `pext` for a mask with `TAIL` bits set.
