@@ -96,7 +96,7 @@ fn solve_one_size(
 ) -> Result<ResultRecord> {
     let _span = tracing::info_span!("solve", n).entered();
     let started = Instant::now();
-    let list = job_list(n, params)?;
+    let list = pool.install(|| job_list(n, params))?;
     info!(jobs = list.jobs.len(), depth = list.depth, fingerprint = %list.fingerprint(), "job list ready");
     let checkpoint = match state {
         Some(path) => Some(

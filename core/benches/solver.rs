@@ -2,9 +2,9 @@
 //!
 //!     cargo bench -p nqueens-core --bench solver -- [N ...] [--runs R]
 //!
-//! For each N (default 16 and 17) it runs R rounds (default 5) of: the C baseline (one thread), this
-//! solver on one thread, this solver on two threads. Each round gives two ratios from runs taken
-//! back to back; the table shows the median time of each column and the median of the per-round
+//! For each N (default 16 and 17) it runs R rounds (default 5) of: the C baseline (one thread), then
+//! this solver on one thread and on two threads (in turn first). Each round gives two ratios from
+//! runs taken back to back; the table shows the median time of each column and the median of the per-round
 //! ratios (every round is also printed to stderr). Ratios measured side by side are what to quote:
 //! these machines are shared, and their speed drifts by a third or more within minutes.
 //! `NQ_BASELINE_SRC` overrides the baseline's path.
@@ -35,7 +35,14 @@ fn main() {
         let (mut base, mut one, mut two) = (Vec::new(), Vec::new(), Vec::new());
         let (mut speedup, mut scaling) = (Vec::new(), Vec::new());
         for round in 1..=runs {
-            let (b, o, t) = (run_baseline(&baseline, n), run_solver(n, 1), run_solver(n, 2));
+            let b = run_baseline(&baseline, n);
+            // Swap the order of the two solver runs every round, so neither always runs first.
+            let (o, t) = if round % 2 == 1 {
+                (run_solver(n, 1), run_solver(n, 2))
+            } else {
+                let t = run_solver(n, 2);
+                (run_solver(n, 1), t)
+            };
             eprintln!("N={n} round {round}: baseline {b:.3} s, 1 thread {o:.3} s, 2 threads {t:.3} s");
             (base.push(b), one.push(o), two.push(t));
             (speedup.push(b / o), scaling.push(o / t));
@@ -74,7 +81,7 @@ fn run_baseline(exe: &PathBuf, n: u32) -> f64 {
 fn run_solver(n: u32, threads: usize) -> f64 {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
     let started = Instant::now();
-    let list = job_list(n, &SplitParams::default()).unwrap();
+    let list = pool.install(|| job_list(n, &SplitParams::default())).unwrap();
     let tally = Mutex::new(Tally::new(n).unwrap());
     parallel::solve_all(&pool, &list.jobs, |i, counts, _| {
         tally.lock().unwrap().add(list.jobs[i].weight, counts).unwrap();

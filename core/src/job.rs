@@ -9,6 +9,7 @@ use crate::constellation::{canonical_constellations, Constellation, Symmetry};
 use crate::search::{Layout, State};
 use crate::symmetric::count_rotation_symmetric;
 use crate::CoreError;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Version of the job-list layout; part of every fingerprint, bumped whenever the same
@@ -140,18 +141,19 @@ impl Fnv {
 ///
 /// Every canonical constellation is split by pre-placing queens in its first `depth` searched
 /// rows, with `depth` chosen as described in [`SplitParams::target_jobs`]. Jobs are ordered by
-/// constellation, then by prefix, and numbered from 0.
+/// constellation, then by prefix, and numbered from 0. The work is spread over the current rayon
+/// pool (the list is the same whatever the pool).
 pub fn job_list(n: u32, params: &SplitParams) -> Result<JobList, CoreError> {
     let n = check_board_size(n as i64)?;
     let target = params.target_for(n);
     let layouts: Vec<(Constellation, u8, Layout)> = canonical_constellations(n)
-        .into_iter()
+        .into_par_iter()
         .map(|(c, w)| (c, w, Layout::new(n, &c)))
         .collect();
     let max_rows = layouts.iter().map(|(_, _, l)| l.rows()).max().unwrap_or(0);
 
     let count_at = |depth: usize| -> u64 {
-        layouts.iter().map(|(_, _, l)| l.count_partial(&l.start(), depth)).sum()
+        layouts.par_iter().map(|(_, _, l)| l.count_partial(&l.start(), depth)).sum()
     };
     let mut depth = 0;
     let mut count = count_at(0);
@@ -166,21 +168,28 @@ pub fn job_list(n: u32, params: &SplitParams) -> Result<JobList, CoreError> {
         count = deeper;
     }
 
+    // Each constellation's jobs in prefix order, built in parallel, then numbered in order.
+    let parts: Vec<Vec<Job>> = layouts
+        .par_iter()
+        .map(|(constellation, weight, layout)| {
+            let mut expanded = Vec::new();
+            layout.expand(&layout.start(), depth, &mut expanded, &mut Vec::new());
+            expanded
+                .into_iter()
+                .map(|(state, prefix)| Job {
+                    id: 0,
+                    n,
+                    constellation: *constellation,
+                    weight: *weight,
+                    prefix,
+                    estimate: layout.count_partial(&state, 2),
+                })
+                .collect()
+        })
+        .collect();
     let mut jobs = Vec::with_capacity(count as usize);
-    let mut expanded = Vec::new();
-    for (constellation, weight, layout) in &layouts {
-        expanded.clear();
-        layout.expand(&layout.start(), depth, &mut expanded, &mut Vec::new());
-        for (state, prefix) in expanded.drain(..) {
-            jobs.push(Job {
-                id: jobs.len() as u64,
-                n,
-                constellation: *constellation,
-                weight: *weight,
-                prefix,
-                estimate: layout.count_partial(&state, 2),
-            });
-        }
+    for job in parts.into_iter().flatten() {
+        jobs.push(Job { id: jobs.len() as u64, ..job });
     }
     Ok(JobList { n, params: *params, depth, jobs })
 }
