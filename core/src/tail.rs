@@ -5,7 +5,7 @@
 //! the bits of a `u128`: one table gives the permutations that each row's free squares allow,
 //! another the ones that put two of the queens on a shared diagonal, given how far apart the open
 //! columns are. This replaces the deepest and busiest levels of the search tree, and the branch
-//! mispredictions that dominate them, with some sixty straight-line instructions.
+//! mispredictions that dominate them, with some eighty straight-line instructions.
 
 use std::sync::{Arc, Mutex};
 
