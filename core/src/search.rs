@@ -14,7 +14,7 @@
 
 use crate::board::Cell;
 use crate::constellation::Constellation;
-use crate::tail::{allowed, compress_portable, PermSet, TailConflicts, TAIL};
+use crate::tail::{allowed, gather_portable, PermSet, TailConflicts, TAIL};
 use crate::CoreError;
 
 /// Arrays are 32 long (one slot per possible row); indexing with `& SLOT` keeps them in bounds.
@@ -190,7 +190,7 @@ impl Layout {
             // SAFETY: the CPU supports the features the function is compiled for (checked above).
             return unsafe { self.count_bmi(start) };
         }
-        self.count_body(start, compress_portable)
+        self.count_body(start, gather_portable)
     }
 
     /// The search compiled for BMI1/BMI2, POPCNT and AVX2 (`blsi`, `shlx`, `pext`, `popcnt`, and
@@ -198,11 +198,17 @@ impl Layout {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "bmi1,bmi2,popcnt,avx2")]
     unsafe fn count_bmi(&self, start: &State) -> Found {
-        self.count_body(start, |value, mask| std::arch::x86_64::_pext_u32(value, mask))
+        self.count_body(start, |open, free: &[u32; TAIL]| {
+            let mut out = [0; TAIL];
+            for (o, &f) in out.iter_mut().zip(free) {
+                *o = std::arch::x86_64::_pext_u32(f, open);
+            }
+            out
+        })
     }
 
     #[inline(always)]
-    fn count_body(&self, start: &State, compress: impl Fn(u32, u32) -> u32 + Copy) -> Found {
+    fn count_body(&self, start: &State, gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL] + Copy) -> Found {
         let rows = self.rows;
         let base = start.depth;
         if rows < TAIL + 2 || base + TAIL + 1 > rows {
@@ -216,12 +222,12 @@ impl Layout {
         let mut pending = Pending::new();
         if base == last {
             self.queue(&mut pending, cols, right, left, free);
-            return Found { solutions: self.flush(&mut pending, compress), nodes: free.count_ones() as u64 };
+            return Found { solutions: self.flush(&mut pending, gather), nodes: free.count_ones() as u64 };
         }
         let mut found = Found::default();
         if base + 1 == last {
-            self.penultimate(&mut pending, &mut found, cols, right, left, free, compress);
-            found.solutions += self.flush(&mut pending, compress);
+            self.penultimate(&mut pending, &mut found, cols, right, left, free, gather);
+            found.solutions += self.flush(&mut pending, gather);
             return found;
         }
         loop {
@@ -243,7 +249,7 @@ impl Layout {
             let l = (left | bit) >> s;
             let next_free = !(c | r | l | self.blocked[(k + 1) & SLOT]);
             if k + 2 == last {
-                self.penultimate(&mut pending, &mut found, c, r, l, next_free, compress);
+                self.penultimate(&mut pending, &mut found, c, r, l, next_free, gather);
                 continue;
             }
             // The row after next, before its own predecessor's queen is known: a superset of what
@@ -256,7 +262,7 @@ impl Layout {
                 (cols, right, left, free) = (c, r, l, next_free);
             }
         }
-        found.solutions += self.flush(&mut pending, compress);
+        found.solutions += self.flush(&mut pending, gather);
         found
     }
 
@@ -272,7 +278,7 @@ impl Layout {
         right: u32,
         left: u32,
         mut free: u32,
-        compress: impl Fn(u32, u32) -> u32 + Copy,
+        gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL] + Copy,
     ) {
         let last = self.rows - TAIL - 1;
         let s = self.shift[(last - 1) & SLOT];
@@ -284,7 +290,7 @@ impl Layout {
             let last_free = !(c | r | l | blocked);
             found.nodes += 1 + last_free.count_ones() as u64;
             if self.queue(pending, c, r, l, last_free) {
-                found.solutions += self.flush(pending, compress);
+                found.solutions += self.flush(pending, gather);
             }
         }
     }
@@ -324,7 +330,7 @@ impl Layout {
 
     /// Counts the completions of every queued queen of row `last` and empties the queue.
     #[inline(always)]
-    fn flush(&self, pending: &mut Pending, compress: impl Fn(u32, u32) -> u32 + Copy) -> u64 {
+    fn flush(&self, pending: &mut Pending, gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL] + Copy) -> u64 {
         // Two passes: the rows' free squares rule out every permutation in about two tails of
         // three, so only the survivors, packed without a branch, pay for the diagonal test.
         let mut survivors = 0;
@@ -338,7 +344,7 @@ impl Layout {
             let mut tail_free = [0; TAIL];
             tail_free.copy_from_slice(&lanes[..TAIL]);
             let open = pending.open[state] ^ bit;
-            let alive = allowed(open, &tail_free, compress);
+            let alive = allowed(open, &tail_free, gather);
             pending.survivor[survivors & (QUEUE - 1)] = (alive, open);
             survivors += (alive != 0) as usize;
         }
@@ -437,7 +443,7 @@ mod tests {
                     for state in states.iter().take(40) {
                         let want = plain(&layout, state);
                         assert_eq!(layout.count(state).solutions, want, "n={n} {job:?} depth {}", state.depth);
-                        assert_eq!(layout.count_body(state, compress_portable).solutions, want, "portable, n={n}");
+                        assert_eq!(layout.count_body(state, gather_portable).solutions, want, "portable, n={n}");
                     }
                     states = deeper;
                 }

@@ -196,27 +196,28 @@ impl TailConflicts {
 
 /// The permutations that the tail rows' free squares allow: `open` holds exactly `TAIL` columns,
 /// and `free[row]` the squares of tail row `row` that no queen outside the tail attacks.
-/// `compress(mask, open)` gathers the bits of `mask` at the open columns into the low `TAIL` bits
-/// (the BMI2 `pext` instruction). Most tails end here: no permutation is left.
+/// `gather(open, free)` moves each row's bits at the open columns into its low `TAIL` bits (the
+/// BMI2 `pext` instruction, or [`gather_portable`]). Most tails end here: no permutation is left.
 #[inline(always)]
-pub(crate) fn allowed(open: u32, free: &[u32; TAIL], compress: impl Fn(u32, u32) -> u32) -> PermSet {
+pub(crate) fn allowed(open: u32, free: &[u32; TAIL], gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL]) -> PermSet {
     let mut alive = PermSet::MAX;
-    for (row, &f) in free.iter().enumerate() {
-        alive &= ALLOWED[row][(compress(f, open) as usize) & ((1 << TAIL) - 1)];
+    for (row, compressed) in gather(open, free).into_iter().enumerate() {
+        alive &= ALLOWED[row][(compressed as usize) & ((1 << TAIL) - 1)];
     }
     alive
 }
 
-/// Portable `pext` for a mask with `TAIL` bits set.
+/// Portable `pext` of every tail row onto `open`, which has `TAIL` bits set: the open columns are
+/// found once, then each row's bit at each of them is moved into place.
 #[inline(always)]
-pub(crate) fn compress_portable(value: u32, mask: u32) -> u32 {
-    let (mut out, mut rest) = (0, mask);
-    for i in 0..TAIL {
-        let bit = rest & rest.wrapping_neg();
-        rest ^= bit;
-        out |= ((value & bit != 0) as u32) << i;
+pub(crate) fn gather_portable(open: u32, free: &[u32; TAIL]) -> [u32; TAIL] {
+    let mut column = [0u32; TAIL];
+    let mut rest = open;
+    for c in column.iter_mut() {
+        *c = rest.trailing_zeros() & 31;
+        rest &= rest.wrapping_sub(1);
     }
-    out
+    free.map(|f| column.iter().enumerate().fold(0, |out, (i, &c)| out | ((f >> c) & 1) << i))
 }
 
 #[cfg(test)]
@@ -235,10 +236,9 @@ mod tests {
     }
 
     #[test]
-    fn portable_compress_matches_definition() {
-        let mask = 0b1010_0110_0001;
-        assert_eq!(compress_portable(0b1000_0100_0001, mask), 0b10101);
-        assert_eq!(compress_portable(!0, mask), 0b11111);
-        assert_eq!(compress_portable(0, mask), 0);
+    fn portable_gather_matches_pext() {
+        let open = 0b1010_0110_0001;
+        let rows = [0b1000_0100_0001, !0, 0, 0b0010_0010_0000, 0b1000_0000_0001];
+        assert_eq!(gather_portable(open, &rows), [0b10101, 0b11111, 0, 0b01010, 0b10001]);
     }
 }
