@@ -103,7 +103,7 @@ impl Layout {
             layout.rows += 1;
         }
         if layout.rows > TAIL {
-            let last = layout.rows - TAIL - 1;
+            let last = layout.last();
             let mut offset = [0; TAIL];
             for i in 0..TAIL {
                 layout.tail_reach.0[i] = (layout.row_of[last] - layout.row_of[last + 1 + i]) as u32;
@@ -118,6 +118,12 @@ impl Layout {
     /// Number of searched rows.
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// The searched row just above the tail, the last one whose queens are placed one by one
+    /// (they complete through the tail). Only meaningful when there are more than `TAIL` rows.
+    fn last(&self) -> usize {
+        self.rows - TAIL - 1
     }
 
     /// Board row of the searched row `depth`.
@@ -211,11 +217,10 @@ impl Layout {
     fn count_body(&self, start: &State, gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL] + Copy) -> Found {
         let rows = self.rows;
         let base = start.depth;
-        if rows < TAIL + 2 || base + TAIL + 1 > rows {
+        if rows < TAIL + 2 || base > self.last() {
             return Found { solutions: self.count_partial(start, rows), nodes: 0 };
         }
-        // Queens of row `last` complete through the tail: the search proper ends one row above.
-        let last = rows - TAIL - 1;
+        let last = self.last();
         let mut stack = [Frame::default(); 32];
         let (mut k, mut cols, mut right, mut left, mut free) =
             (base, start.cols, start.down_right, start.down_left, self.free(start));
@@ -280,7 +285,7 @@ impl Layout {
         mut free: u32,
         gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL] + Copy,
     ) {
-        let last = self.rows - TAIL - 1;
+        let last = self.last();
         let s = self.shift[(last - 1) & SLOT];
         let blocked = self.blocked[last & SLOT];
         while free != 0 {
