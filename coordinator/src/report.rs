@@ -51,3 +51,36 @@ pub fn hms(seconds: f64) -> String {
     let ms = (seconds * 1000.0).round() as u64;
     format!("{:02}:{:02}:{:02}.{:03}", ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result file read back must equal what was written, time included: `status` and the tests
+    /// compare records, and the default float parser is off by one ulp for values like this one.
+    #[test]
+    fn json_line_reads_back_exactly() {
+        let mut record = ResultRecord {
+            n: 15,
+            total: 2_279_184,
+            unique: 285_053,
+            count2: Some(0),
+            count4: Some(310),
+            count8: Some(284_743),
+            jobs: 2310,
+            seconds: 1.039409637,
+            nodes: 11_317_799,
+        };
+        for step in 0..10_000u32 {
+            record.seconds = 1.039409637 + f64::from(step) * 1.000_000_7e-9;
+            let back: ResultRecord = serde_json::from_str(&record.json_line()).unwrap();
+            assert_eq!(back, record);
+        }
+    }
+
+    #[test]
+    fn hms_rounds_to_milliseconds() {
+        assert_eq!(hms(1.0394), "00:00:01.039");
+        assert_eq!(hms(3725.5), "01:02:05.500");
+    }
+}
