@@ -106,31 +106,12 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
             Some(tokio::net::TcpListener::bind(&args.metrics_listen).await.with_context(|| format!("binding --metrics-listen {}", args.metrics_listen))?)
         };
         tracing::info!(listen = %listener.local_addr()?, metrics = ?metrics.as_ref().and_then(|m| m.local_addr().ok()), "coordinator listening");
-        let record = serve_run(listener, metrics, config, shutdown_signal()).await?;
+        let record = serve_run(listener, metrics, config, nqueens_proto::shutdown_signal()).await?;
         if let Some(r) = record {
             println!("{}", r.json_line());
         }
         Ok(ExitCode::SUCCESS)
     })
-}
-
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 pub fn status(args: StatusArgs) -> Result<ExitCode> {

@@ -249,8 +249,7 @@ impl Engine {
             Command::Result { msg, reply } => {
                 self.touch(msg.worker_id, now);
                 let outcome = if msg.error.is_empty() {
-                    let c = msg.counts.unwrap_or_default();
-                    Ok((JobCounts { solutions: c.solutions, sym180: c.sym180, sym90: c.sym90, nodes: c.nodes }, msg.seconds))
+                    Ok((JobCounts::from(msg.counts.unwrap_or_default()), msg.seconds))
                 } else {
                     tracing::warn!(job = msg.job_id, worker = msg.worker_id, error = %msg.error, "worker reported a solver error");
                     Err(msg.error.clone())

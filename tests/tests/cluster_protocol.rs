@@ -2,7 +2,7 @@
 //! result for another run, an unknown job, a lease that does not cover the job, or a call with a
 //! wrong token is refused with a typed reason and changes nothing.
 
-use nqueens_core::{job_list, SplitParams};
+use nqueens_core::{job_list, JobCounts, SplitParams};
 use nqueens_proto as pb;
 use nqueens_proto::Reason;
 use nqueens_tests::cluster::*;
@@ -80,7 +80,7 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
         worker_id: reg.worker_id,
         lease_id: lease.lease_id,
         job_id: job.id,
-        counts: Some(pb::Counts { solutions: counts.solutions, sym180: counts.sym180, sym90: counts.sym90, nodes: counts.nodes }),
+        counts: Some(counts.into()),
         seconds: 0.01,
         error: String::new(),
     };
@@ -182,13 +182,13 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
     let mut acks = client.results(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
     let result = |worker_id: u64, lease_id: u64, job_id: u64, wrong: bool| {
         let k = list.jobs[job_id as usize].solve().unwrap();
-        let solutions = k.solutions + wrong as u64;
+        let counts = JobCounts { solutions: k.solutions + wrong as u64, ..k };
         pb::JobResult {
             run: Some(run.clone()),
             worker_id,
             lease_id,
             job_id,
-            counts: Some(pb::Counts { solutions, sym180: k.sym180, sym90: k.sym90, nodes: k.nodes }),
+            counts: Some(counts.into()),
             seconds: 0.01,
             error: String::new(),
         }

@@ -6,7 +6,7 @@
 //! are. Results outlive connections: a result computed while the coordinator is away waits in
 //! `unacked` and is re-sent after the reconnect.
 
-use nqueens_core::{reference, Constellation, Job, JobCounts, SplitParams, Tally};
+use nqueens_core::{reference, Constellation, Job, SplitParams, Tally};
 use nqueens_proto as pb;
 use nqueens_proto::Reason;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -386,7 +386,7 @@ impl Worker {
                 let seconds = started.elapsed().as_secs_f64();
                 let mut result = pb::JobResult { run: Some(run), worker_id, lease_id, job_id: job.id, counts: None, seconds, error: String::new() };
                 match solved {
-                    Ok(JobCounts { solutions, sym180, sym90, nodes }) => result.counts = Some(pb::Counts { solutions, sym180, sym90, nodes }),
+                    Ok(counts) => result.counts = Some(counts.into()),
                     Err(e) => result.error = e.to_string(),
                 }
                 me.running.fetch_sub(1, Ordering::SeqCst);

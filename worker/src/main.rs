@@ -60,21 +60,10 @@ fn start(args: Args) -> Result<ExitCode> {
     // Networking gets its own two threads, separate from the solver pool, so heartbeats are never
     // starved by the solving.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the tokio runtime")?;
-    let outcome = runtime.block_on(run(config, shutdown_signal()))?;
+    let outcome = runtime.block_on(run(config, nqueens_proto::shutdown_signal()))?;
     match outcome {
         WorkerExit::RunComplete => eprintln!("run complete"),
         WorkerExit::Stopped => eprintln!("stopped"),
     }
     Ok(ExitCode::SUCCESS)
-}
-
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }

@@ -142,7 +142,7 @@ async fn fake_worker(i: usize, channel: tonic::transport::Channel, counts: Arc<V
                 worker_id: reg.worker_id,
                 lease_id: lease.lease_id,
                 job_id: job.job_id,
-                counts: Some(pb::Counts { solutions: c.solutions, sym180: c.sym180, sym90: c.sym90, nodes: c.nodes }),
+                counts: Some(c.into()),
                 seconds: 0.0001,
                 error: String::new(),
             };
