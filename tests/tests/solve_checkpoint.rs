@@ -2,8 +2,9 @@
 
 use nqueens_tests::{binary, known_counts};
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn solve(args: &[&str]) -> std::process::Output {
     Command::new(binary("nqueens-coordinator")).arg("solve").args(args).output().expect("run nqueens-coordinator")
@@ -15,16 +16,26 @@ fn a_killed_solve_resumes_from_its_checkpoint_and_refuses_foreign_files() {
     let state = dir.path().join("n17.db");
     let state_arg = state.to_str().unwrap();
 
-    // SIGKILL a one-thread N=17 run (about ten seconds of work) after a few seconds.
+    // SIGKILL a one-thread N=17 run as soon as its checkpoint holds some results. The jobs run most
+    // expensive first and commits come at least every second, so much work is left at that point
+    // however fast the machine is.
     let mut first = Command::new(binary("nqueens-coordinator"))
         .args(["solve", "17", "--threads", "1", "--json", "--state", state_arg])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(4));
+    let started = Instant::now();
+    while committed_results(&state) == 0 {
+        assert!(first.try_wait().unwrap().is_none(), "the first run ended before its first checkpoint commit");
+        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint commit within two minutes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     first.kill().unwrap();
     let status = first.wait().unwrap();
     assert_eq!(status.signal(), Some(9), "the first run must still be working when it is killed");
+    let at_kill = committed_results(&state);
+    let jobs = job_count(&state);
+    assert!(at_kill > 0 && at_kill < jobs, "killed part way: {at_kill} of {jobs} jobs committed");
 
     let out = Command::new(binary("nqueens-coordinator"))
         .args(["solve", "17", "--json", "--state", state_arg])
@@ -52,4 +63,18 @@ fn a_killed_solve_resumes_from_its_checkpoint_and_refuses_foreign_files() {
     assert_eq!(std::fs::read_to_string(&junk).unwrap(), "not a database, but somebody's notes", "a refused file is left as it was");
     // A range cannot share one checkpoint.
     assert_eq!(solve(&["12..13", "--state", state_arg]).status.code(), Some(1));
+}
+
+/// Results committed to the checkpoint so far; 0 while the file or its tables do not exist yet.
+fn committed_results(state: &Path) -> i64 {
+    let query = || -> rusqlite::Result<i64> {
+        let conn = rusqlite::Connection::open_with_flags(state, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        conn.query_row("SELECT COUNT(*) FROM results", [], |r| r.get(0))
+    };
+    query().unwrap_or(0)
+}
+
+fn job_count(state: &Path) -> i64 {
+    let conn = rusqlite::Connection::open_with_flags(state, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    conn.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap()
 }
