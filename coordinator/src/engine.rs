@@ -22,6 +22,13 @@ use tokio::sync::{oneshot, watch};
 /// Most commands decided and committed in one transaction.
 const MAX_BATCH: usize = 8192;
 
+/// An answer to a command, sent only once the changes it reports are committed.
+type Reply = Box<dyn FnOnce(&Engine)>;
+
+/// What [`Engine::start`] gives back: the command handle, the final result once the run is
+/// complete, and the engine thread.
+type Started = (EngineHandle, watch::Receiver<Option<ResultRecord>>, std::thread::JoinHandle<Result<(), StoreError>>);
+
 pub enum Command {
     Register { req: pb::RegisterRequest, reply: oneshot::Sender<RegisterReply> },
     Lease { worker_id: u64, free_slots: u32, reply: oneshot::Sender<LeaseReply> },
@@ -95,7 +102,7 @@ impl Engine {
         lease_duration: Duration,
         metrics: Arc<Metrics>,
         config: EngineConfig,
-    ) -> Result<(EngineHandle, watch::Receiver<Option<ResultRecord>>, std::thread::JoinHandle<Result<(), StoreError>>), StoreError> {
+    ) -> Result<Started, StoreError> {
         let loaded = store.load()?;
         let mut life = Lifecycle::new(loaded.jobs, loaded.leases, lease_duration, Instant::now());
         life.restore_untrusted(loaded.untrusted);
@@ -149,7 +156,7 @@ impl Engine {
             let shutdown = batch.iter().any(|c| matches!(c, Command::Shutdown));
             let mut changes = Vec::new();
             let mut worker_rows = Vec::new();
-            let mut replies: Vec<Box<dyn FnOnce(&Engine)>> = Vec::new();
+            let mut replies: Vec<Reply> = Vec::new();
             for cmd in batch {
                 self.decide(cmd, &mut changes, &mut worker_rows, &mut replies);
             }
@@ -183,7 +190,7 @@ impl Engine {
         }
     }
 
-    fn decide(&mut self, cmd: Command, changes: &mut Vec<Change>, worker_rows: &mut Vec<WorkerRow>, replies: &mut Vec<Box<dyn FnOnce(&Engine)>>) {
+    fn decide(&mut self, cmd: Command, changes: &mut Vec<Change>, worker_rows: &mut Vec<WorkerRow>, replies: &mut Vec<Reply>) {
         let now = Instant::now();
         match cmd {
             Command::Shutdown => {}

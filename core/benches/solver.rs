@@ -44,8 +44,11 @@ fn main() {
                 (run_solver(n, 1), t)
             };
             eprintln!("N={n} round {round}: baseline {b:.3} s, 1 thread {o:.3} s, 2 threads {t:.3} s");
-            (base.push(b), one.push(o), two.push(t));
-            (speedup.push(b / o), scaling.push(o / t));
+            base.push(b);
+            one.push(o);
+            two.push(t);
+            speedup.push(b / o);
+            scaling.push(o / t);
         }
         let (b, o, t) = (median(&mut base), median(&mut one), median(&mut two));
         let (speedup, scaling) = (median(&mut speedup), median(&mut scaling));

@@ -17,19 +17,13 @@ use serde::{Deserialize, Serialize};
 pub const JOB_FORMAT_VERSION: u32 = 1;
 
 /// How finely a board is split into jobs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SplitParams {
     /// Wanted number of jobs. Constellations are split by pre-placing queens in one more row at a
     /// time, each step multiplying the count by roughly the number of free columns, so the list
     /// has the count nearest to this target (on a log scale) that a whole number of rows gives.
     /// `None` picks a default that grows with the board: `2^(n-5)`, at most `2^21`.
     pub target_jobs: Option<u64>,
-}
-
-impl Default for SplitParams {
-    fn default() -> Self {
-        SplitParams { target_jobs: None }
-    }
 }
 
 impl SplitParams {

@@ -237,7 +237,7 @@ async fn session(worker: &Arc<Worker>, result_tx: &mpsc::UnboundedSender<(u64, p
         host: default_name(),
         cores: cfg.threads as u32,
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        self_test: Some(test.clone()),
+        self_test: Some(*test),
         previous_worker_id: previous,
     };
     let registered = match client.register(request.clone()).await {
