@@ -4,6 +4,11 @@
 //! never from counters in memory, and a batch of results is committed together with the job-state
 //! changes it causes, in one transaction. Only the engine's writer thread writes; `status --state`
 //! and `solve --state` open their own connections.
+//!
+//! One process at a time may write a state file: a second coordinator (or `solve --state`) on the
+//! same file would lease and count jobs the first one also counts. Writers hold an exclusive lock
+//! on `<state>.lock` for as long as their [`Store`] lives; the kernel drops it when the process
+//! dies, however it dies, so a crash never leaves a stale lock behind.
 
 use crate::lifecycle::{Change, JobEntry, JobState, LeaseRecord};
 use nqueens_core::{JobCounts, JobList, SplitParams, Tally, Totals};
@@ -26,6 +31,10 @@ pub enum StoreError {
     OtherRun { path: PathBuf, reason: String },
     #[error("state file {path} does not exist")]
     Missing { path: PathBuf },
+    #[error("state file {path} is in use by another process (a coordinator or `solve --state` holds {lock}); stop it first, or read the file with `status --state`")]
+    InUse { path: PathBuf, lock: PathBuf },
+    #[error("cannot lock state file {path} through {lock}: {source}")]
+    Lock { path: PathBuf, lock: PathBuf, source: std::io::Error },
     #[error("building the job list: {0}")]
     Core(#[from] nqueens_core::CoreError),
 }
@@ -89,6 +98,27 @@ pub struct Store {
     conn: Connection,
     path: PathBuf,
     meta: RunMeta,
+    /// The writer's exclusive lock (see the module doc); `None` for read-only stores.
+    _lock: Option<std::fs::File>,
+}
+
+/// The lock file beside a state file.
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Takes the exclusive writer's lock of the state file at `path`, without waiting.
+fn lock_state(path: &Path) -> Result<std::fs::File, StoreError> {
+    let lock = lock_path(path);
+    let io_err = |source| StoreError::Lock { path: path.into(), lock: lock.clone(), source };
+    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock).map_err(io_err)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::InUse { path: path.into(), lock }),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_err(e)),
+    }
 }
 
 fn now_unix() -> f64 {
@@ -104,10 +134,12 @@ impl Store {
     /// of another N, split, job list or protocol version, and one that is not a valid state file.
     pub fn open_or_create(path: &Path, list: &JobList, verify_fraction: f64, kind: &str) -> Result<Store, StoreError> {
         let fingerprint = run_fingerprint(list);
+        let lock = lock_state(path)?;
         let exists = path.exists();
         let conn = open_conn(path, false)?;
         let mut store = Store {
             conn,
+            _lock: Some(lock),
             path: path.to_owned(),
             meta: RunMeta {
                 n: list.n,
@@ -151,7 +183,7 @@ impl Store {
             return Err(StoreError::Missing { path: path.into() });
         }
         let conn = open_conn(path, true)?;
-        let mut store = Store { conn, path: path.into(), meta: RunMeta { n: 0, target_jobs: None, fingerprint: String::new(), job_count: 0, created_unix: 0.0, kind: String::new() } };
+        let mut store = Store { conn, _lock: None, path: path.into(), meta: RunMeta { n: 0, target_jobs: None, fingerprint: String::new(), job_count: 0, created_unix: 0.0, kind: String::new() } };
         if !store.has_meta()? {
             return Err(StoreError::Corrupt { path: path.into(), reason: "no run metadata".into() });
         }
@@ -639,6 +671,13 @@ mod tests {
         assert_eq!(store.tally().unwrap().jobs, list.jobs.len() as u64 - 1);
         assert_eq!(Store::open_existing(&path).unwrap().summary().unwrap().untrusted_workers, 1);
         drop(store);
+        // One writer at a time; readers are welcome; the lock goes with its store.
+        let writer = LocalCheckpoint::open(&path, &list).unwrap();
+        assert!(matches!(LocalCheckpoint::open(&path, &list), Err(StoreError::InUse { .. })));
+        assert!(matches!(Store::open_or_create(&path, &list, 0.0, "local"), Err(StoreError::InUse { .. })));
+        assert!(Store::open_existing(&path).is_ok());
+        drop(writer);
+        LocalCheckpoint::open(&path, &list).unwrap();
         let junk = dir.path().join("junk.db");
         std::fs::write(&junk, b"this is not a database at all, not even close, really not").unwrap();
         assert!(matches!(LocalCheckpoint::open(&junk, &list), Err(StoreError::Corrupt { .. })), "{:?}", LocalCheckpoint::open(&junk, &list).err());

@@ -118,3 +118,53 @@ fn sigterm_worker_releases_its_leases_and_exits_zero() {
     assert!(s.success(), "coordinator exits 0 on SIGTERM: {s}\n{}", coordinator.log_text());
     assert!(coordinator.log_text().contains("engine stopped after committing everything received"));
 }
+
+#[test]
+fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run16.db");
+    let port = free_port();
+    let mut coordinator =
+        Proc::spawn("nqueens-coordinator", &serve_args(16, &state, port, &["--exit-when-done"]), dir.path().join("coordinator.log"));
+    wait_until(LONG, "the run to be created", || jobs_in(&state) > 0);
+    let jobs = jobs_in(&state);
+
+    // Another coordinator, or a `solve --state`, on the same file: both would count the same jobs.
+    let second = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
+        .args(serve_args(16, &state, free_port(), &["--exit-when-done"]))
+        .output()
+        .unwrap();
+    let solve = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
+        .args(["solve", "16", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    for (what, out) in [("serve", &second), ("solve --state", &solve)] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "a second {what} must fail: {err}");
+        assert!(err.contains("in use by another process"), "{what}: {err}");
+    }
+    // Reading it while it is in use is fine.
+    let status = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
+        .args(["status", "--json", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+
+    // The first run is untouched: a worker finishes it exactly, each job counted once.
+    assert_eq!(jobs_in(&state), jobs);
+    let mut worker = Proc::spawn("nqueens-worker", &worker_args(port, 2, "finisher", &[]), dir.path().join("worker.log"));
+    let s = coordinator.wait_exit(LONG);
+    assert!(s.success(), "coordinator: {s}\n{}", coordinator.log_text());
+    assert_matches_reference(&read_result_file(&result_file(&state)));
+    assert_each_job_counted_once(&state);
+    worker.wait_exit(Duration::from_secs(60));
+
+    // Its lock went with it: the file opens again (the run is complete, so `serve` just reports it).
+    let again = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
+        .args(serve_args(16, &state, free_port(), &["--exit-when-done"]))
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+}

@@ -1,8 +1,8 @@
 //! `solve --state`: a one-machine run killed part way resumes from its checkpoint, exactly.
 
+use nqueens_tests::cluster::{committed_results, query_count};
 use nqueens_tests::{binary, known_counts};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ fn a_killed_solve_resumes_from_its_checkpoint_and_refuses_foreign_files() {
     let status = first.wait().unwrap();
     assert_eq!(status.signal(), Some(9), "the first run must still be working when it is killed");
     let at_kill = committed_results(&state);
-    let jobs = job_count(&state);
+    let jobs = query_count(&state, "SELECT COUNT(*) FROM jobs");
     assert!(at_kill > 0 && at_kill < jobs, "killed part way: {at_kill} of {jobs} jobs committed");
 
     let out = Command::new(binary("nqueens-coordinator"))
@@ -65,16 +65,3 @@ fn a_killed_solve_resumes_from_its_checkpoint_and_refuses_foreign_files() {
     assert_eq!(solve(&["12..13", "--state", state_arg]).status.code(), Some(1));
 }
 
-/// Results committed to the checkpoint so far; 0 while the file or its tables do not exist yet.
-fn committed_results(state: &Path) -> i64 {
-    let query = || -> rusqlite::Result<i64> {
-        let conn = rusqlite::Connection::open_with_flags(state, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-        conn.query_row("SELECT COUNT(*) FROM results", [], |r| r.get(0))
-    };
-    query().unwrap_or(0)
-}
-
-fn job_count(state: &Path) -> i64 {
-    let conn = rusqlite::Connection::open_with_flags(state, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    conn.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap()
-}
