@@ -33,7 +33,7 @@ pub enum StoreError {
     Missing { path: PathBuf },
     #[error("state file {path} is in use by another process (a coordinator or `solve --state` holds {lock}); stop it first, or read the file with `status --state`")]
     InUse { path: PathBuf, lock: PathBuf },
-    #[error("cannot lock state file {path} through {lock}: {source}")]
+    #[error("cannot open the lock file {lock} of state file {path}: {source}")]
     Lock { path: PathBuf, lock: PathBuf, source: std::io::Error },
     #[error("building the job list: {0}")]
     Core(#[from] nqueens_core::CoreError),
@@ -109,15 +109,25 @@ pub fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Takes the exclusive writer's lock of the state file at `path`, without waiting.
-fn lock_state(path: &Path) -> Result<std::fs::File, StoreError> {
+/// Takes the exclusive writer's lock of the state file at `path`, without waiting. A filesystem
+/// that cannot lock at all (some cluster filesystems mounted without lock support) gets a warning,
+/// not a refusal: the run must still be able to start there.
+fn lock_state(path: &Path) -> Result<Option<std::fs::File>, StoreError> {
     let lock = lock_path(path);
-    let io_err = |source| StoreError::Lock { path: path.into(), lock: lock.clone(), source };
-    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock).map_err(io_err)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock)
+        .map_err(|source| StoreError::Lock { path: path.into(), lock: lock.clone(), source })?;
     match file.try_lock() {
-        Ok(()) => Ok(file),
+        Ok(()) => Ok(Some(file)),
         Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::InUse { path: path.into(), lock }),
-        Err(std::fs::TryLockError::Error(e)) => Err(io_err(e)),
+        Err(std::fs::TryLockError::Error(e)) => {
+            tracing::warn!(lock = %lock.display(), error = %e, "cannot lock the state file here; make sure no other process writes it");
+            Ok(None)
+        }
     }
 }
 
@@ -139,7 +149,7 @@ impl Store {
         let conn = open_conn(path, false)?;
         let mut store = Store {
             conn,
-            _lock: Some(lock),
+            _lock: lock,
             path: path.to_owned(),
             meta: RunMeta {
                 n: list.n,
