@@ -1,4 +1,4 @@
-//! The cluster subcommands of the binary: `serve`, `status` and `healthcheck`. Argument parsing,
+//! The cluster subcommands of the binary: `serve`, `status`, `requeue` and `healthcheck`. Argument parsing,
 //! signals and the tokio runtime live here; the work is in the library.
 
 use anyhow::{bail, Context, Result};
@@ -67,6 +67,19 @@ pub struct StatusArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct RequeueArgs {
+    /// The run's state file. The coordinator must be stopped (the file is locked while it runs).
+    #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
+    pub state: PathBuf,
+    /// Only the held jobs (their results kept disagreeing).
+    #[arg(long, conflicts_with = "failed")]
+    pub held: bool,
+    /// Only the failed jobs (workers kept reporting solver errors).
+    #[arg(long)]
+    pub failed: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct HealthcheckArgs {
     /// Coordinator URL, e.g. http://127.0.0.1:7447.
     #[arg(long, env = "NQ_CONNECT", default_value = "http://127.0.0.1:7447")]
@@ -132,6 +145,27 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
         println!("{}", view.json());
     } else {
         print!("{}", view.text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Held and failed jobs block a run's completion until an operator has looked at them (the
+/// conflicts are in `status`) and gives them another attempt.
+pub fn requeue(args: RequeueArgs) -> Result<ExitCode> {
+    let (held, failed) = match (args.held, args.failed) {
+        (false, false) => (true, true),
+        chosen => chosen,
+    };
+    let mut store = nqueens_coordinator::Store::open_existing_for_update(&args.state)?;
+    let (held, failed) = store.requeue(held, failed)?;
+    if held + failed == 0 {
+        println!("nothing to requeue in {}: no held or failed job", args.state.display());
+    } else {
+        println!(
+            "requeued {held} held and {failed} failed job(s) in {}; `serve --state {}` solves them again",
+            args.state.display(),
+            args.state.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -21,6 +21,8 @@ enum Command {
     Serve(cluster::ServeArgs),
     /// Show progress of a run, from a live coordinator (--connect) or a state file (--state).
     Status(cluster::StatusArgs),
+    /// Give held and failed jobs of a stopped run another attempt (all of them, or --held / --failed).
+    Requeue(cluster::RequeueArgs),
     /// Exit 0 if the coordinator's gRPC health service reports SERVING (for container health checks).
     Healthcheck(cluster::HealthcheckArgs),
 }
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Command::Solve(args) => solve::run(args),
         Command::Serve(args) => cluster::serve(args),
         Command::Status(args) => cluster::status(args),
+        Command::Requeue(args) => cluster::requeue(args),
         Command::Healthcheck(args) => cluster::healthcheck(args),
     };
     match result {

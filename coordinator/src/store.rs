@@ -187,18 +187,47 @@ impl Store {
         Ok(store)
     }
 
-    /// Opens an existing state file (read-only), for `status --state`.
+    /// Opens an existing state file read-only, for `status --state`.
     pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
+        Self::open_existing_file(path, false)
+    }
+
+    /// Opens an existing state file to change it offline ([`Store::requeue`]), holding the
+    /// writer's lock: refused while a coordinator runs on it.
+    pub fn open_existing_for_update(path: &Path) -> Result<Store, StoreError> {
+        Self::open_existing_file(path, true)
+    }
+
+    fn open_existing_file(path: &Path, write: bool) -> Result<Store, StoreError> {
         if !path.exists() {
             return Err(StoreError::Missing { path: path.into() });
         }
-        let conn = open_conn(path, true)?;
-        let mut store = Store { conn, _lock: None, path: path.into(), meta: RunMeta { n: 0, target_jobs: None, fingerprint: String::new(), job_count: 0, created_unix: 0.0, kind: String::new() } };
+        let lock = if write { lock_state(path)? } else { None };
+        let conn = open_conn(path, !write)?;
+        let mut store = Store { conn, _lock: lock, path: path.into(), meta: RunMeta { n: 0, target_jobs: None, fingerprint: String::new(), job_count: 0, created_unix: 0.0, kind: String::new() } };
         if !store.has_meta()? {
             return Err(StoreError::Corrupt { path: path.into(), reason: "no run metadata".into() });
         }
         store.meta = store.read_meta()?;
         Ok(store)
+    }
+
+    /// Returns the jobs that are `held` (results kept disagreeing) and/or `failed` (the solver
+    /// kept reporting errors) to the queue, and says how many of each. Their results and conflicts
+    /// stay on record, and so do their counters: each requeue buys one more attempt, and a new
+    /// result that agrees with an earlier one settles a held job.
+    pub fn requeue(&mut self, held: bool, failed: bool) -> Result<(u64, u64), StoreError> {
+        let path = self.path.clone();
+        let sql = move |source| StoreError::Sqlite { path: path.clone(), source };
+        let tx = self.conn.transaction().map_err(&sql)?;
+        let mut moved = [0u64; 2];
+        for (slot, (state, wanted)) in [("held", held), ("failed", failed)].into_iter().enumerate() {
+            if wanted {
+                moved[slot] = tx.execute("UPDATE jobs SET state='pending', lease_id=NULL, worker_id=NULL WHERE state=?1", [state]).map_err(&sql)? as u64;
+            }
+        }
+        tx.commit().map_err(&sql)?;
+        Ok((moved[0], moved[1]))
     }
 
     pub fn meta(&self) -> &RunMeta {
@@ -686,8 +715,26 @@ mod tests {
         assert!(matches!(LocalCheckpoint::open(&path, &list), Err(StoreError::InUse { .. })));
         assert!(matches!(Store::open_or_create(&path, &list, 0.0, "local"), Err(StoreError::InUse { .. })));
         assert!(Store::open_existing(&path).is_ok());
+        assert!(matches!(Store::open_existing_for_update(&path), Err(StoreError::InUse { .. })));
         drop(writer);
         LocalCheckpoint::open(&path, &list).unwrap();
+
+        // Held and failed jobs go back to the queue, offline, keeping their counters.
+        {
+            let mut store = Store::open_or_create(&path, &list, 0.0, "local").unwrap();
+            let state = |job_id, state, errors, conflicts| Change::JobState { job_id, state, lease_id: None, worker_id: None, errors, conflicts };
+            store.apply(&[state(1, "held", 0, 3), state(2, "failed", 3, 0), state(3, "held", 0, 3)], &[]).unwrap();
+        }
+        let mut store = Store::open_existing_for_update(&path).unwrap();
+        assert!(matches!(LocalCheckpoint::open(&path, &list), Err(StoreError::InUse { .. })));
+        assert_eq!(store.requeue(true, false).unwrap(), (2, 0));
+        assert_eq!(store.requeue(true, true).unwrap(), (0, 1));
+        let loaded = store.load().unwrap();
+        for id in 1..=3 {
+            assert_eq!(loaded.jobs[id].state, JobState::Pending, "job {id}");
+        }
+        assert_eq!((loaded.jobs[1].conflicts, loaded.jobs[2].errors), (3, 3));
+        drop(store);
         let junk = dir.path().join("junk.db");
         std::fs::write(&junk, b"this is not a database at all, not even close, really not").unwrap();
         assert!(matches!(LocalCheckpoint::open(&junk, &list), Err(StoreError::Corrupt { .. })), "{:?}", LocalCheckpoint::open(&junk, &list).err());

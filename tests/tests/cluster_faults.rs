@@ -152,6 +152,14 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
         .unwrap();
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
 
+    let requeue = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
+        .args(["requeue", "--state"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert_eq!(requeue.status.code(), Some(1), "requeue on a live run must fail");
+    assert!(String::from_utf8_lossy(&requeue.stderr).contains("in use by another process"));
+
     // The first run is untouched: a worker finishes it exactly, each job counted once.
     assert_eq!(jobs_in(&state), jobs);
     let mut worker = Proc::spawn("nqueens-worker", &worker_args(port, 2, "finisher", &[]), dir.path().join("worker.log"));
@@ -167,4 +175,58 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
         .output()
         .unwrap();
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+}
+
+#[test]
+fn held_and_failed_jobs_block_the_run_until_requeued() {
+    use nqueens_coordinator::lifecycle::Change;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run12.db");
+    let coordinator_cmd = |args: &[&str]| {
+        let out = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator")).args(args).arg(&state).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let held_and_failed = || {
+        let status: serde_json::Value = serde_json::from_str(&coordinator_cmd(&["status", "--json", "--state"])).unwrap();
+        (status["jobs_held"].as_u64().unwrap(), status["jobs_failed"].as_u64().unwrap())
+    };
+    // A run as `serve --n 12` creates it, in which one job's results kept disagreeing and
+    // another's solver kept failing.
+    {
+        let list = nqueens_core::job_list(12, &nqueens_core::SplitParams::default()).unwrap();
+        let mut store = nqueens_coordinator::Store::open_or_create(&state, &list, 0.0, "cluster").unwrap();
+        let set = |job_id, state, errors, conflicts| Change::JobState { job_id, state, lease_id: None, worker_id: None, errors, conflicts };
+        store.apply(&[set(0, "held", 0, 3), set(5, "failed", 3, 0)], &[]).unwrap();
+    }
+    assert_eq!(held_and_failed(), (1, 1));
+    let jobs = jobs_in(&state);
+
+    // Every other job gets solved, but the run cannot complete.
+    let port = free_port();
+    let mut coordinator = Proc::spawn("nqueens-coordinator", &serve_args(12, &state, port, &["--exit-when-done"]), dir.path().join("coordinator1.log"));
+    let mut worker = Proc::spawn("nqueens-worker", &worker_args(port, 1, "solo", &[]), dir.path().join("worker.log"));
+    wait_until(LONG, "every job but the held and the failed one solved", || committed_results(&state) == jobs - 2);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(coordinator.child.try_wait().unwrap().is_none(), "a run with held and failed jobs must not complete");
+    coordinator.signal(libc::SIGTERM);
+    let s = coordinator.wait_exit(LONG);
+    assert!(s.success(), "coordinator stops on SIGTERM: {s}\n{}", coordinator.log_text());
+
+    // The operator gives them another attempt, one kind at a time.
+    let out = coordinator_cmd(&["requeue", "--held", "--state"]);
+    assert!(out.contains("requeued 1 held and 0 failed job(s)"), "{out}");
+    assert_eq!(held_and_failed(), (0, 1));
+    let out = coordinator_cmd(&["requeue", "--state"]);
+    assert!(out.contains("requeued 0 held and 1 failed job(s)"), "{out}");
+    assert!(coordinator_cmd(&["requeue", "--state"]).contains("nothing to requeue"));
+
+    // Restarted on the same port, the waiting worker reconnects and the run completes, exactly.
+    let mut coordinator = Proc::spawn("nqueens-coordinator", &serve_args(12, &state, port, &["--exit-when-done"]), dir.path().join("coordinator2.log"));
+    let s = coordinator.wait_exit(LONG);
+    assert!(s.success(), "coordinator: {s}\n{}", coordinator.log_text());
+    assert_matches_reference(&read_result_file(&result_file(&state)));
+    assert_each_job_counted_once(&state);
+    let s = worker.wait_exit(Duration::from_secs(60));
+    assert!(s.success(), "worker: {s}\n{}", worker.log_text());
 }
