@@ -67,6 +67,11 @@ impl Drop for Proc {
     }
 }
 
+/// Runs `nqueens-coordinator` with `args` to its end (for the short subcommands).
+pub fn coordinator_output<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> std::process::Output {
+    Command::new(binary("nqueens-coordinator")).args(args).output().expect("run nqueens-coordinator")
+}
+
 /// Polls `cond` every 50 ms until it holds, panicking with `what` after `timeout`.
 pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();

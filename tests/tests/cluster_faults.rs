@@ -11,6 +11,11 @@ fn jobs_in(state: &std::path::Path) -> i64 {
     query_count(state, "SELECT COUNT(*) FROM jobs")
 }
 
+/// `status --json --state` of a state file.
+fn status_of(state: &std::path::Path) -> std::process::Output {
+    coordinator_output(["status".as_ref(), "--json".as_ref(), "--state".as_ref(), state.as_os_str()])
+}
+
 #[test]
 fn sigkilled_worker_leases_expire_and_total_stays_exact() {
     let dir = tempfile::tempdir().unwrap();
@@ -41,11 +46,7 @@ fn sigkilled_worker_leases_expire_and_total_stays_exact() {
     assert!(s.success(), "survivor exits 0 when the run is complete: {s}\n{}", survivor.log_text());
 
     // Offline status of the finished run shows the result.
-    let out = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
-        .args(["status", "--json", "--state"])
-        .arg(&state)
-        .output()
-        .unwrap();
+    let out = status_of(&state);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["complete"], true);
@@ -130,33 +131,18 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
     let jobs = jobs_in(&state);
 
     // Another coordinator, or a `solve --state`, on the same file: both would count the same jobs.
-    let second = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
-        .args(serve_args(16, &state, free_port(), &["--exit-when-done"]))
-        .output()
-        .unwrap();
-    let solve = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
-        .args(["solve", "16", "--state"])
-        .arg(&state)
-        .output()
-        .unwrap();
+    let second = coordinator_output(serve_args(16, &state, free_port(), &["--exit-when-done"]));
+    let solve = coordinator_output(["solve".as_ref(), "16".as_ref(), "--state".as_ref(), state.as_os_str()]);
     for (what, out) in [("serve", &second), ("solve --state", &solve)] {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "a second {what} must fail: {err}");
         assert!(err.contains("in use by another process"), "{what}: {err}");
     }
     // Reading it while it is in use is fine.
-    let status = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
-        .args(["status", "--json", "--state"])
-        .arg(&state)
-        .output()
-        .unwrap();
+    let status = status_of(&state);
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
 
-    let requeue = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
-        .args(["requeue", "--state"])
-        .arg(&state)
-        .output()
-        .unwrap();
+    let requeue = coordinator_output(["requeue".as_ref(), "--state".as_ref(), state.as_os_str()]);
     assert_eq!(requeue.status.code(), Some(1), "requeue on a live run must fail");
     assert!(String::from_utf8_lossy(&requeue.stderr).contains("in use by another process"));
 
@@ -170,10 +156,7 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
     worker.wait_exit(Duration::from_secs(60));
 
     // Its lock went with it: the file opens again (the run is complete, so `serve` just reports it).
-    let again = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator"))
-        .args(serve_args(16, &state, free_port(), &["--exit-when-done"]))
-        .output()
-        .unwrap();
+    let again = coordinator_output(serve_args(16, &state, free_port(), &["--exit-when-done"]));
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
 }
 
@@ -183,7 +166,7 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run12.db");
     let coordinator_cmd = |args: &[&str]| {
-        let out = std::process::Command::new(nqueens_tests::binary("nqueens-coordinator")).args(args).arg(&state).output().unwrap();
+        let out = coordinator_output(args.iter().map(std::ffi::OsStr::new).chain([state.as_os_str()]));
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
