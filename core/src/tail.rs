@@ -7,7 +7,7 @@
 //! columns are. This replaces the deepest and busiest levels of the search tree, and the branch
 //! mispredictions that dominate them, with some eighty straight-line instructions.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// Searched rows counted in closed form at the end of every search.
 pub(crate) const TAIL: usize = 5;
@@ -144,6 +144,13 @@ impl TailConflicts {
             }
         };
         TailConflicts { clip, by_gaps }
+    }
+
+    /// A placeholder for layouts too short to have a tail (never asked for completions): no
+    /// lock, no table build.
+    pub fn unused() -> TailConflicts {
+        static EMPTY: LazyLock<Arc<[PermSet]>> = LazyLock::new(|| Arc::from([0 as PermSet]));
+        TailConflicts { clip: 1, by_gaps: EMPTY.clone() }
     }
 
     fn build(offset: &[u32; TAIL]) -> Arc<[PermSet]> {
