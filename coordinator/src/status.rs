@@ -160,6 +160,12 @@ impl StatusView {
             self.untrusted_workers,
             self.lease_expiries.map_or(String::new(), |e| format!(", {e} lease expiries"))
         );
+        if self.jobs_held + self.jobs_failed > 0 {
+            let _ = writeln!(
+                o,
+                "blocked  the run cannot complete while jobs are held or failed: once the cause is found, stop the coordinator and run `nqueens-coordinator requeue --state <FILE>`"
+            );
+        }
         if !self.workers.is_empty() {
             let _ = writeln!(o, "workers  {}", self.workers.len());
             for w in &self.workers {

@@ -183,6 +183,8 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
         store.apply(&[set(0, "held", 0, 3), set(5, "failed", 3, 0)], &[]).unwrap();
     }
     assert_eq!(held_and_failed(), (1, 1));
+    let text = coordinator_cmd(&["status", "--state"]);
+    assert!(text.contains("1 held, 1 failed") && text.contains("requeue --state"), "status tells what blocks the run:\n{text}");
     let jobs = jobs_in(&state);
 
     // Every other job gets solved, but the run cannot complete.
