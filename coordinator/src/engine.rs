@@ -225,9 +225,9 @@ impl Engine {
                     let _ = reply.send(LeaseReply { lease_id: 0, jobs: vec![], complete: false, unknown_worker: false, untrusted_worker: true });
                     return;
                 }
-                let lone = self.active_workers(now) <= 1;
+                let others = self.other_live_workers(worker_id, now);
                 let size = self.life.batch_size(free_slots, self.mean_job_seconds);
-                let granted = self.life.lease(worker_id, size, lone, now, changes);
+                let granted = self.life.lease(worker_id, size, &others, now, changes);
                 let (lease_id, specs) = match granted {
                     Some((lease_id, ids)) => {
                         tracing::debug!(worker_id, lease_id, jobs = ids.len(), "lease granted");
@@ -345,9 +345,22 @@ impl Engine {
         }
     }
 
+    /// Whether a worker last seen at `last_seen` still counts as live.
+    fn live(&self, last_seen: Instant, now: Instant) -> bool {
+        now.duration_since(last_seen) <= self.config.heartbeat * 3 + Duration::from_secs(2)
+    }
+
     fn active_workers(&self, now: Instant) -> usize {
-        let window = self.config.heartbeat * 3 + Duration::from_secs(2);
-        self.workers.values().filter(|w| now.duration_since(w.last_seen) <= window).count()
+        self.workers.values().filter(|w| self.live(w.last_seen, now)).count()
+    }
+
+    /// The live, trusted workers other than `worker_id`: who else could give a job an opinion.
+    fn other_live_workers(&self, worker_id: u64, now: Instant) -> Vec<u64> {
+        self.workers
+            .iter()
+            .filter(|(&id, w)| id != worker_id && self.live(w.last_seen, now) && !self.life.is_untrusted(id))
+            .map(|(&id, _)| id)
+            .collect()
     }
 
     fn publish_gauges(&self) {

@@ -229,10 +229,10 @@ impl Lifecycle {
         }
     }
 
-    /// Leases up to `max_jobs` pending jobs, longest first, to `worker_id`. A job awaiting a second
-    /// opinion is not given to a worker that already gave one, unless `lone_worker` says no other
-    /// worker is around to give it.
-    pub fn lease(&mut self, worker_id: u64, max_jobs: usize, lone_worker: bool, now: Instant, changes: &mut Vec<Change>) -> Option<(u64, Vec<u64>)> {
+    /// Leases up to `max_jobs` pending jobs, longest first, to `worker_id`. A job awaiting another
+    /// opinion goes to a worker that has not given one yet: this worker gets it back only when
+    /// none of the `others` (the other live, trusted workers) could give a fresh opinion.
+    pub fn lease(&mut self, worker_id: u64, max_jobs: usize, others: &[u64], now: Instant, changes: &mut Vec<Change>) -> Option<(u64, Vec<u64>)> {
         if self.is_untrusted(worker_id) {
             return None;
         }
@@ -244,7 +244,8 @@ impl Lifecycle {
             if job.state != JobState::Pending {
                 continue; // stale queue entry
             }
-            if !lone_worker && job.opinions.iter().any(|(w, _)| *w == worker_id) {
+            let gave = |w: u64| job.opinions.iter().any(|(o, _)| *o == w);
+            if gave(worker_id) && others.iter().any(|&o| !gave(o)) {
                 set_aside.push((estimate, Reverse(id)));
                 continue;
             }
@@ -405,16 +406,20 @@ impl Lifecycle {
             return self.mark_conflict(job_id, changes);
         }
         // The scheduler gave this job back to the same worker after its first opinion (only done
-        // when it is the only worker around): its second solve counts as the second opinion. A
-        // replay of the first opinion carries the old lease and stays a duplicate.
+        // when no other worker could give a fresh one). A replay of the first opinion carries the
+        // old lease and stays a duplicate.
         let solved_again = matches!(job.state, JobState::Leased { lease_id: l, worker_id: w, .. } if l == lease_id && w == worker_id);
         if !solved_again && job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts)) {
             return ResultOutcome::Duplicate;
         }
         let needed = job.agreeing_needed();
         let trusted = |w: &u64| !self.untrusted.contains(w);
-        let agrees = job.opinions.iter().any(|(w, c)| trusted(w) && (*w != worker_id || solved_again) && c.same_answer(&counts));
         let disagrees: Option<u64> = job.opinions.iter().find(|(w, c)| trusted(w) && !c.same_answer(&counts)).map(|(w, _)| *w);
+        // A worker solving again may confirm its own answer only where no trusted worker says
+        // otherwise (a verification with one worker around). In a dispute it takes another
+        // worker's agreement: repeating one side of it is one more conflict.
+        let self_confirms = solved_again && disagrees.is_none();
+        let agrees = job.opinions.iter().any(|(w, c)| trusted(w) && (*w != worker_id || self_confirms) && c.same_answer(&counts));
         if needed == 1 || agrees {
             changes.push(row(true, if agrees { "verified" } else { "first" }));
             self.jobs[job_id as usize].counted = Some((worker_id, counts));
@@ -507,6 +512,9 @@ impl Lifecycle {
 mod tests {
     use super::*;
 
+    /// Another live worker that has given no opinion on anything.
+    const NOBODY: u64 = 999;
+
     fn counts(s: u64) -> JobCounts {
         JobCounts { solutions: s, sym180: 0, sym90: 0, nodes: 10 }
     }
@@ -520,7 +528,7 @@ mod tests {
     fn leases_longest_first_and_completes() {
         let mut l = life(5, false);
         let mut ch = Vec::new();
-        let (lease, ids) = l.lease(1, 2, false, Instant::now(), &mut ch).unwrap();
+        let (lease, ids) = l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(ids, vec![4, 3]);
         assert_eq!(l.result(1, lease, 4, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::Accepted);
         assert_eq!(l.result(1, lease, 4, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::Duplicate);
@@ -536,7 +544,7 @@ mod tests {
         let mut l = life(3, false);
         let mut ch = Vec::new();
         let t0 = Instant::now();
-        l.lease(1, 3, false, t0, &mut ch).unwrap();
+        l.lease(1, 3, &[NOBODY], t0, &mut ch).unwrap();
         assert_eq!(l.expire(t0 + Duration::from_secs(11), &mut ch), 1);
         assert_eq!(l.count("pending"), 3);
         assert_eq!(l.lease_expiries, 1);
@@ -546,12 +554,12 @@ mod tests {
     fn conflicting_duplicate_reruns_job() {
         let mut l = life(1, false);
         let mut ch = Vec::new();
-        let (a, _) = l.lease(1, 1, false, Instant::now(), &mut ch).unwrap();
+        let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
         assert_eq!(l.result(1, a, 0, Ok((counts(6), 0.1)), &mut ch), ResultOutcome::Conflict);
         assert_eq!(l.count("pending"), 1);
         // Needs two agreeing workers now; worker 2 agrees with the first result.
-        let (b, ids) = l.lease(2, 1, false, Instant::now(), &mut ch).unwrap();
+        let (b, ids) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(ids, vec![0]);
         assert_eq!(l.result(2, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
         assert!(l.is_complete());
@@ -561,11 +569,11 @@ mod tests {
     fn verified_job_needs_a_second_worker() {
         let mut l = life(1, true);
         let mut ch = Vec::new();
-        let (a, _) = l.lease(1, 1, false, Instant::now(), &mut ch).unwrap();
+        let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
         assert!(!l.is_complete());
-        assert!(l.lease(1, 1, false, Instant::now(), &mut ch).is_none(), "same worker may not verify");
-        let (b, _) = l.lease(2, 1, false, Instant::now(), &mut ch).unwrap();
+        assert!(l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).is_none(), "same worker may not verify");
+        let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(2, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
         assert!(l.is_complete());
     }
@@ -575,9 +583,9 @@ mod tests {
         // Two solver versions place a different number of queens for the same answer.
         let mut l = life(1, true);
         let mut ch = Vec::new();
-        let (a, _) = l.lease(1, 1, false, Instant::now(), &mut ch).unwrap();
+        let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
-        let (b, _) = l.lease(2, 1, false, Instant::now(), &mut ch).unwrap();
+        let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         let other_version = JobCounts { nodes: 7, ..counts(5) };
         assert_eq!(l.result(2, b, 0, Ok((other_version, 0.1)), &mut ch), ResultOutcome::Confirmed);
         assert!(l.is_complete());
@@ -588,9 +596,9 @@ mod tests {
     fn release_all_returns_every_job_of_the_worker() {
         let mut l = life(6, false);
         let mut ch = Vec::new();
-        l.lease(1, 2, false, Instant::now(), &mut ch).unwrap();
-        l.lease(1, 2, false, Instant::now(), &mut ch).unwrap();
-        l.lease(2, 1, false, Instant::now(), &mut ch).unwrap();
+        l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
+        l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
+        l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.release(1, 0, &[], &mut ch), 4);
         assert_eq!(l.count("leased"), 1);
         assert_eq!(l.count("pending"), 5);
@@ -600,12 +608,62 @@ mod tests {
     fn a_lone_worker_verifies_its_own_job_but_a_replay_does_not() {
         let mut l = life(1, true);
         let mut ch = Vec::new();
-        let (a, _) = l.lease(1, 1, true, Instant::now(), &mut ch).unwrap();
+        let (a, _) = l.lease(1, 1, &[], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
         assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Duplicate);
         assert!(!l.is_complete());
-        let (b, _) = l.lease(1, 1, true, Instant::now(), &mut ch).unwrap();
+        let (b, _) = l.lease(1, 1, &[], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(1, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
+        assert!(l.is_complete());
+    }
+
+    #[test]
+    fn two_disputing_workers_alone_solve_again_and_only_the_other_side_settles() {
+        const A: u64 = 1;
+        const B: u64 = 2;
+        let mut l = life(1, false);
+        let mut ch = Vec::new();
+        let (a, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(A, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
+        // B re-solves the done job (a lease lost in a restart, say) and disagrees.
+        l.set_state(0, JobState::Pending, &mut ch);
+        let (b, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(B, b, 0, Ok((counts(6), 0.1)), &mut ch), ResultOutcome::Conflict);
+        // A third worker would get the job; with none, both may solve it again.
+        assert!(l.lease(A, 1, &[B, NOBODY], Instant::now(), &mut ch).is_none());
+        let (a2, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
+        // Repeating its own side of the dispute settles nothing: one more conflict.
+        assert_eq!(l.result(A, a2, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Conflict);
+        assert_eq!(l.count("pending"), 1);
+        // Agreeing with the other worker settles it.
+        let (b2, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(B, b2, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
+        assert!(l.is_complete());
+        assert_eq!(l.jobs[0].counted.map(|(_, c)| c.solutions), Some(5));
+    }
+
+    #[test]
+    fn a_requeued_held_job_is_not_settled_by_one_worker_alone() {
+        const A: u64 = 1;
+        let mut l = life(1, false);
+        let mut ch = Vec::new();
+        // Three conflicts hold the job (A and two other workers kept disagreeing).
+        for (worker, answer) in [(A, 5), (2, 6), (3, 7), (4, 8)] {
+            l.set_state(0, JobState::Pending, &mut ch);
+            let (lease, _) = l.lease(worker, 1, &[], Instant::now(), &mut ch).unwrap();
+            l.result(worker, lease, 0, Ok((counts(answer), 0.1)), &mut ch);
+        }
+        assert_eq!(l.count("held"), 1);
+        // Requeued by an operator, with only A around: A's repeat of its own answer holds it again.
+        l.set_state(0, JobState::Pending, &mut ch);
+        let (a, _) = l.lease(A, 1, &[], Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(A, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Conflict);
+        assert_eq!(l.count("held"), 1);
+        assert!(!l.is_complete());
+        // Requeued again: agreeing with another worker's answer settles it.
+        l.set_state(0, JobState::Pending, &mut ch);
+        let (a, _) = l.lease(A, 1, &[], Instant::now(), &mut ch).unwrap();
+        assert_eq!(l.result(A, a, 0, Ok((counts(7), 0.1)), &mut ch), ResultOutcome::Confirmed);
         assert!(l.is_complete());
     }
 
@@ -622,10 +680,10 @@ mod tests {
         let now = Instant::now();
 
         // A solves the verification job wrongly, then three plain jobs that are counted.
-        let (a1, ids) = l.lease(A, 1, false, now, &mut ch).unwrap();
+        let (a1, ids) = l.lease(A, 1, &[NOBODY], now, &mut ch).unwrap();
         assert_eq!(ids, vec![3]);
         assert_eq!(l.result(A, a1, 3, Ok((counts(99), 0.1)), &mut ch), ResultOutcome::Accepted);
-        let (a2, ids) = l.lease(A, 3, false, now, &mut ch).unwrap();
+        let (a2, ids) = l.lease(A, 3, &[NOBODY], now, &mut ch).unwrap();
         assert_eq!(ids, vec![2, 1, 0]);
         for id in [2, 1, 0] {
             assert_eq!(l.result(A, a2, id, Ok((counts(id), 0.1)), &mut ch), ResultOutcome::Accepted);
@@ -633,13 +691,13 @@ mod tests {
         assert_eq!(l.count("done"), 3);
 
         // B disagrees: a conflict, still no one untrusted.
-        let (b1, ids) = l.lease(B, 1, false, now, &mut ch).unwrap();
+        let (b1, ids) = l.lease(B, 1, &[NOBODY], now, &mut ch).unwrap();
         assert_eq!(ids, vec![3]);
         assert_eq!(l.result(B, b1, 3, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Conflict);
         assert!(!l.is_untrusted(A) && !l.is_untrusted(B));
 
         // C agrees with B: settled, A is untrusted and its counted jobs are re-run.
-        let (c1, ids) = l.lease(C, 1, false, now, &mut ch).unwrap();
+        let (c1, ids) = l.lease(C, 1, &[NOBODY], now, &mut ch).unwrap();
         assert_eq!(ids, vec![3]);
         ch.clear();
         assert_eq!(l.result(C, c1, 3, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
@@ -659,11 +717,11 @@ mod tests {
 
         // A is refused; the others re-solve its jobs.
         ch.clear();
-        assert!(l.lease(A, 3, false, now, &mut ch).is_none());
+        assert!(l.lease(A, 3, &[NOBODY], now, &mut ch).is_none());
         assert_eq!(l.result(A, a2, 0, Ok((counts(0), 0.1)), &mut ch), ResultOutcome::UntrustedWorker);
         assert_eq!(l.heartbeat(A, &[a2], now, &mut ch), vec![a2]);
         assert!(ch.is_empty(), "refusals change nothing");
-        let (b2, ids) = l.lease(B, 3, false, now, &mut ch).unwrap();
+        let (b2, ids) = l.lease(B, 3, &[NOBODY], now, &mut ch).unwrap();
         assert_eq!(ids, vec![2, 1, 0]);
         for id in [2, 1, 0] {
             assert_eq!(l.result(B, b2, id, Ok((counts(id), 0.1)), &mut ch), ResultOutcome::Accepted);
@@ -676,7 +734,7 @@ mod tests {
         let mut l = life(1, false);
         let mut ch = Vec::new();
         for _ in 0..MAX_ERRORS {
-            let (a, _) = l.lease(1, 1, false, Instant::now(), &mut ch).unwrap();
+            let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
             assert_eq!(l.result(1, a, 0, Err("boom".into()), &mut ch), ResultOutcome::ErrorRecorded);
         }
         assert_eq!(l.count("failed"), 1);
