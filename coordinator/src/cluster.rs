@@ -71,10 +71,10 @@ pub struct RequeueArgs {
     /// The run's state file. The coordinator must be stopped (the file is locked while it runs).
     #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
     pub state: PathBuf,
-    /// Only the held jobs (their results kept disagreeing).
-    #[arg(long, conflicts_with = "failed")]
+    /// The held jobs (their results kept disagreeing). Without --held or --failed: both.
+    #[arg(long)]
     pub held: bool,
-    /// Only the failed jobs (workers kept reporting solver errors).
+    /// The failed jobs (workers kept reporting solver errors).
     #[arg(long)]
     pub failed: bool,
 }
@@ -152,12 +152,9 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
 /// Held and failed jobs block a run's completion until an operator has looked at them (the
 /// conflicts are in `status`) and gives them another attempt.
 pub fn requeue(args: RequeueArgs) -> Result<ExitCode> {
-    let (held, failed) = match (args.held, args.failed) {
-        (false, false) => (true, true),
-        chosen => chosen,
-    };
+    let both = !args.held && !args.failed;
     let mut store = nqueens_coordinator::Store::open_existing_for_update(&args.state)?;
-    let (held, failed) = store.requeue(held, failed)?;
+    let (held, failed) = store.requeue(args.held || both, args.failed || both)?;
     if held + failed == 0 {
         println!("nothing to requeue in {}: no held or failed job", args.state.display());
     } else {

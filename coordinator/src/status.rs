@@ -161,9 +161,11 @@ impl StatusView {
             self.lease_expiries.map_or(String::new(), |e| format!(", {e} lease expiries"))
         );
         if self.jobs_held + self.jobs_failed > 0 {
+            // `source` is the state file when read offline, the coordinator's URL when live.
+            let file = if self.source.contains("://") { "<FILE>" } else { self.source.as_str() };
             let _ = writeln!(
                 o,
-                "blocked  the run cannot complete while jobs are held or failed: once the cause is found, stop the coordinator and run `nqueens-coordinator requeue --state <FILE>`"
+                "blocked  the run cannot complete while jobs are held or failed: once the cause is found, stop the coordinator and run `nqueens-coordinator requeue --state {file}`"
             );
         }
         if !self.workers.is_empty() {

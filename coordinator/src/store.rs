@@ -98,7 +98,8 @@ pub struct Store {
     conn: Connection,
     path: PathBuf,
     meta: RunMeta,
-    /// The writer's exclusive lock (see the module doc); `None` for read-only stores.
+    /// The writer's exclusive lock (see the module doc); `None` for read-only stores. Declared
+    /// after `conn` so that the connection is closed before the lock is let go.
     _lock: Option<std::fs::File>,
 }
 
@@ -114,12 +115,15 @@ pub fn lock_path(path: &Path) -> PathBuf {
 /// not a refusal: the run must still be able to start there.
 fn lock_state(path: &Path) -> Result<Option<std::fs::File>, StoreError> {
     let lock = lock_path(path);
+    // A lock file made by another user (say `requeue` run as root) may be read-only to this one;
+    // the lock works through a read-only handle all the same.
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(&lock)
+        .or_else(|_| std::fs::File::open(&lock))
         .map_err(|source| StoreError::Lock { path: path.into(), lock: lock.clone(), source })?;
     match file.try_lock() {
         Ok(()) => Ok(Some(file)),
@@ -220,14 +224,11 @@ impl Store {
         let path = self.path.clone();
         let sql = move |source| StoreError::Sqlite { path: path.clone(), source };
         let tx = self.conn.transaction().map_err(&sql)?;
-        let mut moved = [0u64; 2];
-        for (slot, (state, wanted)) in [("held", held), ("failed", failed)].into_iter().enumerate() {
-            if wanted {
-                moved[slot] = tx.execute("UPDATE jobs SET state='pending', lease_id=NULL, worker_id=NULL WHERE state=?1", [state]).map_err(&sql)? as u64;
-            }
-        }
+        let requeue = |state: &str| tx.execute("UPDATE jobs SET state='pending', lease_id=NULL, worker_id=NULL WHERE state=?1", [state]);
+        let held_requeued = if held { requeue("held").map_err(&sql)? as u64 } else { 0 };
+        let failed_requeued = if failed { requeue("failed").map_err(&sql)? as u64 } else { 0 };
         tx.commit().map_err(&sql)?;
-        Ok((moved[0], moved[1]))
+        Ok((held_requeued, failed_requeued))
     }
 
     pub fn meta(&self) -> &RunMeta {

@@ -80,7 +80,7 @@ impl Layout {
             border_cols,
             tail_reach: Lanes([0; LANES]),
             tail_blocked: Lanes([!0; LANES]),
-            tail_conflicts: TailConflicts::unused(),
+            tail_conflicts: TailConflicts::placeholder(),
         };
         // Rows are searched bottom-up. Canonical constellations have their top queen near a corner,
         // where it constrains few squares; starting next to the bottom queen prunes far more

@@ -146,9 +146,9 @@ impl TailConflicts {
         TailConflicts { clip, by_gaps }
     }
 
-    /// A placeholder for layouts too short to have a tail (never asked for completions): no
-    /// lock, no table build.
-    pub fn unused() -> TailConflicts {
+    /// The placeholder of a layout too short to have a tail, which never asks for completions:
+    /// no lock, no table build.
+    pub fn placeholder() -> TailConflicts {
         static EMPTY: LazyLock<Arc<[PermSet]>> = LazyLock::new(|| Arc::from([0 as PermSet]));
         TailConflicts { clip: 1, by_gaps: EMPTY.clone() }
     }

@@ -17,8 +17,8 @@ fn a_killed_solve_resumes_from_its_checkpoint_and_refuses_foreign_files() {
     let state_arg = state.to_str().unwrap();
 
     // SIGKILL a one-thread N=17 run as soon as its checkpoint holds some results. The jobs run most
-    // expensive first and commits come at least every second, so much work is left at that point
-    // however fast the machine is.
+    // expensive first, and the first commit comes with the first job done after a second (or
+    // after 512 jobs), so much work is left at that point however fast the machine is.
     let mut first = Command::new(binary("nqueens-coordinator"))
         .args(["solve", "17", "--threads", "1", "--json", "--state", state_arg])
         .stdout(Stdio::piped())
