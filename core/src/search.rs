@@ -200,7 +200,7 @@ impl Layout {
             // SAFETY: the CPU supports the features the function is compiled for (checked above).
             return unsafe { self.count_bmi(start) };
         }
-        self.count_body(start, gather_portable)
+        self.count_body(start, rows_allow_portable)
     }
 
     /// The search compiled for BMI1/BMI2, POPCNT and AVX2 (`blsi`, `shlx`, `pext`, `popcnt`, and
@@ -208,17 +208,23 @@ impl Layout {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "bmi1,bmi2,popcnt,avx2")]
     unsafe fn count_bmi(&self, start: &State) -> Found {
-        self.count_body(start, |open, free: &[u32; TAIL]| {
-            let mut out = [0; TAIL];
-            for (o, &f) in out.iter_mut().zip(free) {
-                *o = std::arch::x86_64::_pext_u32(f, open);
-            }
-            out
+        use std::arch::x86_64::*;
+        self.count_body(start, |bit, above: &Lanes, reach: &Lanes, open| {
+            let vector = |l: &Lanes| {
+                let v = l.0.map(|x| x as i32);
+                _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+            };
+            let (above, reach) = (vector(above), vector(reach));
+            let queen = _mm256_set1_epi32(bit as i32);
+            let free = _mm256_andnot_si256(_mm256_or_si256(_mm256_sllv_epi32(queen, reach), _mm256_srlv_epi32(queen, reach)), above);
+            let (low, high) = (_mm256_castsi256_si128(free), _mm256_extracti128_si256::<1>(free));
+            let rows = [_mm_cvtsi128_si32(low), _mm_extract_epi32::<1>(low), _mm_extract_epi32::<2>(low), _mm_extract_epi32::<3>(low), _mm_cvtsi128_si32(high)];
+            allowed(open, &rows.map(|r| r as u32), |open, free: &[u32; TAIL]| free.map(|f| _pext_u32(f, open)))
         })
     }
 
     #[inline(always)]
-    fn count_body(&self, start: &State, gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL] + Copy) -> Found {
+    fn count_body(&self, start: &State, rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy) -> Found {
         let rows = self.rows;
         let base = start.depth;
         if rows < TAIL + 2 || base > self.last() {
@@ -231,12 +237,12 @@ impl Layout {
         let mut pending = Pending::new();
         if base == last {
             self.queue(&mut pending, cols, right, left, free);
-            return Found { solutions: self.flush(&mut pending, gather), nodes: free.count_ones() as u64 };
+            return Found { solutions: self.flush(&mut pending, rows_allow), nodes: free.count_ones() as u64 };
         }
         let mut found = Found::default();
         if base + 1 == last {
-            self.penultimate(&mut pending, &mut found, cols, right, left, free, gather);
-            found.solutions += self.flush(&mut pending, gather);
+            self.penultimate(&mut pending, &mut found, cols, right, left, free, rows_allow);
+            found.solutions += self.flush(&mut pending, rows_allow);
             return found;
         }
         loop {
@@ -258,7 +264,7 @@ impl Layout {
             let l = (left | bit) >> s;
             let next_free = !(c | r | l | self.blocked[(k + 1) & SLOT]);
             if k + 2 == last {
-                self.penultimate(&mut pending, &mut found, c, r, l, next_free, gather);
+                self.penultimate(&mut pending, &mut found, c, r, l, next_free, rows_allow);
                 continue;
             }
             // The row after next, before its own predecessor's queen is known: a superset of what
@@ -271,7 +277,7 @@ impl Layout {
                 (cols, right, left, free) = (c, r, l, next_free);
             }
         }
-        found.solutions += self.flush(&mut pending, gather);
+        found.solutions += self.flush(&mut pending, rows_allow);
         found
     }
 
@@ -287,7 +293,7 @@ impl Layout {
         right: u32,
         left: u32,
         mut free: u32,
-        gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL] + Copy,
+        rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy,
     ) {
         let last = self.last();
         let s = self.shift[(last - 1) & SLOT];
@@ -299,7 +305,7 @@ impl Layout {
             let last_free = !(c | r | l | blocked);
             found.nodes += 1 + last_free.count_ones() as u64;
             if self.queue(pending, c, r, l, last_free) {
-                found.solutions += self.flush(pending, gather);
+                found.solutions += self.flush(pending, rows_allow);
             }
         }
     }
@@ -339,21 +345,14 @@ impl Layout {
 
     /// Counts the completions of every queued queen of row `last` and empties the queue.
     #[inline(always)]
-    fn flush(&self, pending: &mut Pending, gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL] + Copy) -> u64 {
+    fn flush(&self, pending: &mut Pending, rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy) -> u64 {
         // Two passes: the rows' free squares rule out every permutation in about two tails of
         // three, so only the survivors, packed without a branch, pay for the diagonal test.
         let mut survivors = 0;
         for &(bit, state) in &pending.queen[..pending.queens.min(QUEUE)] {
             let state = state as usize & (BATCH - 1);
-            let mut lanes = pending.above[state].0;
-            for i in 0..LANES {
-                let d = self.tail_reach.0[i];
-                lanes[i] &= !((bit << d) | (bit >> d));
-            }
-            let mut tail_free = [0; TAIL];
-            tail_free.copy_from_slice(&lanes[..TAIL]);
             let open = pending.open[state] ^ bit;
-            let alive = allowed(open, &tail_free, gather);
+            let alive = rows_allow(bit, &pending.above[state], &self.tail_reach, open);
             pending.survivor[survivors & (QUEUE - 1)] = (alive, open);
             survivors += (alive != 0) as usize;
         }
@@ -365,6 +364,18 @@ impl Layout {
         pending.queens = 0;
         solutions
     }
+}
+
+/// The permutations that queen `bit` of row `last` leaves the tail rows, given what the queens
+/// above leave them (`above`) and how far below row `last` each lies (`reach`); see [`allowed`].
+#[inline(always)]
+fn rows_allow_portable(bit: u32, above: &Lanes, reach: &Lanes, open: u32) -> PermSet {
+    let mut rows = [0; TAIL];
+    for i in 0..TAIL {
+        let d = reach.0[i];
+        rows[i] = above.0[i] & !((bit << d) | (bit >> d));
+    }
+    allowed(open, &rows, gather_portable)
 }
 
 /// One value per tail row, padded to a vector of eight so that all rows are computed at once.
@@ -452,7 +463,7 @@ mod tests {
                     for state in states.iter().take(40) {
                         let want = plain(&layout, state);
                         assert_eq!(layout.count(state).solutions, want, "n={n} {job:?} depth {}", state.depth);
-                        assert_eq!(layout.count_body(state, gather_portable).solutions, want, "portable, n={n}");
+                        assert_eq!(layout.count_body(state, rows_allow_portable).solutions, want, "portable, n={n}");
                     }
                     states = deeper;
                 }
