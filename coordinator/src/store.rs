@@ -104,7 +104,7 @@ pub struct Store {
 }
 
 /// The lock file beside a state file.
-pub fn lock_path(path: &Path) -> PathBuf {
+fn lock_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
     PathBuf::from(name)
@@ -219,7 +219,7 @@ impl Store {
     /// Returns the jobs that are `held` (results kept disagreeing) and/or `failed` (the solver
     /// kept reporting errors) to the queue, and says how many of each. Their results and conflicts
     /// stay on record, and so do their counters: each requeue buys one more attempt, and a new
-    /// result that agrees with an earlier one settles a held job.
+    /// result that agrees with another worker's earlier one settles a held job.
     pub fn requeue(&mut self, held: bool, failed: bool) -> Result<(u64, u64), StoreError> {
         let path = self.path.clone();
         let sql = move |source| StoreError::Sqlite { path: path.clone(), source };
