@@ -90,7 +90,10 @@ pub struct HealthcheckArgs {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the tokio runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")
 }
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode> {
@@ -131,11 +134,17 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
     let view = match (&args.state, &args.connect) {
         (Some(path), _) => StatusView::from_state(path)?,
         (None, Some(url)) => {
-            let ca = args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
+            let ca =
+                args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
             runtime()?.block_on(async {
-                let channel = pb::connect_channel(url, ca.as_deref()).await.with_context(|| format!("connecting to {url}"))?;
+                let channel = pb::connect_channel(url, ca.as_deref())
+                    .await
+                    .with_context(|| format!("connecting to {url}"))?;
                 let mut client = pb::client(channel, args.token.as_deref())?;
-                let response = client.status(pb::StatusRequest {}).await.map_err(|s| anyhow::anyhow!("status call to {url} failed: {}", s.message()))?;
+                let response = client
+                    .status(pb::StatusRequest {})
+                    .await
+                    .map_err(|s| anyhow::anyhow!("status call to {url} failed: {}", s.message()))?;
                 anyhow::Ok(StatusView::from_response(response.into_inner(), url))
             })?
         }
@@ -173,11 +182,16 @@ pub fn healthcheck(args: HealthcheckArgs) -> Result<ExitCode> {
         let check = async {
             let channel = pb::connect_channel(&args.connect, ca.as_deref()).await?;
             let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
-            let response = client.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await?;
+            let response = client
+                .check(tonic_health::pb::HealthCheckRequest { service: String::new() })
+                .await?;
             anyhow::Ok(response.into_inner().status)
         };
         match tokio::time::timeout(Duration::from_secs(10), check).await {
-            Ok(Ok(status)) if status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32 => {
+            Ok(Ok(status))
+                if status
+                    == tonic_health::pb::health_check_response::ServingStatus::Serving as i32 =>
+            {
                 println!("SERVING");
                 Ok(ExitCode::SUCCESS)
             }

@@ -27,7 +27,11 @@ type Reply = Box<dyn FnOnce(&Engine)>;
 
 /// What [`Engine::start`] gives back: the command handle, the final result once the run is
 /// complete, and the engine thread.
-type Started = (EngineHandle, watch::Receiver<Option<ResultRecord>>, std::thread::JoinHandle<Result<(), StoreError>>);
+type Started = (
+    EngineHandle,
+    watch::Receiver<Option<ResultRecord>>,
+    std::thread::JoinHandle<Result<(), StoreError>>,
+);
 
 pub enum Command {
     Register { req: pb::RegisterRequest, reply: oneshot::Sender<RegisterReply> },
@@ -107,7 +111,8 @@ impl Engine {
         let mut life = Lifecycle::new(loaded.jobs, loaded.leases, lease_duration, Instant::now());
         life.restore_untrusted(loaded.untrusted);
         let (complete_tx, complete_rx) = watch::channel(None);
-        let run = pb::RunId { n: store.meta().n as u32, fingerprint: store.meta().fingerprint.clone() };
+        let run =
+            pb::RunId { n: store.meta().n as u32, fingerprint: store.meta().fingerprint.clone() };
         let done_at_start = life.count("done");
         let engine = Engine {
             store,
@@ -132,7 +137,10 @@ impl Engine {
         );
         engine.publish_gauges();
         let (tx, rx) = mpsc::channel();
-        let thread = std::thread::Builder::new().name("nq-engine".into()).spawn(move || engine.run(rx)).expect("spawn engine thread");
+        let thread = std::thread::Builder::new()
+            .name("nq-engine".into())
+            .spawn(move || engine.run(rx))
+            .expect("spawn engine thread");
         Ok((EngineHandle { tx }, complete_rx, thread))
     }
 
@@ -164,7 +172,10 @@ impl Engine {
                 last_expiry = Instant::now();
                 let expired = self.life.expire(Instant::now(), &mut changes);
                 if expired > 0 {
-                    tracing::warn!(leases = expired, "leases expired; their jobs are pending again");
+                    tracing::warn!(
+                        leases = expired,
+                        "leases expired; their jobs are pending again"
+                    );
                     self.metrics.lease_expiries.fetch_add(expired, Ordering::Relaxed);
                 }
             }
@@ -190,12 +201,19 @@ impl Engine {
         }
     }
 
-    fn decide(&mut self, cmd: Command, changes: &mut Vec<Change>, worker_rows: &mut Vec<WorkerRow>, replies: &mut Vec<Reply>) {
+    fn decide(
+        &mut self,
+        cmd: Command,
+        changes: &mut Vec<Change>,
+        worker_rows: &mut Vec<WorkerRow>,
+        replies: &mut Vec<Reply>,
+    ) {
         let now = Instant::now();
         match cmd {
             Command::Shutdown => {}
             Command::Register { req, reply } => {
-                let reused = req.previous_worker_id != 0 && req.previous_worker_id < self.next_worker_id;
+                let reused =
+                    req.previous_worker_id != 0 && req.previous_worker_id < self.next_worker_id;
                 if req.previous_worker_id != 0 && !reused {
                     let _ = reply.send(RegisterReply::UnknownWorker);
                     return;
@@ -206,23 +224,47 @@ impl Engine {
                     self.next_worker_id += 1;
                     self.next_worker_id - 1
                 };
-                let row = WorkerRow { id: worker_id, name: req.name.clone(), host: req.host.clone(), cores: req.cores, version: req.version.clone() };
+                let row = WorkerRow {
+                    id: worker_id,
+                    name: req.name.clone(),
+                    host: req.host.clone(),
+                    cores: req.cores,
+                    version: req.version.clone(),
+                };
                 worker_rows.push(row.clone());
-                let entry = self.workers.entry(worker_id).or_insert(WorkerState { row: row.clone(), last_seen: now, results: 0, conflicts: 0 });
+                let entry = self.workers.entry(worker_id).or_insert(WorkerState {
+                    row: row.clone(),
+                    last_seen: now,
+                    results: 0,
+                    conflicts: 0,
+                });
                 entry.row = row;
                 entry.last_seen = now;
                 tracing::info!(worker_id, name = %req.name, host = %req.host, cores = req.cores, reconnect = reused, "worker registered");
                 replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply.send(RegisterReply::Ok { worker_id, complete: e.life.is_complete() });
+                    let _ =
+                        reply.send(RegisterReply::Ok { worker_id, complete: e.life.is_complete() });
                 }));
             }
             Command::Lease { worker_id, free_slots, reply } => {
                 if !self.touch(worker_id, now) {
-                    let _ = reply.send(LeaseReply { lease_id: 0, jobs: vec![], complete: false, unknown_worker: true, untrusted_worker: false });
+                    let _ = reply.send(LeaseReply {
+                        lease_id: 0,
+                        jobs: vec![],
+                        complete: false,
+                        unknown_worker: true,
+                        untrusted_worker: false,
+                    });
                     return;
                 }
                 if self.life.is_untrusted(worker_id) {
-                    let _ = reply.send(LeaseReply { lease_id: 0, jobs: vec![], complete: false, unknown_worker: false, untrusted_worker: true });
+                    let _ = reply.send(LeaseReply {
+                        lease_id: 0,
+                        jobs: vec![],
+                        complete: false,
+                        unknown_worker: false,
+                        untrusted_worker: true,
+                    });
                     return;
                 }
                 let others = self.other_live_workers(worker_id, now);
@@ -231,12 +273,21 @@ impl Engine {
                 let (lease_id, specs) = match granted {
                     Some((lease_id, ids)) => {
                         tracing::debug!(worker_id, lease_id, jobs = ids.len(), "lease granted");
-                        (lease_id, ids.iter().map(|&id| job_spec(&self.jobs[id as usize])).collect())
+                        (
+                            lease_id,
+                            ids.iter().map(|&id| job_spec(&self.jobs[id as usize])).collect(),
+                        )
                     }
                     None => (0, vec![]),
                 };
                 replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply.send(LeaseReply { lease_id, jobs: specs, complete: e.life.is_complete(), unknown_worker: false, untrusted_worker: false });
+                    let _ = reply.send(LeaseReply {
+                        lease_id,
+                        jobs: specs,
+                        complete: e.life.is_complete(),
+                        unknown_worker: false,
+                        untrusted_worker: false,
+                    });
                 }));
             }
             Command::Heartbeat { worker_id, lease_ids, reply } => {
@@ -262,7 +313,8 @@ impl Engine {
                     Err(msg.error.clone())
                 };
                 let before = changes.len();
-                let outcome = self.life.result(msg.worker_id, msg.lease_id, msg.job_id, outcome, changes);
+                let outcome =
+                    self.life.result(msg.worker_id, msg.lease_id, msg.job_id, outcome, changes);
                 self.count_outcome(&msg, outcome);
                 for change in &changes[before..] {
                     if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
@@ -319,7 +371,11 @@ impl Engine {
             }
             ResultOutcome::Conflict => {
                 m.conflicts.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(job = msg.job_id, worker = msg.worker_id, "conflicting result recorded; the job will be re-run");
+                tracing::warn!(
+                    job = msg.job_id,
+                    worker = msg.worker_id,
+                    "conflicting result recorded; the job will be re-run"
+                );
                 if let Some(w) = self.workers.get_mut(&msg.worker_id) {
                     w.conflicts += 1;
                 }
@@ -327,9 +383,17 @@ impl Engine {
             ResultOutcome::ErrorRecorded => {
                 m.job_errors.fetch_add(1, Ordering::Relaxed);
             }
-            ResultOutcome::UnknownJob | ResultOutcome::UnknownLease | ResultOutcome::UntrustedWorker => {
+            ResultOutcome::UnknownJob
+            | ResultOutcome::UnknownLease
+            | ResultOutcome::UntrustedWorker => {
                 m.results_rejected.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(job = msg.job_id, lease = msg.lease_id, worker = msg.worker_id, ?outcome, "result rejected");
+                tracing::warn!(
+                    job = msg.job_id,
+                    lease = msg.lease_id,
+                    worker = msg.worker_id,
+                    ?outcome,
+                    "result rejected"
+                );
             }
         }
     }
@@ -358,7 +422,9 @@ impl Engine {
     fn other_live_workers(&self, worker_id: u64, now: Instant) -> Vec<u64> {
         self.workers
             .iter()
-            .filter(|(&id, w)| id != worker_id && self.live(w.last_seen, now) && !self.life.is_untrusted(id))
+            .filter(|(&id, w)| {
+                id != worker_id && self.live(w.last_seen, now) && !self.life.is_untrusted(id)
+            })
             .map(|(&id, _)| id)
             .collect()
     }
@@ -385,13 +451,19 @@ impl Engine {
             tracing::error!("all jobs are done in memory but the committed rows are incomplete");
             return Ok(());
         };
-        let record = ResultRecord::new(&totals, self.life.total_jobs(), self.store.age(), tally.nodes);
+        let record =
+            ResultRecord::new(&totals, self.life.total_jobs(), self.store.age(), tally.nodes);
         let line = record.json_line();
         let tmp = self.config.result_file.with_extension("json.tmp");
-        let written = std::fs::write(&tmp, format!("{line}\n")).and_then(|_| std::fs::rename(&tmp, &self.config.result_file));
+        let written = std::fs::write(&tmp, format!("{line}\n"))
+            .and_then(|_| std::fs::rename(&tmp, &self.config.result_file));
         match written {
-            Ok(()) => tracing::info!(file = %self.config.result_file.display(), "result file written"),
-            Err(e) => tracing::error!(error = %e, file = %self.config.result_file.display(), "cannot write the result file"),
+            Ok(()) => {
+                tracing::info!(file = %self.config.result_file.display(), "result file written")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, file = %self.config.result_file.display(), "cannot write the result file")
+            }
         }
         tracing::info!(n = record.n, total = record.total, unique = record.unique, result = %line, "run complete");
         self.result_written = true;
@@ -406,10 +478,22 @@ impl Engine {
         let done_now = self.life.count("done");
         let rate = (done_now - self.done_at_start.min(done_now)) as f64 / elapsed;
         let remaining = self.life.total_jobs() - done_now;
-        let eta = if remaining == 0 { 0.0 } else if rate > 0.0 { remaining as f64 / rate } else { -1.0 };
+        let eta = if remaining == 0 {
+            0.0
+        } else if rate > 0.0 {
+            remaining as f64 / rate
+        } else {
+            -1.0
+        };
         let complete = self.life.is_complete();
         let result_json = if complete {
-            self.store.final_totals()?.map(|t| ResultRecord::new(&t, self.life.total_jobs(), self.store.age(), tally.nodes).json_line()).unwrap_or_default()
+            self.store
+                .final_totals()?
+                .map(|t| {
+                    ResultRecord::new(&t, self.life.total_jobs(), self.store.age(), tally.nodes)
+                        .json_line()
+                })
+                .unwrap_or_default()
         } else {
             String::new()
         };
@@ -467,7 +551,12 @@ pub fn job_spec(job: &Job) -> pb::JobSpec {
     pb::JobSpec {
         job_id: job.id,
         n: job.n as u32,
-        constellation: Some(pb::Constellation { top: c.top as u32, bottom: c.bottom as u32, left: c.left as u32, right: c.right as u32 }),
+        constellation: Some(pb::Constellation {
+            top: c.top as u32,
+            bottom: c.bottom as u32,
+            left: c.left as u32,
+            right: c.right as u32,
+        }),
         weight: job.weight as u32,
         prefix: job.prefix.clone(),
         estimate: job.estimate,

@@ -8,8 +8,8 @@
 //! every lease found in the store a fresh grace period.
 
 use nqueens_core::JobCounts;
-use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// After this many reported solver errors a job is marked failed and left alone.
@@ -21,7 +21,11 @@ pub const MAX_CONFLICTS: u32 = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobState {
     Pending,
-    Leased { lease_id: u64, worker_id: u64, deadline: Instant },
+    Leased {
+        lease_id: u64,
+        worker_id: u64,
+        deadline: Instant,
+    },
     Done,
     /// Stopped after repeated conflicting results.
     Held,
@@ -69,7 +73,15 @@ pub struct JobEntry {
 
 impl JobEntry {
     pub fn new(estimate: u64, verify: bool) -> Self {
-        JobEntry { estimate, verify, state: JobState::Pending, counted: None, opinions: Vec::new(), errors: 0, conflicts: 0 }
+        JobEntry {
+            estimate,
+            verify,
+            state: JobState::Pending,
+            counted: None,
+            opinions: Vec::new(),
+            errors: 0,
+            conflicts: 0,
+        }
     }
     /// How many agreeing results from distinct workers make this job done.
     fn agreeing_needed(&self) -> usize {
@@ -85,16 +97,47 @@ impl JobEntry {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// Job state (and current lease) as stored in `jobs`.
-    JobState { job_id: u64, state: &'static str, lease_id: Option<u64>, worker_id: Option<u64>, errors: u32, conflicts: u32 },
+    JobState {
+        job_id: u64,
+        state: &'static str,
+        lease_id: Option<u64>,
+        worker_id: Option<u64>,
+        errors: u32,
+        conflicts: u32,
+    },
     /// A received result row. `counted` rows make up the totals.
-    Result { job_id: u64, worker_id: u64, lease_id: u64, counts: JobCounts, seconds: f64, counted: bool, kind: &'static str },
+    Result {
+        job_id: u64,
+        worker_id: u64,
+        lease_id: u64,
+        counts: JobCounts,
+        seconds: f64,
+        counted: bool,
+        kind: &'static str,
+    },
     /// The counted row of a job stops counting (a conflict put it in doubt).
-    Uncount { job_id: u64 },
-    Lease { lease_id: u64, worker_id: u64, job_ids: Vec<u64> },
-    Conflict { job_id: u64, worker_a: u64, worker_b: u64, detail: String },
+    Uncount {
+        job_id: u64,
+    },
+    Lease {
+        lease_id: u64,
+        worker_id: u64,
+        job_ids: Vec<u64>,
+    },
+    Conflict {
+        job_id: u64,
+        worker_a: u64,
+        worker_b: u64,
+        detail: String,
+    },
     /// A worker lost a settled verification: refused from now on; `requeued` of its counted jobs
     /// were un-counted (by the `Uncount`s beside this change) and returned to pending.
-    Untrust { worker_id: u64, job_id: u64, detail: String, requeued: u64 },
+    Untrust {
+        worker_id: u64,
+        job_id: u64,
+        detail: String,
+        requeued: u64,
+    },
 }
 
 /// What happened to one incoming result.
@@ -139,7 +182,12 @@ pub struct Lifecycle {
 impl Lifecycle {
     /// A lifecycle over `jobs` as reloaded from the store. Leased jobs keep their lease with a fresh
     /// grace period of one lease duration from `now`.
-    pub fn new(jobs: Vec<JobEntry>, leases: HashMap<u64, LeaseRecord>, lease_duration: Duration, now: Instant) -> Self {
+    pub fn new(
+        jobs: Vec<JobEntry>,
+        leases: HashMap<u64, LeaseRecord>,
+        lease_duration: Duration,
+        now: Instant,
+    ) -> Self {
         let next_lease_id = leases.keys().max().map_or(1, |m| m + 1);
         let mut life = Lifecycle {
             jobs,
@@ -158,11 +206,16 @@ impl Lifecycle {
         for id in 0..life.jobs.len() {
             let job = &mut life.jobs[id];
             if let JobState::Leased { lease_id, .. } = job.state {
-                job.state = JobState::Leased { lease_id, worker_id: 0, deadline: now + lease_duration };
+                job.state =
+                    JobState::Leased { lease_id, worker_id: 0, deadline: now + lease_duration };
                 match life.leases.get_mut(&lease_id) {
                     Some(lease) => {
                         lease.active = true;
-                        job.state = JobState::Leased { lease_id, worker_id: lease.worker_id, deadline: now + lease_duration };
+                        job.state = JobState::Leased {
+                            lease_id,
+                            worker_id: lease.worker_id,
+                            deadline: now + lease_duration,
+                        };
                     }
                     None => job.state = JobState::Pending,
                 }
@@ -232,7 +285,14 @@ impl Lifecycle {
     /// Leases up to `max_jobs` pending jobs, longest first, to `worker_id`. A job awaiting another
     /// opinion goes to a worker that has not given one yet: this worker gets it back only when
     /// none of the `others` (the other live, trusted workers) could give a fresh opinion.
-    pub fn lease(&mut self, worker_id: u64, max_jobs: usize, others: &[u64], now: Instant, changes: &mut Vec<Change>) -> Option<(u64, Vec<u64>)> {
+    pub fn lease(
+        &mut self,
+        worker_id: u64,
+        max_jobs: usize,
+        others: &[u64],
+        now: Instant,
+        changes: &mut Vec<Change>,
+    ) -> Option<(u64, Vec<u64>)> {
         if self.is_untrusted(worker_id) {
             return None;
         }
@@ -262,7 +322,8 @@ impl Lifecycle {
         for &id in &picked {
             self.set_state(id, JobState::Leased { lease_id, worker_id, deadline }, changes);
         }
-        self.leases.insert(lease_id, LeaseRecord { worker_id, job_ids: picked.clone(), active: true });
+        self.leases
+            .insert(lease_id, LeaseRecord { worker_id, job_ids: picked.clone(), active: true });
         Some((lease_id, picked))
     }
 
@@ -273,7 +334,13 @@ impl Lifecycle {
 
     /// Extends `lease_ids` of `worker_id`. A lease that expired but whose jobs are still pending is
     /// re-attached (the worker is still on them); one with nothing left is reported lost.
-    pub fn heartbeat(&mut self, worker_id: u64, lease_ids: &[u64], now: Instant, changes: &mut Vec<Change>) -> Vec<u64> {
+    pub fn heartbeat(
+        &mut self,
+        worker_id: u64,
+        lease_ids: &[u64],
+        now: Instant,
+        changes: &mut Vec<Change>,
+    ) -> Vec<u64> {
         let deadline = now + self.lease_duration;
         let mut lost = Vec::new();
         for &lease_id in lease_ids {
@@ -289,11 +356,21 @@ impl Lifecycle {
             for id in lease.job_ids.clone() {
                 match self.jobs[id as usize].state {
                     JobState::Leased { lease_id: l, .. } if l == lease_id => {
-                        self.jobs[id as usize].state = JobState::Leased { lease_id, worker_id, deadline };
+                        self.jobs[id as usize].state =
+                            JobState::Leased { lease_id, worker_id, deadline };
                         holds_any = true;
                     }
-                    JobState::Pending if !self.jobs[id as usize].opinions.iter().any(|(w, _)| *w == worker_id) => {
-                        self.set_state(id, JobState::Leased { lease_id, worker_id, deadline }, changes);
+                    JobState::Pending
+                        if !self.jobs[id as usize]
+                            .opinions
+                            .iter()
+                            .any(|(w, _)| *w == worker_id) =>
+                    {
+                        self.set_state(
+                            id,
+                            JobState::Leased { lease_id, worker_id, deadline },
+                            changes,
+                        );
                         holds_any = true;
                     }
                     _ => {}
@@ -312,13 +389,15 @@ impl Lifecycle {
     /// Returns the jobs of leases past their deadline to the pending queue.
     pub fn expire(&mut self, now: Instant, changes: &mut Vec<Change>) -> u64 {
         let mut expired_leases = 0;
-        let active: Vec<u64> = self.leases.iter().filter(|(_, l)| l.active).map(|(id, _)| *id).collect();
+        let active: Vec<u64> =
+            self.leases.iter().filter(|(_, l)| l.active).map(|(id, _)| *id).collect();
         for lease_id in active {
             let job_ids = self.leases[&lease_id].job_ids.clone();
             let mut expired_any = false;
             let mut still_held = false;
             for id in job_ids {
-                if let JobState::Leased { lease_id: l, deadline, .. } = self.jobs[id as usize].state {
+                if let JobState::Leased { lease_id: l, deadline, .. } = self.jobs[id as usize].state
+                {
                     if l == lease_id {
                         if deadline <= now {
                             self.set_state(id, JobState::Pending, changes);
@@ -344,19 +423,33 @@ impl Lifecycle {
 
     /// Gives back jobs of a lease (all of them when `job_ids` is empty). Lease id 0 means every
     /// active lease of the worker, including one whose grant it never received.
-    pub fn release(&mut self, worker_id: u64, lease_id: u64, job_ids: &[u64], changes: &mut Vec<Change>) -> u32 {
+    pub fn release(
+        &mut self,
+        worker_id: u64,
+        lease_id: u64,
+        job_ids: &[u64],
+        changes: &mut Vec<Change>,
+    ) -> u32 {
         if lease_id == 0 {
-            let mine: Vec<u64> = self.leases.iter().filter(|(_, l)| l.active && l.worker_id == worker_id).map(|(id, _)| *id).collect();
+            let mine: Vec<u64> = self
+                .leases
+                .iter()
+                .filter(|(_, l)| l.active && l.worker_id == worker_id)
+                .map(|(id, _)| *id)
+                .collect();
             return mine.into_iter().map(|id| self.release(worker_id, id, &[], changes)).sum();
         }
         let Some(lease) = self.leases.get(&lease_id) else { return 0 };
         if lease.worker_id != worker_id {
             return 0;
         }
-        let ids: Vec<u64> = if job_ids.is_empty() { lease.job_ids.clone() } else { job_ids.to_vec() };
+        let ids: Vec<u64> =
+            if job_ids.is_empty() { lease.job_ids.clone() } else { job_ids.to_vec() };
         let mut released = 0;
         for id in ids {
-            if let Some(JobState::Leased { lease_id: l, .. }) = self.jobs.get(id as usize).map(|j| j.state) {
+            if let Some(JobState::Leased { lease_id: l, .. }) =
+                self.jobs.get(id as usize).map(|j| j.state)
+            {
                 if l == lease_id {
                     self.set_state(id, JobState::Pending, changes);
                     released += 1;
@@ -368,7 +461,14 @@ impl Lifecycle {
 
     /// Takes one result. Unknown jobs and leases that never covered the job are refused without
     /// any change.
-    pub fn result(&mut self, worker_id: u64, lease_id: u64, job_id: u64, outcome: Result<(JobCounts, f64), String>, changes: &mut Vec<Change>) -> ResultOutcome {
+    pub fn result(
+        &mut self,
+        worker_id: u64,
+        lease_id: u64,
+        job_id: u64,
+        outcome: Result<(JobCounts, f64), String>,
+        changes: &mut Vec<Change>,
+    ) -> ResultOutcome {
         if self.is_untrusted(worker_id) {
             return ResultOutcome::UntrustedWorker;
         }
@@ -383,11 +483,20 @@ impl Lifecycle {
             Ok(found) => found,
             Err(_) => return self.record_error(job_id, changes),
         };
-        let row = |counted: bool, kind: &'static str| Change::Result { job_id, worker_id, lease_id, counts, seconds, counted, kind };
+        let row = |counted: bool, kind: &'static str| Change::Result {
+            job_id,
+            worker_id,
+            lease_id,
+            counts,
+            seconds,
+            counted,
+            kind,
+        };
         let job = &self.jobs[job_id as usize];
         if let Some((counted_by, counted)) = job.counted {
             if counted.same_answer(&counts) {
-                let new_witness = counted_by != worker_id && !job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts));
+                let new_witness = counted_by != worker_id
+                    && !job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts));
                 if new_witness {
                     changes.push(row(false, "confirm"));
                     self.jobs[job_id as usize].opinions.push((worker_id, counts));
@@ -396,7 +505,12 @@ impl Lifecycle {
                 return ResultOutcome::Duplicate;
             }
             // A done job contradicted: stop counting it and have it solved again by others.
-            changes.push(Change::Conflict { job_id, worker_a: counted_by, worker_b: worker_id, detail: format!("counted {counted:?}, got {counts:?}") });
+            changes.push(Change::Conflict {
+                job_id,
+                worker_a: counted_by,
+                worker_b: worker_id,
+                detail: format!("counted {counted:?}, got {counts:?}"),
+            });
             changes.push(Change::Uncount { job_id });
             changes.push(row(false, "conflict"));
             let job = &mut self.jobs[job_id as usize];
@@ -409,17 +523,25 @@ impl Lifecycle {
         // when no other worker could give a fresh one). A replay of the first opinion carries the
         // old lease and stays a duplicate.
         let solved_again = matches!(job.state, JobState::Leased { lease_id: l, worker_id: w, .. } if l == lease_id && w == worker_id);
-        if !solved_again && job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts)) {
+        if !solved_again
+            && job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts))
+        {
             return ResultOutcome::Duplicate;
         }
         let needed = job.agreeing_needed();
         let trusted = |w: &u64| !self.untrusted.contains(w);
-        let disagrees: Option<u64> = job.opinions.iter().find(|(w, c)| trusted(w) && !c.same_answer(&counts)).map(|(w, _)| *w);
+        let disagrees: Option<u64> = job
+            .opinions
+            .iter()
+            .find(|(w, c)| trusted(w) && !c.same_answer(&counts))
+            .map(|(w, _)| *w);
         // A worker solving again may confirm its own answer only where no trusted worker says
         // otherwise (a verification with one worker around). In a dispute it takes another
         // worker's agreement: repeating one side of it is one more conflict.
         let self_confirms = solved_again && disagrees.is_none();
-        let agrees = job.opinions.iter().any(|(w, c)| trusted(w) && (*w != worker_id || self_confirms) && c.same_answer(&counts));
+        let agrees = job.opinions.iter().any(|(w, c)| {
+            trusted(w) && (*w != worker_id || self_confirms) && c.same_answer(&counts)
+        });
         if needed == 1 || agrees {
             changes.push(row(true, if agrees { "verified" } else { "first" }));
             self.jobs[job_id as usize].counted = Some((worker_id, counts));
@@ -432,7 +554,12 @@ impl Lifecycle {
         changes.push(row(false, if disagrees.is_some() { "conflict" } else { "opinion" }));
         self.jobs[job_id as usize].opinions.push((worker_id, counts));
         if let Some(other) = disagrees {
-            changes.push(Change::Conflict { job_id, worker_a: other, worker_b: worker_id, detail: format!("got {counts:?}") });
+            changes.push(Change::Conflict {
+                job_id,
+                worker_a: other,
+                worker_b: worker_id,
+                detail: format!("got {counts:?}"),
+            });
             return self.mark_conflict(job_id, changes);
         }
         // First opinion of a verified job: a different worker must now solve it too.
@@ -446,8 +573,12 @@ impl Lifecycle {
     /// trusted, so its counted results elsewhere are in doubt too. They are un-counted and solved
     /// again by others; its active leases are taken back.
     fn untrust_dissenters(&mut self, job_id: u64, agreed: JobCounts, changes: &mut Vec<Change>) {
-        let mut dissenters: Vec<(u64, JobCounts)> =
-            self.jobs[job_id as usize].opinions.iter().filter(|(w, c)| *c != agreed && !self.untrusted.contains(w)).copied().collect();
+        let mut dissenters: Vec<(u64, JobCounts)> = self.jobs[job_id as usize]
+            .opinions
+            .iter()
+            .filter(|(w, c)| *c != agreed && !self.untrusted.contains(w))
+            .copied()
+            .collect();
         dissenters.sort_by_key(|(w, _)| *w);
         dissenters.dedup_by_key(|(w, _)| *w);
         for (worker_id, wrong) in dissenters {
@@ -466,14 +597,21 @@ impl Lifecycle {
                         }
                         requeued += 1;
                     }
-                    (_, JobState::Leased { worker_id: w, .. }) if w == worker_id => self.set_state(id, JobState::Pending, changes),
+                    (_, JobState::Leased { worker_id: w, .. }) if w == worker_id => {
+                        self.set_state(id, JobState::Pending, changes)
+                    }
                     _ => {}
                 }
             }
             for lease in self.leases.values_mut().filter(|l| l.worker_id == worker_id) {
                 lease.active = false;
             }
-            changes.push(Change::Untrust { worker_id, job_id, detail: format!("reported {wrong:?}, agreed {agreed:?}"), requeued });
+            changes.push(Change::Untrust {
+                worker_id,
+                job_id,
+                detail: format!("reported {wrong:?}, agreed {agreed:?}"),
+                requeued,
+            });
         }
     }
 
@@ -501,7 +639,9 @@ impl Lifecycle {
     /// about a quarter of a lease at the observed job duration.
     pub fn batch_size(&self, free_slots: u32, mean_job_seconds: Option<f64>) -> usize {
         let per_slot = match mean_job_seconds {
-            Some(s) if s > 0.0 => ((self.lease_duration.as_secs_f64() / 4.0) / s).clamp(1.0, 64.0) as usize,
+            Some(s) if s > 0.0 => {
+                ((self.lease_duration.as_secs_f64() / 4.0) / s).clamp(1.0, 64.0) as usize
+            }
             _ => 2,
         };
         (free_slots.max(1) as usize).saturating_mul(per_slot).min(4096)
@@ -532,8 +672,14 @@ mod tests {
         assert_eq!(ids, vec![4, 3]);
         assert_eq!(l.result(1, lease, 4, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::Accepted);
         assert_eq!(l.result(1, lease, 4, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::Duplicate);
-        assert_eq!(l.result(1, lease, 2, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::UnknownLease);
-        assert_eq!(l.result(1, lease, 99, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::UnknownJob);
+        assert_eq!(
+            l.result(1, lease, 2, Ok((counts(1), 0.1)), &mut ch),
+            ResultOutcome::UnknownLease
+        );
+        assert_eq!(
+            l.result(1, lease, 99, Ok((counts(1), 0.1)), &mut ch),
+            ResultOutcome::UnknownJob
+        );
         assert_eq!(l.count("done"), 1);
         assert_eq!(l.count("leased"), 1);
         assert_eq!(l.count("pending"), 3);
@@ -572,7 +718,10 @@ mod tests {
         let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
         assert!(!l.is_complete());
-        assert!(l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).is_none(), "same worker may not verify");
+        assert!(
+            l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).is_none(),
+            "same worker may not verify"
+        );
         let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(2, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
         assert!(l.is_complete());
@@ -686,7 +835,10 @@ mod tests {
         let (a2, ids) = l.lease(A, 3, &[NOBODY], now, &mut ch).unwrap();
         assert_eq!(ids, vec![2, 1, 0]);
         for id in [2, 1, 0] {
-            assert_eq!(l.result(A, a2, id, Ok((counts(id), 0.1)), &mut ch), ResultOutcome::Accepted);
+            assert_eq!(
+                l.result(A, a2, id, Ok((counts(id), 0.1)), &mut ch),
+                ResultOutcome::Accepted
+            );
         }
         assert_eq!(l.count("done"), 3);
 
@@ -709,22 +861,33 @@ mod tests {
         for id in 0..3u64 {
             assert_eq!(l.jobs[id as usize].state, JobState::Pending, "job {id}");
             assert_eq!(l.jobs[id as usize].counted, None, "job {id}");
-            assert!(ch.contains(&Change::Uncount { job_id: id }), "job {id} un-counted in the same batch");
+            assert!(
+                ch.contains(&Change::Uncount { job_id: id }),
+                "job {id} un-counted in the same batch"
+            );
         }
-        assert!(ch.iter().any(|c| matches!(c, Change::Untrust { worker_id: A, job_id: 3, requeued: 3, .. })));
+        assert!(ch
+            .iter()
+            .any(|c| matches!(c, Change::Untrust { worker_id: A, job_id: 3, requeued: 3, .. })));
         assert_eq!(l.count("done"), 1);
         assert_eq!(l.count("pending"), 3);
 
         // A is refused; the others re-solve its jobs.
         ch.clear();
         assert!(l.lease(A, 3, &[NOBODY], now, &mut ch).is_none());
-        assert_eq!(l.result(A, a2, 0, Ok((counts(0), 0.1)), &mut ch), ResultOutcome::UntrustedWorker);
+        assert_eq!(
+            l.result(A, a2, 0, Ok((counts(0), 0.1)), &mut ch),
+            ResultOutcome::UntrustedWorker
+        );
         assert_eq!(l.heartbeat(A, &[a2], now, &mut ch), vec![a2]);
         assert!(ch.is_empty(), "refusals change nothing");
         let (b2, ids) = l.lease(B, 3, &[NOBODY], now, &mut ch).unwrap();
         assert_eq!(ids, vec![2, 1, 0]);
         for id in [2, 1, 0] {
-            assert_eq!(l.result(B, b2, id, Ok((counts(id), 0.1)), &mut ch), ResultOutcome::Accepted);
+            assert_eq!(
+                l.result(B, b2, id, Ok((counts(id), 0.1)), &mut ch),
+                ResultOutcome::Accepted
+            );
         }
         assert!(l.is_complete());
     }
@@ -735,7 +898,10 @@ mod tests {
         let mut ch = Vec::new();
         for _ in 0..MAX_ERRORS {
             let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-            assert_eq!(l.result(1, a, 0, Err("boom".into()), &mut ch), ResultOutcome::ErrorRecorded);
+            assert_eq!(
+                l.result(1, a, 0, Err("boom".into()), &mut ch),
+                ResultOutcome::ErrorRecorded
+            );
         }
         assert_eq!(l.count("failed"), 1);
     }

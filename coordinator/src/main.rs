@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "nqueens-coordinator", version, about = "Count N-Queens solutions on one machine or across a cluster")]
+#[command(
+    name = "nqueens-coordinator",
+    version,
+    about = "Count N-Queens solutions on one machine or across a cluster"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -61,7 +61,10 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut out = String::new();
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let _ = writeln!(out, "# HELP nqueens_jobs Jobs of the run by state.\n# TYPE nqueens_jobs gauge");
+        let _ = writeln!(
+            out,
+            "# HELP nqueens_jobs Jobs of the run by state.\n# TYPE nqueens_jobs gauge"
+        );
         for (state, v) in [
             ("pending", &self.jobs_pending),
             ("leased", &self.jobs_leased),
@@ -73,19 +76,84 @@ impl Metrics {
         }
         let uptime = self.started.elapsed().as_secs_f64().max(1e-3);
         let simple: [(&str, &str, &str, f64); 13] = [
-            ("nqueens_workers", "gauge", "Workers seen within three heartbeats.", g(&self.workers) as f64),
-            ("nqueens_results_total", "counter", "Results committed (accepted or verified) since start; rate() gives results/s.", g(&self.results_accepted) as f64),
-            ("nqueens_results_duplicate_total", "counter", "Duplicate results acknowledged and ignored.", g(&self.results_duplicate) as f64),
-            ("nqueens_results_rejected_total", "counter", "Results refused (unknown job or lease, wrong run).", g(&self.results_rejected) as f64),
-            ("nqueens_job_errors_total", "counter", "Solver errors reported by workers.", g(&self.job_errors) as f64),
-            ("nqueens_conflicts_total", "counter", "Conflicting results recorded.", g(&self.conflicts) as f64),
-            ("nqueens_lease_expiries_total", "counter", "Leases that expired and returned their jobs.", g(&self.lease_expiries) as f64),
-            ("nqueens_nodes_total", "counter", "Search nodes of committed results; rate() gives nodes/s.", g(&self.nodes) as f64),
-            ("nqueens_commits_total", "counter", "Store transactions committed.", g(&self.commits) as f64),
-            ("nqueens_untrusted_workers", "gauge", "Workers that disagreed with a settled verification; refused, their jobs re-run.", g(&self.untrusted_workers) as f64),
-            ("nqueens_auth_failures_total", "counter", "Calls refused for a missing or wrong token.", g(&self.auth_failures) as f64),
-            ("nqueens_results_per_second", "gauge", "Committed results per second since this coordinator started.", g(&self.results_accepted) as f64 / uptime),
-            ("nqueens_nodes_per_second", "gauge", "Search nodes per second since this coordinator started.", g(&self.nodes) as f64 / uptime),
+            (
+                "nqueens_workers",
+                "gauge",
+                "Workers seen within three heartbeats.",
+                g(&self.workers) as f64,
+            ),
+            (
+                "nqueens_results_total",
+                "counter",
+                "Results committed (accepted or verified) since start; rate() gives results/s.",
+                g(&self.results_accepted) as f64,
+            ),
+            (
+                "nqueens_results_duplicate_total",
+                "counter",
+                "Duplicate results acknowledged and ignored.",
+                g(&self.results_duplicate) as f64,
+            ),
+            (
+                "nqueens_results_rejected_total",
+                "counter",
+                "Results refused (unknown job or lease, wrong run).",
+                g(&self.results_rejected) as f64,
+            ),
+            (
+                "nqueens_job_errors_total",
+                "counter",
+                "Solver errors reported by workers.",
+                g(&self.job_errors) as f64,
+            ),
+            (
+                "nqueens_conflicts_total",
+                "counter",
+                "Conflicting results recorded.",
+                g(&self.conflicts) as f64,
+            ),
+            (
+                "nqueens_lease_expiries_total",
+                "counter",
+                "Leases that expired and returned their jobs.",
+                g(&self.lease_expiries) as f64,
+            ),
+            (
+                "nqueens_nodes_total",
+                "counter",
+                "Search nodes of committed results; rate() gives nodes/s.",
+                g(&self.nodes) as f64,
+            ),
+            (
+                "nqueens_commits_total",
+                "counter",
+                "Store transactions committed.",
+                g(&self.commits) as f64,
+            ),
+            (
+                "nqueens_untrusted_workers",
+                "gauge",
+                "Workers that disagreed with a settled verification; refused, their jobs re-run.",
+                g(&self.untrusted_workers) as f64,
+            ),
+            (
+                "nqueens_auth_failures_total",
+                "counter",
+                "Calls refused for a missing or wrong token.",
+                g(&self.auth_failures) as f64,
+            ),
+            (
+                "nqueens_results_per_second",
+                "gauge",
+                "Committed results per second since this coordinator started.",
+                g(&self.results_accepted) as f64 / uptime,
+            ),
+            (
+                "nqueens_nodes_per_second",
+                "gauge",
+                "Search nodes per second since this coordinator started.",
+                g(&self.nodes) as f64 / uptime,
+            ),
         ];
         for (name, kind, help, value) in simple {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
@@ -102,7 +170,8 @@ pub async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>) {
         tokio::spawn(async move {
             let mut buf = [0u8; 2048];
             // One read is enough for a scrape request line; the body of the request is ignored.
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), socket.read(&mut buf)).await;
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), socket.read(&mut buf))
+                .await;
             let body = metrics.render();
             let head = format!("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
             let _ = socket.write_all(head.as_bytes()).await;

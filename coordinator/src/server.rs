@@ -61,7 +61,9 @@ pub enum ServeError {
     NoBoardSize(PathBuf),
     #[error("--n {given} does not match the state file, which holds a run of N={stored}")]
     OtherN { given: u32, stored: u8 },
-    #[error("--target-jobs {given:?} does not match the state file, which was split with {stored:?}")]
+    #[error(
+        "--target-jobs {given:?} does not match the state file, which was split with {stored:?}"
+    )]
     OtherSplit { given: Option<u64>, stored: Option<u64> },
     #[error("invalid setting: {0}")]
     Config(String),
@@ -99,7 +101,10 @@ async fn serve_inner(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Option<ResultRecord>, ServeError> {
     if !(0.0..=1.0).contains(&config.verify_fraction) {
-        return Err(ServeError::Config(format!("--verify-fraction {} must be between 0 and 1", config.verify_fraction)));
+        return Err(ServeError::Config(format!(
+            "--verify-fraction {} must be between 0 and 1",
+            config.verify_fraction
+        )));
     }
     if config.lease_seconds < 2 {
         return Err(ServeError::Config("--lease-seconds must be at least 2".into()));
@@ -115,7 +120,10 @@ async fn serve_inner(
             }
         }
         if config.target_jobs.is_some() && config.target_jobs != meta.target_jobs {
-            return Err(ServeError::OtherSplit { given: config.target_jobs, stored: meta.target_jobs });
+            return Err(ServeError::OtherSplit {
+                given: config.target_jobs,
+                stored: meta.target_jobs,
+            });
         }
         (meta.n as u32, SplitParams { target_jobs: meta.target_jobs })
     } else {
@@ -129,10 +137,18 @@ async fn serve_inner(
 
     let metrics = Arc::new(Metrics::default());
     let heartbeat_seconds = (config.lease_seconds / 3).max(1);
-    let engine_config = EngineConfig { result_file: result_file(&config.state), heartbeat: Duration::from_secs(heartbeat_seconds as u64) };
+    let engine_config = EngineConfig {
+        result_file: result_file(&config.state),
+        heartbeat: Duration::from_secs(heartbeat_seconds as u64),
+    };
     let jobs = Arc::new(list.jobs);
-    let (engine, mut complete_rx, engine_thread) =
-        Engine::start(store, jobs, Duration::from_secs(config.lease_seconds as u64), metrics.clone(), engine_config)?;
+    let (engine, mut complete_rx, engine_thread) = Engine::start(
+        store,
+        jobs,
+        Duration::from_secs(config.lease_seconds as u64),
+        metrics.clone(),
+        engine_config,
+    )?;
 
     let metrics_task = metrics_listener.map(|l| tokio::spawn(serve_metrics(l, metrics.clone())));
     let (stopping_tx, stopping_rx) = watch::channel(false);
@@ -146,17 +162,21 @@ async fn serve_inner(
     };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
-    health_reporter.set_service_status("nqueens.v1.Coordinator", tonic_health::ServingStatus::Serving).await;
+    health_reporter
+        .set_service_status("nqueens.v1.Coordinator", tonic_health::ServingStatus::Serving)
+        .await;
 
-    let mut builder = tonic::transport::Server::builder().http2_keepalive_interval(Some(Duration::from_secs(20)));
+    let mut builder =
+        tonic::transport::Server::builder().http2_keepalive_interval(Some(Duration::from_secs(20)));
     if let Some((cert, key)) = &config.tls {
         let identity = tonic::transport::Identity::from_pem(cert, key);
-        builder = builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+        builder =
+            builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
     }
     let interceptor = token_interceptor(config.token.clone(), metrics.clone());
-    let router = builder
-        .add_service(health_service)
-        .add_service(pb::coordinator_server::CoordinatorServer::with_interceptor(service, interceptor));
+    let router = builder.add_service(health_service).add_service(
+        pb::coordinator_server::CoordinatorServer::with_interceptor(service, interceptor),
+    );
 
     // Stop on the caller's signal, or after the run completes when asked to exit then.
     let exit_when_done = config.exit_when_done;

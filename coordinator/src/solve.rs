@@ -57,7 +57,8 @@ pub fn parse_sizes(text: &str) -> Result<RangeInclusive<u32>> {
 
 pub fn run(args: SolveArgs) -> Result<ExitCode> {
     let sizes = parse_sizes(&args.sizes)?;
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads =
+        args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if threads == 0 {
         bail!("--threads must be at least 1");
     }
@@ -100,7 +101,8 @@ fn solve_one_size(
     info!(jobs = list.jobs.len(), depth = list.depth, fingerprint = %list.fingerprint(), "job list ready");
     let checkpoint = match state {
         Some(path) => Some(
-            LocalCheckpoint::open(path, &list).with_context(|| format!("opening checkpoint {}", path.display()))?,
+            LocalCheckpoint::open(path, &list)
+                .with_context(|| format!("opening checkpoint {}", path.display()))?,
         ),
         None => None,
     };
@@ -121,7 +123,11 @@ fn solve_one_size(
         let job = &todo[index];
         let outcome = match &checkpoint {
             Some(c) => c.record(job.id, counts, took.as_secs_f64()).map_err(anyhow::Error::from),
-            None => tally.lock().unwrap_or_else(|p| p.into_inner()).add(job.weight, counts).map_err(anyhow::Error::from),
+            None => tally
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .add(job.weight, counts)
+                .map_err(anyhow::Error::from),
         };
         if let Err(e) = outcome {
             failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
@@ -176,12 +182,14 @@ impl Progress {
         bar.set_position(already_done);
         bar.reset_eta();
         bar.set_style(
-            ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} jobs  {rate}  ETA {eta}")
-                .expect("valid template")
-                .with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                    let _ = write!(w, "{:.0} jobs/s", state.per_sec());
-                })
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} jobs  {rate}  ETA {eta}",
+            )
+            .expect("valid template")
+            .with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0} jobs/s", state.per_sec());
+            })
+            .progress_chars("=> "),
         );
         let enabled = wanted && std::io::stderr().is_terminal();
         Progress { bar, started: Instant::now(), enabled, shown: false.into() }
@@ -190,7 +198,10 @@ impl Progress {
     fn inc(&self) {
         self.bar.inc(1);
         use std::sync::atomic::Ordering::Relaxed;
-        if self.enabled && !self.shown.load(Relaxed) && self.started.elapsed() > Duration::from_secs(1) {
+        if self.enabled
+            && !self.shown.load(Relaxed)
+            && self.started.elapsed() > Duration::from_secs(1)
+        {
             self.shown.store(true, Relaxed);
             self.bar.set_draw_target(ProgressDrawTarget::stderr());
         }

@@ -101,7 +101,9 @@ impl StatusView {
         let meta = store.meta();
         let complete = s.done == meta.job_count;
         let result = if complete {
-            store.final_totals()?.map(|t| ResultRecord::new(&t, meta.job_count, store.age(), s.tally.nodes))
+            store
+                .final_totals()?
+                .map(|t| ResultRecord::new(&t, meta.job_count, store.age(), s.tally.nodes))
         } else {
             None
         };
@@ -143,16 +145,31 @@ impl StatusView {
     /// The human-readable report.
     pub fn text(&self) -> String {
         let mut o = String::new();
-        let _ = writeln!(o, "run      N={} fingerprint {} ({})", self.n, self.fingerprint, self.source);
+        let _ =
+            writeln!(o, "run      N={} fingerprint {} ({})", self.n, self.fingerprint, self.source);
         let _ = writeln!(
             o,
             "jobs     {}/{} done ({:.2}%), {} pending, {} leased, {} held, {} failed",
-            self.jobs_done, self.jobs_total, self.percent_done, self.jobs_pending, self.jobs_leased, self.jobs_held, self.jobs_failed
+            self.jobs_done,
+            self.jobs_total,
+            self.percent_done,
+            self.jobs_pending,
+            self.jobs_leased,
+            self.jobs_held,
+            self.jobs_failed
         );
         let rate = self.results_per_second.map_or("-".into(), |r| format!("{r:.1} jobs/s"));
-        let eta = if self.complete { "done".into() } else { self.eta_seconds.map_or("unknown".into(), hms) };
+        let eta = if self.complete {
+            "done".into()
+        } else {
+            self.eta_seconds.map_or("unknown".into(), hms)
+        };
         let _ = writeln!(o, "rate     {rate}, ETA {eta}");
-        let _ = writeln!(o, "partial  total {} (sym180 {}, sym90 {}), {} nodes", self.partial_total, self.partial_sym180, self.partial_sym90, self.nodes);
+        let _ = writeln!(
+            o,
+            "partial  total {} (sym180 {}, sym90 {}), {} nodes",
+            self.partial_total, self.partial_sym180, self.partial_sym90, self.nodes
+        );
         let _ = writeln!(
             o,
             "problems {} conflicts, {} untrusted workers{}",

@@ -127,7 +127,9 @@ fn lock_state(path: &Path) -> Result<Option<std::fs::File>, StoreError> {
         .map_err(|source| StoreError::Lock { path: path.into(), lock: lock.clone(), source })?;
     match file.try_lock() {
         Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::InUse { path: path.into(), lock }),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(StoreError::InUse { path: path.into(), lock })
+        }
         Err(std::fs::TryLockError::Error(e)) => {
             tracing::warn!(lock = %lock.display(), error = %e, "cannot lock the state file here; make sure no other process writes it");
             Ok(None)
@@ -146,7 +148,12 @@ impl Store {
 
     /// Opens the run in `path`, creating it from `list` if the file does not exist. Refuses a file
     /// of another N, split, job list or protocol version, and one that is not a valid state file.
-    pub fn open_or_create(path: &Path, list: &JobList, verify_fraction: f64, kind: &str) -> Result<Store, StoreError> {
+    pub fn open_or_create(
+        path: &Path,
+        list: &JobList,
+        verify_fraction: f64,
+        kind: &str,
+    ) -> Result<Store, StoreError> {
         let fingerprint = run_fingerprint(list);
         let lock = lock_state(path)?;
         let exists = path.exists();
@@ -167,7 +174,10 @@ impl Store {
         if exists && store.has_meta()? {
             let stored = store.read_meta()?;
             if stored.n != list.n {
-                return Err(StoreError::OtherRun { path: path.into(), reason: format!("it is a run of N={}, not N={}", stored.n, list.n) });
+                return Err(StoreError::OtherRun {
+                    path: path.into(),
+                    reason: format!("it is a run of N={}, not N={}", stored.n, list.n),
+                });
             }
             if stored.fingerprint != fingerprint {
                 return Err(StoreError::OtherRun {
@@ -176,11 +186,20 @@ impl Store {
                 });
             }
             if stored.kind != kind {
-                return Err(StoreError::OtherRun { path: path.into(), reason: format!("it is a {} run, not a {kind} run", stored.kind) });
+                return Err(StoreError::OtherRun {
+                    path: path.into(),
+                    reason: format!("it is a {} run, not a {kind} run", stored.kind),
+                });
             }
-            let jobs: i64 = store.conn.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).map_err(store.sql())?;
+            let jobs: i64 = store
+                .conn
+                .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
+                .map_err(store.sql())?;
             if jobs as u64 != list.jobs.len() as u64 {
-                return Err(StoreError::Corrupt { path: path.into(), reason: format!("{jobs} job rows, expected {}", list.jobs.len()) });
+                return Err(StoreError::Corrupt {
+                    path: path.into(),
+                    reason: format!("{jobs} job rows, expected {}", list.jobs.len()),
+                });
             }
             store.meta = stored;
             // Added after schema 1 shipped; created on open so older state files keep working.
@@ -208,9 +227,24 @@ impl Store {
         }
         let lock = if write { lock_state(path)? } else { None };
         let conn = open_conn(path, !write)?;
-        let mut store = Store { conn, _lock: lock, path: path.into(), meta: RunMeta { n: 0, target_jobs: None, fingerprint: String::new(), job_count: 0, created_unix: 0.0, kind: String::new() } };
+        let mut store = Store {
+            conn,
+            _lock: lock,
+            path: path.into(),
+            meta: RunMeta {
+                n: 0,
+                target_jobs: None,
+                fingerprint: String::new(),
+                job_count: 0,
+                created_unix: 0.0,
+                kind: String::new(),
+            },
+        };
         if !store.has_meta()? {
-            return Err(StoreError::Corrupt { path: path.into(), reason: "no run metadata".into() });
+            return Err(StoreError::Corrupt {
+                path: path.into(),
+                reason: "no run metadata".into(),
+            });
         }
         store.meta = store.read_meta()?;
         Ok(store)
@@ -224,7 +258,12 @@ impl Store {
         let path = self.path.clone();
         let sql = move |source| StoreError::Sqlite { path: path.clone(), source };
         let tx = self.conn.transaction().map_err(&sql)?;
-        let requeue = |state: &str| tx.execute("UPDATE jobs SET state='pending', lease_id=NULL, worker_id=NULL WHERE state=?1", [state]);
+        let requeue = |state: &str| {
+            tx.execute(
+                "UPDATE jobs SET state='pending', lease_id=NULL, worker_id=NULL WHERE state=?1",
+                [state],
+            )
+        };
         let held_requeued = if held { requeue("held").map_err(&sql)? as u64 } else { 0 };
         let failed_requeued = if failed { requeue("failed").map_err(&sql)? as u64 } else { 0 };
         tx.commit().map_err(&sql)?;
@@ -248,21 +287,37 @@ impl Store {
         let sql = self.sql();
         let table: Option<String> = self
             .conn
-            .query_row("SELECT name FROM sqlite_master WHERE type='table' AND name='untrusted_workers'", [], |r| r.get(0))
+            .query_row(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name='untrusted_workers'",
+                [],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(&sql)?;
         if table.is_none() {
             return Ok(Vec::new());
         }
-        let mut q = self.conn.prepare("SELECT worker_id FROM untrusted_workers ORDER BY worker_id").map_err(&sql)?;
-        let ids = q.query_map([], |r| r.get::<_, i64>(0)).map_err(&sql)?.map(|r| r.map(|v| v as u64)).collect::<Result<Vec<_>, _>>().map_err(&sql)?;
+        let mut q = self
+            .conn
+            .prepare("SELECT worker_id FROM untrusted_workers ORDER BY worker_id")
+            .map_err(&sql)?;
+        let ids = q
+            .query_map([], |r| r.get::<_, i64>(0))
+            .map_err(&sql)?
+            .map(|r| r.map(|v| v as u64))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(&sql)?;
         Ok(ids)
     }
 
     fn has_meta(&self) -> Result<bool, StoreError> {
         let found: Option<String> = self
             .conn
-            .query_row("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'", [], |r| r.get(0))
+            .query_row(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'",
+                [],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(|e| corrupt_or_sql(&self.path, e))?;
         Ok(found.is_some())
@@ -274,17 +329,30 @@ impl Store {
                 .query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get::<_, String>(0))
                 .optional()
                 .map_err(|e| corrupt_or_sql(&self.path, e))?
-                .ok_or_else(|| StoreError::Corrupt { path: self.path.clone(), reason: format!("meta key {key} missing") })
+                .ok_or_else(|| StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("meta key {key} missing"),
+                })
         };
-        let bad = |what: &str| StoreError::Corrupt { path: self.path.clone(), reason: format!("bad meta value {what}") };
+        let bad = |what: &str| StoreError::Corrupt {
+            path: self.path.clone(),
+            reason: format!("bad meta value {what}"),
+        };
         let schema: u32 = get("schema")?.parse().map_err(|_| bad("schema"))?;
         if schema != SCHEMA_VERSION {
-            return Err(StoreError::OtherRun { path: self.path.clone(), reason: format!("schema version {schema}, this binary reads {SCHEMA_VERSION}") });
+            return Err(StoreError::OtherRun {
+                path: self.path.clone(),
+                reason: format!("schema version {schema}, this binary reads {SCHEMA_VERSION}"),
+            });
         }
         let target = get("target_jobs")?;
         Ok(RunMeta {
             n: get("n")?.parse().map_err(|_| bad("n"))?,
-            target_jobs: if target.is_empty() { None } else { Some(target.parse().map_err(|_| bad("target_jobs"))?) },
+            target_jobs: if target.is_empty() {
+                None
+            } else {
+                Some(target.parse().map_err(|_| bad("target_jobs"))?)
+            },
             fingerprint: get("fingerprint")?,
             job_count: get("job_count")?.parse().map_err(|_| bad("job_count"))?,
             created_unix: get("created_unix")?.parse().map_err(|_| bad("created_unix"))?,
@@ -323,13 +391,16 @@ impl Store {
             ("verify_fraction", verify_fraction.to_string()),
         ];
         for (k, v) in meta {
-            tx.execute("INSERT INTO meta(key, value) VALUES (?1, ?2)", params![k, v]).map_err(&sql)?;
+            tx.execute("INSERT INTO meta(key, value) VALUES (?1, ?2)", params![k, v])
+                .map_err(&sql)?;
         }
         {
             let mut insert = tx.prepare("INSERT INTO jobs(id, weight, estimate, verify, state) VALUES (?1, ?2, ?3, ?4, 'pending')").map_err(&sql)?;
             for job in &list.jobs {
                 let verify = chosen_for_verification(job.id, verify_fraction);
-                insert.execute(params![job.id as i64, job.weight, job.estimate as i64, verify]).map_err(&sql)?;
+                insert
+                    .execute(params![job.id as i64, job.weight, job.estimate as i64, verify])
+                    .map_err(&sql)?;
             }
         }
         tx.commit().map_err(&sql)?;
@@ -346,9 +417,15 @@ impl Store {
             while let Some(r) = rows.next().map_err(&sql)? {
                 let id: i64 = r.get(0).map_err(&sql)?;
                 if id as usize != jobs.len() {
-                    return Err(StoreError::Corrupt { path: self.path.clone(), reason: format!("job ids not contiguous at {id}") });
+                    return Err(StoreError::Corrupt {
+                        path: self.path.clone(),
+                        reason: format!("job ids not contiguous at {id}"),
+                    });
                 }
-                let mut entry = JobEntry::new(r.get::<_, i64>(1).map_err(&sql)? as u64, r.get(2).map_err(&sql)?);
+                let mut entry = JobEntry::new(
+                    r.get::<_, i64>(1).map_err(&sql)? as u64,
+                    r.get(2).map_err(&sql)?,
+                );
                 let state: String = r.get(3).map_err(&sql)?;
                 let lease: Option<i64> = r.get(4).map_err(&sql)?;
                 entry.errors = r.get(5).map_err(&sql)?;
@@ -356,11 +433,20 @@ impl Store {
                 entry.state = match state.as_str() {
                     "pending" => JobState::Pending,
                     // Deadline and worker are filled in by Lifecycle::new (fresh grace period).
-                    "leased" => JobState::Leased { lease_id: lease.unwrap_or(0) as u64, worker_id: 0, deadline: Instant::now() },
+                    "leased" => JobState::Leased {
+                        lease_id: lease.unwrap_or(0) as u64,
+                        worker_id: 0,
+                        deadline: Instant::now(),
+                    },
                     "done" => JobState::Done,
                     "held" => JobState::Held,
                     "failed" => JobState::Failed,
-                    other => return Err(StoreError::Corrupt { path: self.path.clone(), reason: format!("unknown job state {other}") }),
+                    other => {
+                        return Err(StoreError::Corrupt {
+                            path: self.path.clone(),
+                            reason: format!("unknown job state {other}"),
+                        })
+                    }
                 };
                 jobs.push(entry);
             }
@@ -379,7 +465,10 @@ impl Store {
                 };
                 let counted: bool = r.get(6).map_err(&sql)?;
                 let Some(job) = jobs.get_mut(job_id) else {
-                    return Err(StoreError::Corrupt { path: self.path.clone(), reason: format!("result for unknown job {job_id}") });
+                    return Err(StoreError::Corrupt {
+                        path: self.path.clone(),
+                        reason: format!("result for unknown job {job_id}"),
+                    });
                 };
                 if counted {
                     job.counted = Some((worker, counts));
@@ -390,20 +479,29 @@ impl Store {
         }
         let mut leases = HashMap::new();
         {
-            let mut q = self.conn.prepare("SELECT id, worker_id, job_ids FROM leases").map_err(&sql)?;
+            let mut q =
+                self.conn.prepare("SELECT id, worker_id, job_ids FROM leases").map_err(&sql)?;
             let mut rows = q.query([]).map_err(&sql)?;
             while let Some(r) = rows.next().map_err(&sql)? {
                 let id = r.get::<_, i64>(0).map_err(&sql)? as u64;
                 let worker_id = r.get::<_, i64>(1).map_err(&sql)? as u64;
                 let text: String = r.get(2).map_err(&sql)?;
-                let job_ids = text.split(',').filter(|s| !s.is_empty()).map(|s| s.parse::<u64>()).collect::<Result<Vec<_>, _>>().map_err(|_| StoreError::Corrupt {
-                    path: self.path.clone(),
-                    reason: format!("bad job list of lease {id}"),
-                })?;
+                let job_ids = text
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.parse::<u64>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| StoreError::Corrupt {
+                        path: self.path.clone(),
+                        reason: format!("bad job list of lease {id}"),
+                    })?;
                 leases.insert(id, LeaseRecord { worker_id, job_ids, active: false });
             }
         }
-        let next_worker_id: i64 = self.conn.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM workers", [], |r| r.get(0)).map_err(&sql)?;
+        let next_worker_id: i64 = self
+            .conn
+            .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM workers", [], |r| r.get(0))
+            .map_err(&sql)?;
         let untrusted = self.untrusted_workers()?;
         Ok(Loaded { jobs, leases, next_worker_id: next_worker_id as u64, untrusted })
     }
@@ -425,8 +523,14 @@ impl Store {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 )
                 .map_err(&sql)?;
-            let mut uncount = tx.prepare_cached("UPDATE results SET counted=0 WHERE job_id=?1 AND counted=1").map_err(&sql)?;
-            let mut insert_lease = tx.prepare_cached("INSERT INTO leases(id, worker_id, job_ids, at) VALUES (?1, ?2, ?3, ?4)").map_err(&sql)?;
+            let mut uncount = tx
+                .prepare_cached("UPDATE results SET counted=0 WHERE job_id=?1 AND counted=1")
+                .map_err(&sql)?;
+            let mut insert_lease = tx
+                .prepare_cached(
+                    "INSERT INTO leases(id, worker_id, job_ids, at) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(&sql)?;
             let mut insert_conflict = tx.prepare_cached("INSERT INTO conflicts(job_id, worker_a, worker_b, detail, at) VALUES (?1, ?2, ?3, ?4, ?5)").map_err(&sql)?;
             let mut insert_untrusted = tx
                 .prepare_cached("INSERT OR IGNORE INTO untrusted_workers(worker_id, job_id, detail, requeued, at) VALUES (?1, ?2, ?3, ?4, ?5)")
@@ -435,16 +539,33 @@ impl Store {
                 .prepare_cached("INSERT OR REPLACE INTO workers(id, name, host, cores, version, registered) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
                 .map_err(&sql)?;
             for w in workers {
-                upsert_worker.execute(params![w.id as i64, w.name, w.host, w.cores, w.version, at]).map_err(&sql)?;
+                upsert_worker
+                    .execute(params![w.id as i64, w.name, w.host, w.cores, w.version, at])
+                    .map_err(&sql)?;
             }
             for change in changes {
                 match change {
                     Change::JobState { job_id, state, lease_id, worker_id, errors, conflicts } => {
                         set_state
-                            .execute(params![*job_id as i64, state, lease_id.map(|l| l as i64), worker_id.map(|w| w as i64), errors, conflicts])
+                            .execute(params![
+                                *job_id as i64,
+                                state,
+                                lease_id.map(|l| l as i64),
+                                worker_id.map(|w| w as i64),
+                                errors,
+                                conflicts
+                            ])
                             .map_err(&sql)?;
                     }
-                    Change::Result { job_id, worker_id, lease_id, counts, seconds, counted, kind } => {
+                    Change::Result {
+                        job_id,
+                        worker_id,
+                        lease_id,
+                        counts,
+                        seconds,
+                        counted,
+                        kind,
+                    } => {
                         insert_result
                             .execute(params![
                                 *job_id as i64,
@@ -465,14 +586,33 @@ impl Store {
                         uncount.execute(params![*job_id as i64]).map_err(&sql)?;
                     }
                     Change::Lease { lease_id, worker_id, job_ids } => {
-                        let ids = job_ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",");
-                        insert_lease.execute(params![*lease_id as i64, *worker_id as i64, ids, at]).map_err(&sql)?;
+                        let ids =
+                            job_ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+                        insert_lease
+                            .execute(params![*lease_id as i64, *worker_id as i64, ids, at])
+                            .map_err(&sql)?;
                     }
                     Change::Conflict { job_id, worker_a, worker_b, detail } => {
-                        insert_conflict.execute(params![*job_id as i64, *worker_a as i64, *worker_b as i64, detail, at]).map_err(&sql)?;
+                        insert_conflict
+                            .execute(params![
+                                *job_id as i64,
+                                *worker_a as i64,
+                                *worker_b as i64,
+                                detail,
+                                at
+                            ])
+                            .map_err(&sql)?;
                     }
                     Change::Untrust { worker_id, job_id, detail, requeued } => {
-                        insert_untrusted.execute(params![*worker_id as i64, *job_id as i64, detail, *requeued as i64, at]).map_err(&sql)?;
+                        insert_untrusted
+                            .execute(params![
+                                *worker_id as i64,
+                                *job_id as i64,
+                                detail,
+                                *requeued as i64,
+                                at
+                            ])
+                            .map_err(&sql)?;
                     }
                 }
             }
@@ -523,7 +663,8 @@ impl Store {
     pub fn summary(&self) -> Result<Summary, StoreError> {
         let sql = self.sql();
         let mut s = Summary { tally: self.tally()?, ..Summary::default() };
-        let mut q = self.conn.prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state").map_err(&sql)?;
+        let mut q =
+            self.conn.prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state").map_err(&sql)?;
         let mut rows = q.query([]).map_err(&sql)?;
         while let Some(r) = rows.next().map_err(&sql)? {
             let state: String = r.get(0).map_err(&sql)?;
@@ -536,11 +677,21 @@ impl Store {
                 _ => s.failed += count,
             }
         }
-        s.conflicts = self.conn.query_row("SELECT COUNT(*) FROM conflicts", [], |r| r.get::<_, i64>(0)).map_err(&sql)? as u64;
-        s.workers = self.conn.query_row("SELECT COUNT(*) FROM workers", [], |r| r.get::<_, i64>(0)).map_err(&sql)? as u64;
+        s.conflicts = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM conflicts", [], |r| r.get::<_, i64>(0))
+            .map_err(&sql)? as u64;
+        s.workers = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM workers", [], |r| r.get::<_, i64>(0))
+            .map_err(&sql)? as u64;
         s.untrusted_workers = self.untrusted_workers()?.len() as u64;
-        let (first, last): (Option<f64>, Option<f64>) =
-            self.conn.query_row("SELECT MIN(at), MAX(at) FROM results WHERE counted=1", [], |r| Ok((r.get(0)?, r.get(1)?))).map_err(&sql)?;
+        let (first, last): (Option<f64>, Option<f64>) = self
+            .conn
+            .query_row("SELECT MIN(at), MAX(at) FROM results WHERE counted=1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .map_err(&sql)?;
         s.first_result_unix = first;
         s.last_result_unix = last;
         Ok(s)
@@ -576,18 +727,30 @@ fn corrupt_or_sql(path: &Path, e: rusqlite::Error) -> StoreError {
 }
 
 fn open_conn(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
-    let flags = if read_only { OpenFlags::SQLITE_OPEN_READ_ONLY } else { OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE };
-    let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(|e| corrupt_or_sql(path, e))?;
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+    };
+    let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(|e| corrupt_or_sql(path, e))?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(|e| corrupt_or_sql(path, e))?;
     if !read_only {
         // Fails on a file that is not a database, which is reported as corrupt.
-        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(|e| corrupt_or_sql(path, e))?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(|e| corrupt_or_sql(path, e))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Corrupt { path: path.into(), reason: format!("cannot switch to WAL (journal mode {mode})") });
+            return Err(StoreError::Corrupt {
+                path: path.into(),
+                reason: format!("cannot switch to WAL (journal mode {mode})"),
+            });
         }
         conn.execute_batch("PRAGMA synchronous=FULL;").map_err(|e| corrupt_or_sql(path, e))?;
     }
-    let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(|e| corrupt_or_sql(path, e))?;
+    let check: String = conn
+        .query_row("PRAGMA quick_check", [], |r| r.get(0))
+        .map_err(|e| corrupt_or_sql(path, e))?;
     if check != "ok" {
         return Err(StoreError::Corrupt { path: path.into(), reason: check });
     }
@@ -613,23 +776,53 @@ impl LocalCheckpoint {
     /// Opens or creates the checkpoint of `list` in `path`.
     pub fn open(path: &Path, list: &JobList) -> Result<LocalCheckpoint, StoreError> {
         let store = Store::open_or_create(path, list, 0.0, "local")?;
-        Ok(LocalCheckpoint { inner: std::sync::Mutex::new(LocalInner { store, buffer: Vec::new(), last_commit: Instant::now() }) })
+        Ok(LocalCheckpoint {
+            inner: std::sync::Mutex::new(LocalInner {
+                store,
+                buffer: Vec::new(),
+                last_commit: Instant::now(),
+            }),
+        })
     }
 
     /// Ids of the jobs already solved in an earlier (interrupted) run.
     pub fn done_ids(&self) -> Result<Vec<u64>, StoreError> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let sql = inner.store.sql();
-        let mut q = inner.store.conn.prepare("SELECT job_id FROM results WHERE counted=1 ORDER BY job_id").map_err(&sql)?;
-        let ids = q.query_map([], |r| r.get::<_, i64>(0)).map_err(&sql)?.map(|r| r.map(|v| v as u64)).collect::<Result<Vec<_>, _>>().map_err(&sql)?;
+        let mut q = inner
+            .store
+            .conn
+            .prepare("SELECT job_id FROM results WHERE counted=1 ORDER BY job_id")
+            .map_err(&sql)?;
+        let ids = q
+            .query_map([], |r| r.get::<_, i64>(0))
+            .map_err(&sql)?
+            .map(|r| r.map(|v| v as u64))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(&sql)?;
         Ok(ids)
     }
 
     /// Records one solved job; commits when 512 are buffered or a second has passed.
     pub fn record(&self, job_id: u64, counts: &JobCounts, seconds: f64) -> Result<(), StoreError> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.buffer.push(Change::Result { job_id, worker_id: 0, lease_id: 0, counts: *counts, seconds, counted: true, kind: "local" });
-        inner.buffer.push(Change::JobState { job_id, state: "done", lease_id: None, worker_id: None, errors: 0, conflicts: 0 });
+        inner.buffer.push(Change::Result {
+            job_id,
+            worker_id: 0,
+            lease_id: 0,
+            counts: *counts,
+            seconds,
+            counted: true,
+            kind: "local",
+        });
+        inner.buffer.push(Change::JobState {
+            job_id,
+            state: "done",
+            lease_id: None,
+            worker_id: None,
+            errors: 0,
+            conflicts: 0,
+        });
         if inner.buffer.len() >= 1024 || inner.last_commit.elapsed() >= Duration::from_secs(1) {
             inner.commit()?;
         }
@@ -695,8 +888,20 @@ mod tests {
                 .apply(
                     &[
                         Change::Uncount { job_id: job.id },
-                        Change::JobState { job_id: job.id, state: "pending", lease_id: None, worker_id: None, errors: 0, conflicts: 0 },
-                        Change::Untrust { worker_id: 7, job_id: job.id, detail: "test".into(), requeued: 1 },
+                        Change::JobState {
+                            job_id: job.id,
+                            state: "pending",
+                            lease_id: None,
+                            worker_id: None,
+                            errors: 0,
+                            conflicts: 0,
+                        },
+                        Change::Untrust {
+                            worker_id: 7,
+                            job_id: job.id,
+                            detail: "test".into(),
+                            requeued: 1,
+                        },
                     ],
                     &[],
                 )
@@ -714,7 +919,10 @@ mod tests {
         // One writer at a time; readers are welcome; the lock goes with its store.
         let writer = LocalCheckpoint::open(&path, &list).unwrap();
         assert!(matches!(LocalCheckpoint::open(&path, &list), Err(StoreError::InUse { .. })));
-        assert!(matches!(Store::open_or_create(&path, &list, 0.0, "local"), Err(StoreError::InUse { .. })));
+        assert!(matches!(
+            Store::open_or_create(&path, &list, 0.0, "local"),
+            Err(StoreError::InUse { .. })
+        ));
         assert!(Store::open_existing(&path).is_ok());
         assert!(matches!(Store::open_existing_for_update(&path), Err(StoreError::InUse { .. })));
         drop(writer);
@@ -723,8 +931,20 @@ mod tests {
         // Held and failed jobs go back to the queue, offline, keeping their counters.
         {
             let mut store = Store::open_or_create(&path, &list, 0.0, "local").unwrap();
-            let state = |job_id, state, errors, conflicts| Change::JobState { job_id, state, lease_id: None, worker_id: None, errors, conflicts };
-            store.apply(&[state(1, "held", 0, 3), state(2, "failed", 3, 0), state(3, "held", 0, 3)], &[]).unwrap();
+            let state = |job_id, state, errors, conflicts| Change::JobState {
+                job_id,
+                state,
+                lease_id: None,
+                worker_id: None,
+                errors,
+                conflicts,
+            };
+            store
+                .apply(
+                    &[state(1, "held", 0, 3), state(2, "failed", 3, 0), state(3, "held", 0, 3)],
+                    &[],
+                )
+                .unwrap();
         }
         let mut store = Store::open_existing_for_update(&path).unwrap();
         assert!(matches!(LocalCheckpoint::open(&path, &list), Err(StoreError::InUse { .. })));
@@ -737,7 +957,12 @@ mod tests {
         assert_eq!((loaded.jobs[1].conflicts, loaded.jobs[2].errors), (3, 3));
         drop(store);
         let junk = dir.path().join("junk.db");
-        std::fs::write(&junk, b"this is not a database at all, not even close, really not").unwrap();
-        assert!(matches!(LocalCheckpoint::open(&junk, &list), Err(StoreError::Corrupt { .. })), "{:?}", LocalCheckpoint::open(&junk, &list).err());
+        std::fs::write(&junk, b"this is not a database at all, not even close, really not")
+            .unwrap();
+        assert!(
+            matches!(LocalCheckpoint::open(&junk, &list), Err(StoreError::Corrupt { .. })),
+            "{:?}",
+            LocalCheckpoint::open(&junk, &list).err()
+        );
     }
 }

@@ -27,7 +27,16 @@ fn serve_refuses_a_corrupt_state_file() {
     let state = dir.path().join("junk.db");
     std::fs::write(&state, vec![b'x'; 4096]).unwrap();
     let out = coordinator()
-        .args(["serve", "--n", "8", "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--state"])
+        .args([
+            "serve",
+            "--n",
+            "8",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+            "--state",
+        ])
         .arg(&state)
         .output()
         .unwrap();
@@ -45,7 +54,8 @@ fn status_of_a_missing_state_file_is_a_clear_error() {
 
 #[test]
 fn healthcheck_of_nothing_fails() {
-    let out = coordinator().args(["healthcheck", "--connect", "http://127.0.0.1:1"]).output().unwrap();
+    let out =
+        coordinator().args(["healthcheck", "--connect", "http://127.0.0.1:1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("UNREACHABLE"));
 }

@@ -21,16 +21,22 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--runs" => runs = args.next().and_then(|r| r.parse().ok()).expect("--runs takes a number"),
+            "--runs" => {
+                runs = args.next().and_then(|r| r.parse().ok()).expect("--runs takes a number")
+            }
             "--bench" => {}
-            other => sizes.push(other.parse::<u32>().unwrap_or_else(|_| panic!("not a board size: {other}"))),
+            other => sizes
+                .push(other.parse::<u32>().unwrap_or_else(|_| panic!("not a board size: {other}"))),
         }
     }
     if sizes.is_empty() {
         sizes = vec![16, 17];
     }
     let baseline = build_baseline();
-    println!("{:>3} {:>12} {:>12} {:>12} {:>14} {:>14}", "N", "baseline s", "1 thread s", "2 threads s", "1T vs baseline", "2T vs 1T");
+    println!(
+        "{:>3} {:>12} {:>12} {:>12} {:>14} {:>14}",
+        "N", "baseline s", "1 thread s", "2 threads s", "1T vs baseline", "2T vs 1T"
+    );
     for n in sizes {
         let (mut base, mut one, mut two) = (Vec::new(), Vec::new(), Vec::new());
         let (mut speedup, mut scaling) = (Vec::new(), Vec::new());
@@ -43,7 +49,9 @@ fn main() {
                 let t = run_solver(n, 2);
                 (run_solver(n, 1), t)
             };
-            eprintln!("N={n} round {round}: baseline {b:.3} s, 1 thread {o:.3} s, 2 threads {t:.3} s");
+            eprintln!(
+                "N={n} round {round}: baseline {b:.3} s, 1 thread {o:.3} s, 2 threads {t:.3} s"
+            );
             base.push(b);
             one.push(o);
             two.push(t);
@@ -76,7 +84,10 @@ fn run_baseline(exe: &PathBuf, n: u32) -> f64 {
     let out = Command::new(exe).arg(n.to_string()).output().expect("run the baseline");
     let text = String::from_utf8_lossy(&out.stdout);
     let fields: Vec<&str> = text.split_whitespace().collect();
-    fields.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("unexpected baseline output {text:?}"))
+    fields
+        .get(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected baseline output {text:?}"))
 }
 
 /// Seconds for the whole job: building the job list, solving every job, adding up (and checking

@@ -117,7 +117,9 @@ impl Constellation {
         let queens = self.queens(n);
         queens.iter().enumerate().all(|(i, &(r1, c1))| {
             queens[i + 1..].iter().all(|&(r2, c2)| {
-                r1 != r2 && c1 != c2 && (r1 as i32 - r2 as i32).abs() != (c1 as i32 - c2 as i32).abs()
+                r1 != r2
+                    && c1 != c2
+                    && (r1 as i32 - r2 as i32).abs() != (c1 as i32 - c2 as i32).abs()
             })
         })
     }
@@ -173,7 +175,8 @@ mod tests {
                 for b in 0..n {
                     for l in 0..n {
                         for r in 0..n {
-                            all += Constellation { top: t, bottom: b, left: l, right: r }.is_valid_for(n) as usize;
+                            all += Constellation { top: t, bottom: b, left: l, right: r }
+                                .is_valid_for(n) as usize;
                         }
                     }
                 }

@@ -154,7 +154,8 @@ pub fn job_list(n: u32, params: &SplitParams) -> Result<JobList, CoreError> {
     while count < target && depth < max_rows {
         let deeper = count_at(depth + 1);
         // Take the deeper split only if it lands nearer the target on a log scale.
-        let closer = (deeper as f64 / target as f64).ln().abs() < (target as f64 / count.max(1) as f64).ln();
+        let closer =
+            (deeper as f64 / target as f64).ln().abs() < (target as f64 / count.max(1) as f64).ln();
         if deeper >= target && !closer {
             break;
         }
@@ -201,11 +202,19 @@ impl Job {
             return invalid(format!("constellation {c:?} is not a valid canonical constellation"));
         }
         if c.orbit_size(self.n) != self.weight {
-            return invalid(format!("weight {} is not the orbit size {}", self.weight, c.orbit_size(self.n)));
+            return invalid(format!(
+                "weight {} is not the orbit size {}",
+                self.weight,
+                c.orbit_size(self.n)
+            ));
         }
         let layout = Layout::new(self.n, &c);
         if self.prefix.len() > layout.rows() {
-            return invalid(format!("prefix of {} queens exceeds {} searched rows", self.prefix.len(), layout.rows()));
+            return invalid(format!(
+                "prefix of {} queens exceeds {} searched rows",
+                self.prefix.len(),
+                layout.rows()
+            ));
         }
         let mut state = layout.start();
         for &col in &self.prefix {

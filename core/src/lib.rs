@@ -26,8 +26,8 @@ mod job;
 pub mod parallel;
 pub mod reference;
 mod search;
-mod tail;
 mod symmetric;
+mod tail;
 mod totals;
 
 pub use board::{check_board_size, MAX_N, MIN_N};

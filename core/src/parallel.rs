@@ -45,10 +45,16 @@ where
 }
 
 /// Solves one job on all threads of `pool` by splitting it into parts `extra_rows` deeper.
-pub fn solve_one(pool: &rayon::ThreadPool, job: &Job, extra_rows: usize) -> Result<JobCounts, CoreError> {
+pub fn solve_one(
+    pool: &rayon::ThreadPool,
+    job: &Job,
+    extra_rows: usize,
+) -> Result<JobCounts, CoreError> {
     let parts = job.split(extra_rows)?;
     let found = Mutex::new(Vec::with_capacity(parts.len()));
-    solve_all(pool, &parts, |_, counts, _| found.lock().unwrap_or_else(|p| p.into_inner()).push(*counts))?;
+    solve_all(pool, &parts, |_, counts, _| {
+        found.lock().unwrap_or_else(|p| p.into_inner()).push(*counts)
+    })?;
     let mut total = JobCounts::default();
     for counts in found.into_inner().unwrap_or_else(|p| p.into_inner()) {
         total.merge(&counts)?;

@@ -169,7 +169,13 @@ impl Layout {
     }
 
     /// Every way to place queens in the next `extra` searched rows (fewer if the board runs out).
-    pub fn expand(&self, state: &State, extra: usize, out: &mut Vec<(State, Vec<u8>)>, path: &mut Vec<u8>) {
+    pub fn expand(
+        &self,
+        state: &State,
+        extra: usize,
+        out: &mut Vec<(State, Vec<u8>)>,
+        path: &mut Vec<u8>,
+    ) {
         if extra == 0 || state.depth == self.rows {
             out.push((*state, path.clone()));
             return;
@@ -216,15 +222,30 @@ impl Layout {
             };
             let (above, reach) = (vector(above), vector(reach));
             let queen = _mm256_set1_epi32(bit as i32);
-            let free = _mm256_andnot_si256(_mm256_or_si256(_mm256_sllv_epi32(queen, reach), _mm256_srlv_epi32(queen, reach)), above);
+            let free = _mm256_andnot_si256(
+                _mm256_or_si256(_mm256_sllv_epi32(queen, reach), _mm256_srlv_epi32(queen, reach)),
+                above,
+            );
             let (low, high) = (_mm256_castsi256_si128(free), _mm256_extracti128_si256::<1>(free));
-            let rows = [_mm_cvtsi128_si32(low), _mm_extract_epi32::<1>(low), _mm_extract_epi32::<2>(low), _mm_extract_epi32::<3>(low), _mm_cvtsi128_si32(high)];
-            allowed(open, &rows.map(|r| r as u32), |open, free: &[u32; TAIL]| free.map(|f| _pext_u32(f, open)))
+            let rows = [
+                _mm_cvtsi128_si32(low),
+                _mm_extract_epi32::<1>(low),
+                _mm_extract_epi32::<2>(low),
+                _mm_extract_epi32::<3>(low),
+                _mm_cvtsi128_si32(high),
+            ];
+            allowed(open, &rows.map(|r| r as u32), |open, free: &[u32; TAIL]| {
+                free.map(|f| _pext_u32(f, open))
+            })
         })
     }
 
     #[inline(always)]
-    fn count_body(&self, start: &State, rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy) -> Found {
+    fn count_body(
+        &self,
+        start: &State,
+        rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy,
+    ) -> Found {
         let rows = self.rows;
         let base = start.depth;
         if rows < TAIL + 2 || base > self.last() {
@@ -237,7 +258,10 @@ impl Layout {
         let mut pending = Pending::new();
         if base == last {
             self.queue(&mut pending, cols, right, left, free);
-            return Found { solutions: self.flush(&mut pending, rows_allow), nodes: free.count_ones() as u64 };
+            return Found {
+                solutions: self.flush(&mut pending, rows_allow),
+                nodes: free.count_ones() as u64,
+            };
         }
         let mut found = Found::default();
         if base + 1 == last {
@@ -345,7 +369,11 @@ impl Layout {
 
     /// Counts the completions of every queued queen of row `last` and empties the queue.
     #[inline(always)]
-    fn flush(&self, pending: &mut Pending, rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy) -> u64 {
+    fn flush(
+        &self,
+        pending: &mut Pending,
+        rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy,
+    ) -> u64 {
         // Two passes: the rows' free squares rule out every permutation in about two tails of
         // three, so only the survivors, packed without a branch, pay for the diagonal test.
         let mut survivors = 0;
@@ -405,7 +433,14 @@ const QUEUE: usize = 512;
 
 impl Pending {
     fn new() -> Pending {
-        Pending { above: [Lanes([0; LANES]); BATCH], open: [0; BATCH], states: 0, queen: [(0, 0); QUEUE], queens: 0, survivor: [(0, 0); QUEUE] }
+        Pending {
+            above: [Lanes([0; LANES]); BATCH],
+            open: [0; BATCH],
+            states: 0,
+            queen: [(0, 0); QUEUE],
+            queens: 0,
+            survivor: [(0, 0); QUEUE],
+        }
     }
 }
 
@@ -462,8 +497,17 @@ mod tests {
                     }
                     for state in states.iter().take(40) {
                         let want = plain(&layout, state);
-                        assert_eq!(layout.count(state).solutions, want, "n={n} {job:?} depth {}", state.depth);
-                        assert_eq!(layout.count_body(state, rows_allow_portable).solutions, want, "portable, n={n}");
+                        assert_eq!(
+                            layout.count(state).solutions,
+                            want,
+                            "n={n} {job:?} depth {}",
+                            state.depth
+                        );
+                        assert_eq!(
+                            layout.count_body(state, rows_allow_portable).solutions,
+                            want,
+                            "portable, n={n}"
+                        );
                     }
                     states = deeper;
                 }

@@ -23,7 +23,11 @@ impl Occupied {
         let (row, col) = (1u32 << r, 1u32 << c);
         let sum = 1u64 << (r + c);
         let diff = 1u64 << (r + self.n - 1 - c);
-        if self.rows & row != 0 || self.cols & col != 0 || self.sums & sum != 0 || self.diffs & diff != 0 {
+        if self.rows & row != 0
+            || self.cols & col != 0
+            || self.sums & sum != 0
+            || self.diffs & diff != 0
+        {
             return false;
         }
         self.rows |= row;

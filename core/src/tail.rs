@@ -172,10 +172,9 @@ impl TailConflicts {
                     column[i] = column[i - 1] + rest % clip as usize + 1;
                     rest /= clip as usize;
                 }
-                PAIRS
-                    .iter()
-                    .zip(&by_pair_gap)
-                    .fold(0, |conflicts, (&(a, b), by_gap)| conflicts | by_gap[(column[b] - column[a]).min(31)])
+                PAIRS.iter().zip(&by_pair_gap).fold(0, |conflicts, (&(a, b), by_gap)| {
+                    conflicts | by_gap[(column[b] - column[a]).min(31)]
+                })
             })
             .collect()
     }
@@ -206,7 +205,11 @@ impl TailConflicts {
 /// `gather(open, free)` moves each row's bits at the open columns into its low `TAIL` bits (the
 /// BMI2 `pext` instruction, or [`gather_portable`]). Most tails end here: no permutation is left.
 #[inline(always)]
-pub(crate) fn allowed(open: u32, free: &[u32; TAIL], gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL]) -> PermSet {
+pub(crate) fn allowed(
+    open: u32,
+    free: &[u32; TAIL],
+    gather: impl Fn(u32, &[u32; TAIL]) -> [u32; TAIL],
+) -> PermSet {
     let mut alive = PermSet::MAX;
     for (row, compressed) in gather(open, free).into_iter().enumerate() {
         alive &= ALLOWED[row][(compressed as usize) & ((1 << TAIL) - 1)];

@@ -47,7 +47,8 @@ impl Tally {
 
     /// Adds the result of one job of orbit weight `weight`.
     pub fn add(&mut self, weight: u8, counts: &JobCounts) -> Result<(), CoreError> {
-        let weighted = |count: u64, what| count.checked_mul(weight as u64).ok_or(CoreError::Overflow { what });
+        let weighted =
+            |count: u64, what| count.checked_mul(weight as u64).ok_or(CoreError::Overflow { what });
         let sum = |a: u64, b: u64, what| a.checked_add(b).ok_or(CoreError::Overflow { what });
         self.total = sum(self.total, weighted(counts.solutions, "total")?, "total")?;
         self.sym180 = sum(self.sym180, weighted(counts.sym180, "sym180")?, "sym180")?;
@@ -67,7 +68,9 @@ impl Tally {
         }
         let (q, p, r) = (self.total, self.sym180, self.sym90);
         if !(r <= p && p <= q) || r % 2 != 0 || (p - r) % 4 != 0 || (q - p) % 8 != 0 {
-            return Err(inconsistent(format!("total={q} sym180={p} sym90={r} break the symmetry identities")));
+            return Err(inconsistent(format!(
+                "total={q} sym180={p} sym90={r} break the symmetry identities"
+            )));
         }
         let classes = Classes { count2: r / 2, count4: (p - r) / 4, count8: (q - p) / 8 };
         let unique = classes.count2 + classes.count4 + classes.count8;

@@ -1,7 +1,9 @@
 //! Job lists: deterministic, complete, and solvable in any order and any process.
 
 use nqueens_core::reference::{all_solutions, count_all};
-use nqueens_core::{job_list, Constellation, CoreError, Job, JobCounts, SplitParams, Symmetry, Tally};
+use nqueens_core::{
+    job_list, Constellation, CoreError, Job, JobCounts, SplitParams, Symmetry, Tally,
+};
 
 fn tally_of(n: u32, jobs: &[Job], counts: &[JobCounts]) -> Tally {
     let mut tally = Tally::new(n).unwrap();
@@ -13,7 +15,11 @@ fn tally_of(n: u32, jobs: &[Job], counts: &[JobCounts]) -> Tally {
 
 #[test]
 fn job_lists_are_deterministic_and_numbered_in_order() {
-    for (n, params) in [(12, SplitParams::default()), (13, SplitParams::with_target(5_000)), (16, SplitParams::default())] {
+    for (n, params) in [
+        (12, SplitParams::default()),
+        (13, SplitParams::with_target(5_000)),
+        (16, SplitParams::default()),
+    ] {
         let a = job_list(n, &params).unwrap();
         let b = job_list(n, &params).unwrap();
         assert_eq!(a, b, "n={n}");
@@ -24,7 +30,10 @@ fn job_lists_are_deterministic_and_numbered_in_order() {
     let fine = job_list(13, &SplitParams::with_target(50_000)).unwrap();
     assert!(fine.jobs.len() > 10 * coarse.jobs.len());
     assert_ne!(coarse.fingerprint(), fine.fingerprint());
-    assert_ne!(job_list(12, &SplitParams::default()).unwrap().fingerprint(), job_list(13, &SplitParams::default()).unwrap().fingerprint());
+    assert_ne!(
+        job_list(12, &SplitParams::default()).unwrap().fingerprint(),
+        job_list(13, &SplitParams::default()).unwrap().fingerprint()
+    );
 }
 
 #[test]
@@ -32,7 +41,10 @@ fn split_target_lands_near_the_wanted_count() {
     for target in [1_000u64, 10_000, 100_000] {
         let list = job_list(16, &SplitParams::with_target(target)).unwrap();
         let got = list.jobs.len() as f64;
-        assert!(got > target as f64 / 16.0 && got < target as f64 * 16.0, "target {target}: {got} jobs");
+        assert!(
+            got > target as f64 / 16.0 && got < target as f64 * 16.0,
+            "target {target}: {got} jobs"
+        );
     }
 }
 
@@ -44,13 +56,15 @@ fn jobs_solved_in_any_order_and_any_process_sum_to_the_same_result() {
     let expected = tally_of(n, &list.jobs, &in_order).totals().unwrap();
 
     // Another process sees each job only as its serialized form, and solves them in another order.
-    let mut shipped: Vec<String> = list.jobs.iter().map(|j| serde_json::to_string(j).unwrap()).collect();
+    let mut shipped: Vec<String> =
+        list.jobs.iter().map(|j| serde_json::to_string(j).unwrap()).collect();
     shipped.reverse();
     shipped.rotate_left(list.jobs.len() / 3);
     let mut tally = Tally::new(n).unwrap();
     for text in &shipped {
         let job: Job = serde_json::from_str(text).unwrap();
-        let counts: JobCounts = serde_json::from_str(&serde_json::to_string(&job.solve().unwrap()).unwrap()).unwrap();
+        let counts: JobCounts =
+            serde_json::from_str(&serde_json::to_string(&job.solve().unwrap()).unwrap()).unwrap();
         tally.add(job.weight, &counts).unwrap();
     }
     assert_eq!(tally.totals().unwrap(), expected);
@@ -73,7 +87,8 @@ fn per_job_counts_match_a_plain_bitboard_search() {
             let list = job_list(n, &SplitParams::with_target(target)).unwrap();
             for job in &list.jobs {
                 let mine: Vec<&Vec<u8>> = solutions.iter().filter(|s| job.contains(s)).collect();
-                let fixed_by = |rot: Symmetry| mine.iter().filter(|s| is_fixed(s, rot)).count() as u64;
+                let fixed_by =
+                    |rot: Symmetry| mine.iter().filter(|s| is_fixed(s, rot)).count() as u64;
                 let counts = job.solve().unwrap();
                 assert_eq!(counts.solutions, mine.len() as u64, "n={n} job {job:?}");
                 assert_eq!(counts.sym180, fixed_by(Symmetry::Rotate180), "n={n} job {job:?}");
@@ -83,7 +98,10 @@ fn per_job_counts_match_a_plain_bitboard_search() {
             for s in &solutions {
                 let c = Constellation::of_solution(s);
                 let rep = Symmetry::ALL.iter().map(|&g| c.transformed(n as u8, g)).min().unwrap();
-                assert!(list.jobs.iter().any(|j| j.constellation == rep), "n={n}: solution {s:?} has no job");
+                assert!(
+                    list.jobs.iter().any(|j| j.constellation == rep),
+                    "n={n}: solution {s:?} has no job"
+                );
             }
             // ... so the weighted job counts add up to the plain total.
             let counts: Vec<JobCounts> = list.jobs.iter().map(|j| j.solve().unwrap()).collect();
@@ -116,7 +134,10 @@ fn split_parts_add_up_to_their_job() {
             assert_eq!(part.id, job.id);
             parts.merge(&part.solve().unwrap()).unwrap();
         }
-        assert_eq!((parts.solutions, parts.sym180, parts.sym90), (whole.solutions, whole.sym180, whole.sym90));
+        assert_eq!(
+            (parts.solutions, parts.sym180, parts.sym90),
+            (whole.solutions, whole.sym180, whole.sym90)
+        );
     }
 }
 
@@ -132,10 +153,16 @@ fn bad_input_gets_a_clear_error() {
         Job { weight: if job.weight == 8 { 4 } else { 8 }, ..job.clone() },
         Job { prefix: vec![job.constellation.top], ..job.clone() },
         Job { n: 40, ..job.clone() },
-        Job { constellation: Constellation { top: 9, bottom: 9, left: 9, right: 9 }, ..job.clone() },
+        Job {
+            constellation: Constellation { top: 9, bottom: 9, left: 9, right: 9 },
+            ..job.clone()
+        },
     ];
     for bad in broken {
-        assert!(matches!(bad.solve(), Err(CoreError::InvalidJob { .. } | CoreError::BoardSize { .. })), "{bad:?}");
+        assert!(
+            matches!(bad.solve(), Err(CoreError::InvalidJob { .. } | CoreError::BoardSize { .. })),
+            "{bad:?}"
+        );
     }
     // Sums that do not fit in 64 bits are reported, never wrapped.
     let mut tally = Tally::new(27).unwrap();

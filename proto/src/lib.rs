@@ -39,7 +39,11 @@ pub fn status_reason(status: &tonic::Status) -> Option<ErrorDetail> {
 }
 
 /// A gRPC status carrying a typed [`Reason`] in its details.
-pub fn status_with_reason(code: tonic::Code, reason: Reason, message: impl Into<String>) -> tonic::Status {
+pub fn status_with_reason(
+    code: tonic::Code,
+    reason: Reason,
+    message: impl Into<String>,
+) -> tonic::Status {
     use prost::Message;
     let message = message.into();
     let detail = ErrorDetail { reason: reason as i32, message: message.clone() };
@@ -55,9 +59,9 @@ pub struct TokenInterceptor {
 impl TokenInterceptor {
     pub fn new(token: Option<&str>) -> Result<Self, tonic::Status> {
         let header = match token {
-            Some(t) if !t.is_empty() => {
-                Some(format!("Bearer {t}").parse().map_err(|_| tonic::Status::invalid_argument("the token must be printable ASCII"))?)
-            }
+            Some(t) if !t.is_empty() => Some(format!("Bearer {t}").parse().map_err(|_| {
+                tonic::Status::invalid_argument("the token must be printable ASCII")
+            })?),
             _ => None,
         };
         Ok(TokenInterceptor { header })
@@ -80,23 +84,33 @@ pub type Client = coordinator_client::CoordinatorClient<
 
 /// Connects to `url` (`http://host:7447`, or `https://...` with `tls_ca` the PEM of the CA that
 /// signed the coordinator's certificate). A bare `host:port` means http.
-pub async fn connect_channel(url: &str, tls_ca: Option<&[u8]>) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+pub async fn connect_channel(
+    url: &str,
+    tls_ca: Option<&[u8]>,
+) -> Result<tonic::transport::Channel, tonic::transport::Error> {
     let url = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
     let mut endpoint = tonic::transport::Endpoint::from_shared(url)?
         .connect_timeout(std::time::Duration::from_secs(5))
         .http2_keep_alive_interval(std::time::Duration::from_secs(20))
         .keep_alive_while_idle(true);
     if let Some(ca) = tls_ca {
-        let tls = tonic::transport::ClientTlsConfig::new().ca_certificate(tonic::transport::Certificate::from_pem(ca));
+        let tls = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(ca));
         endpoint = endpoint.tls_config(tls)?;
     }
     endpoint.connect().await
 }
 
 /// A coordinator client over `channel` carrying `token`.
-pub fn client(channel: tonic::transport::Channel, token: Option<&str>) -> Result<Client, tonic::Status> {
-    Ok(coordinator_client::CoordinatorClient::with_interceptor(channel, TokenInterceptor::new(token)?)
-        .max_decoding_message_size(64 << 20))
+pub fn client(
+    channel: tonic::transport::Channel,
+    token: Option<&str>,
+) -> Result<Client, tonic::Status> {
+    Ok(coordinator_client::CoordinatorClient::with_interceptor(
+        channel,
+        TokenInterceptor::new(token)?,
+    )
+    .max_decoding_message_size(64 << 20))
 }
 
 /// Resolves on SIGTERM or Ctrl-C: how both binaries are asked to stop (by a terminal, systemd,
@@ -104,10 +118,11 @@ pub fn client(channel: tonic::transport::Channel, token: Option<&str>) -> Result
 pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
         tokio::select! {
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}

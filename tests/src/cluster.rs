@@ -68,8 +68,13 @@ impl Drop for Proc {
 }
 
 /// Runs `nqueens-coordinator` with `args` to its end (for the short subcommands).
-pub fn coordinator_output<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> std::process::Output {
-    Command::new(binary("nqueens-coordinator")).args(args).output().expect("run nqueens-coordinator")
+pub fn coordinator_output<S: AsRef<std::ffi::OsStr>>(
+    args: impl IntoIterator<Item = S>,
+) -> std::process::Output {
+    Command::new(binary("nqueens-coordinator"))
+        .args(args)
+        .output()
+        .expect("run nqueens-coordinator")
 }
 
 /// Polls `cond` every 50 ms until it holds, panicking with `what` after `timeout`.
@@ -96,17 +101,23 @@ pub fn assert_matches_reference(record: &ResultRecord) {
 
 /// Reads and checks a run's result file.
 pub fn read_result_file(path: &Path) -> ResultRecord {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("result file {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("result file {}: {e}", path.display()));
     assert_eq!(text.lines().count(), 1, "one JSON line in {}", path.display());
     serde_json::from_str(text.trim()).unwrap()
 }
 
 /// Every job of the state file has exactly one counted result (none lost, none counted twice).
 pub fn assert_each_job_counted_once(state: &Path) {
-    let conn = rusqlite::Connection::open_with_flags(state, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let conn =
+        rusqlite::Connection::open_with_flags(state, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
     let jobs: i64 = conn.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
-    let counted_jobs: i64 = conn.query_row("SELECT COUNT(DISTINCT job_id) FROM results WHERE counted=1", [], |r| r.get(0)).unwrap();
-    let counted_rows: i64 = conn.query_row("SELECT COUNT(*) FROM results WHERE counted=1", [], |r| r.get(0)).unwrap();
+    let counted_jobs: i64 = conn
+        .query_row("SELECT COUNT(DISTINCT job_id) FROM results WHERE counted=1", [], |r| r.get(0))
+        .unwrap();
+    let counted_rows: i64 =
+        conn.query_row("SELECT COUNT(*) FROM results WHERE counted=1", [], |r| r.get(0)).unwrap();
     assert_eq!(counted_jobs, jobs, "every job has a counted result");
     assert_eq!(counted_rows, jobs, "no job is counted twice");
 }
@@ -118,13 +129,19 @@ pub fn committed_results(state: &Path) -> i64 {
 
 /// A `SELECT COUNT(*) ...` on a state file; 0 while the file or table does not exist yet.
 pub fn query_count(state: &Path, sql: &str) -> i64 {
-    let Ok(conn) = rusqlite::Connection::open_with_flags(state, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) else { return 0 };
+    let Ok(conn) =
+        rusqlite::Connection::open_with_flags(state, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return 0;
+    };
     conn.query_row(sql, [], |r| r.get(0)).unwrap_or(0)
 }
 
 /// Ids of the jobs with a counted result.
 pub fn counted_job_ids(state: &Path) -> std::collections::BTreeSet<i64> {
-    let conn = rusqlite::Connection::open_with_flags(state, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let conn =
+        rusqlite::Connection::open_with_flags(state, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
     let mut q = conn.prepare("SELECT job_id FROM results WHERE counted=1").unwrap();
     q.query_map([], |r| r.get::<_, i64>(0)).unwrap().map(|r| r.unwrap()).collect()
 }

@@ -28,15 +28,26 @@ pub fn known_counts() -> BTreeMap<u8, Known> {
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read reference counts {}: {e}", path.display()));
     let mut table = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#') && !l.starts_with("n\t") && !l.trim().is_empty()) {
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("n\t") && !l.trim().is_empty())
+    {
         let f: Vec<&str> = line.split('\t').collect();
         assert_eq!(f.len(), 8, "malformed line in {}: {line}", path.display());
-        let num = |s: &str| s.parse::<u64>().unwrap_or_else(|_| panic!("bad number {s:?} in {line}"));
+        let num =
+            |s: &str| s.parse::<u64>().unwrap_or_else(|_| panic!("bad number {s:?} in {line}"));
         let class = |s: &str| (s != "-").then(|| num(s));
         let n = num(f[0]) as u8;
         table.insert(
             n,
-            Known { n, total: num(f[1]), unique: num(f[2]), count2: class(f[5]), count4: class(f[6]), count8: class(f[7]) },
+            Known {
+                n,
+                total: num(f[1]),
+                unique: num(f[2]),
+                count2: class(f[5]),
+                count4: class(f[6]),
+                count8: class(f[7]),
+            },
         );
     }
     assert!(table.len() >= 17, "reference table {} has only {} rows", path.display(), table.len());

@@ -2,7 +2,9 @@
 //! N=12..15 exactly, over real gRPC and a real SQLite state file.
 
 use nqueens_coordinator::{result_file, serve, ServeConfig};
-use nqueens_tests::cluster::{assert_each_job_counted_once, assert_matches_reference, read_result_file};
+use nqueens_tests::cluster::{
+    assert_each_job_counted_once, assert_matches_reference, read_result_file,
+};
 use nqueens_worker::{WorkerConfig, WorkerExit};
 use std::time::Duration;
 
@@ -25,7 +27,8 @@ async fn two_workers_solve_n12_to_n15_exactly() {
             exit_when_done: true,
             ..ServeConfig::default()
         };
-        let coordinator = tokio::spawn(serve(listener, Some(metrics), config, std::future::pending()));
+        let coordinator =
+            tokio::spawn(serve(listener, Some(metrics), config, std::future::pending()));
         let workers: Vec<_> = ["alpha", "beta"]
             .into_iter()
             .map(|name| {
@@ -62,9 +65,12 @@ async fn two_workers_solve_n12_to_n15_exactly() {
         assert_eq!(read_result_file(&result_file(&state)), record, "result file of N={n}");
         assert_each_job_counted_once(&state);
         for w in workers {
-            let exit = tokio::time::timeout(Duration::from_secs(30), w).await.expect("worker exits").unwrap().unwrap();
+            let exit = tokio::time::timeout(Duration::from_secs(30), w)
+                .await
+                .expect("worker exits")
+                .unwrap()
+                .unwrap();
             assert_eq!(exit, WorkerExit::RunComplete);
         }
     }
 }
-

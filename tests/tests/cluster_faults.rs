@@ -13,7 +13,12 @@ fn jobs_in(state: &std::path::Path) -> i64 {
 
 /// `status --json --state` of a state file.
 fn status_of(state: &std::path::Path) -> std::process::Output {
-    coordinator_output(["status".as_ref(), "--json".as_ref(), "--state".as_ref(), state.as_os_str()])
+    coordinator_output([
+        "status".as_ref(),
+        "--json".as_ref(),
+        "--state".as_ref(),
+        state.as_os_str(),
+    ])
 }
 
 #[test]
@@ -23,21 +28,39 @@ fn sigkilled_worker_leases_expire_and_total_stays_exact() {
     let port = free_port();
     let mut coordinator = Proc::spawn(
         "nqueens-coordinator",
-        &serve_args(16, &state, port, &["--lease-seconds", "3", "--verify-fraction", "0", "--exit-when-done"]),
+        &serve_args(
+            16,
+            &state,
+            port,
+            &["--lease-seconds", "3", "--verify-fraction", "0", "--exit-when-done"],
+        ),
         dir.path().join("coordinator.log"),
     );
-    let mut doomed = Proc::spawn("nqueens-worker", &worker_args(port, 1, "doomed", &[]), dir.path().join("doomed.log"));
+    let mut doomed = Proc::spawn(
+        "nqueens-worker",
+        &worker_args(port, 1, "doomed", &[]),
+        dir.path().join("doomed.log"),
+    );
     wait_until(LONG, "the first worker to commit results while holding leases", || {
-        committed_results(&state) >= 30 && query_count(&state, "SELECT COUNT(*) FROM jobs WHERE state='leased'") > 0
+        committed_results(&state) >= 30
+            && query_count(&state, "SELECT COUNT(*) FROM jobs WHERE state='leased'") > 0
     });
     doomed.sigkill();
     let before = counted_job_ids(&state);
     assert!((before.len() as i64) < jobs_in(&state), "killed mid-run, not after it");
 
-    let mut survivor = Proc::spawn("nqueens-worker", &worker_args(port, 1, "survivor", &[]), dir.path().join("survivor.log"));
+    let mut survivor = Proc::spawn(
+        "nqueens-worker",
+        &worker_args(port, 1, "survivor", &[]),
+        dir.path().join("survivor.log"),
+    );
     let status = coordinator.wait_exit(LONG);
     assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());
-    assert!(coordinator.log_text().contains("leases expired"), "the killed worker's leases expired:\n{}", coordinator.log_text());
+    assert!(
+        coordinator.log_text().contains("leases expired"),
+        "the killed worker's leases expired:\n{}",
+        coordinator.log_text()
+    );
     let record = read_result_file(&result_file(&state));
     assert_matches_reference(&record);
     assert_each_job_counted_once(&state);
@@ -58,11 +81,30 @@ fn sigkilled_coordinator_restarts_on_its_state_and_nothing_is_lost_or_doubled() 
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run16.db");
     let port = free_port();
-    let args = serve_args(16, &state, port, &["--lease-seconds", "10", "--verify-fraction", "0.02", "--exit-when-done", "--token", "sesame"]);
+    let args = serve_args(
+        16,
+        &state,
+        port,
+        &[
+            "--lease-seconds",
+            "10",
+            "--verify-fraction",
+            "0.02",
+            "--exit-when-done",
+            "--token",
+            "sesame",
+        ],
+    );
     let mut first = Proc::spawn("nqueens-coordinator", &args, dir.path().join("coordinator1.log"));
     let mut workers: Vec<Proc> = ["w1", "w2"]
         .iter()
-        .map(|name| Proc::spawn("nqueens-worker", &worker_args(port, 1, name, &["--token", "sesame"]), dir.path().join(format!("{name}.log"))))
+        .map(|name| {
+            Proc::spawn(
+                "nqueens-worker",
+                &worker_args(port, 1, name, &["--token", "sesame"]),
+                dir.path().join(format!("{name}.log")),
+            )
+        })
         .collect();
     wait_until(LONG, "a fifth of the jobs committed", || {
         let jobs = jobs_in(&state);
@@ -90,7 +132,12 @@ fn sigkilled_coordinator_restarts_on_its_state_and_nothing_is_lost_or_doubled() 
     }
     for w in &workers {
         let registrations = w.log_text().matches("registered with the coordinator").count();
-        assert!(registrations >= 2, "{} registered again after the restart:\n{}", w.what, w.log_text());
+        assert!(
+            registrations >= 2,
+            "{} registered again after the restart:\n{}",
+            w.what,
+            w.log_text()
+        );
     }
 }
 
@@ -104,9 +151,15 @@ fn sigterm_worker_releases_its_leases_and_exits_zero() {
         &serve_args(16, &state, port, &["--lease-seconds", "120", "--verify-fraction", "0"]),
         dir.path().join("coordinator.log"),
     );
-    let mut worker = Proc::spawn("nqueens-worker", &worker_args(port, 1, "polite", &[]), dir.path().join("worker.log"));
+    let mut worker = Proc::spawn(
+        "nqueens-worker",
+        &worker_args(port, 1, "polite", &[]),
+        dir.path().join("worker.log"),
+    );
     let leased = || query_count(&state, "SELECT COUNT(*) FROM jobs WHERE state='leased'");
-    wait_until(LONG, "results committed while jobs are leased", || committed_results(&state) >= 5 && leased() > 0);
+    wait_until(LONG, "results committed while jobs are leased", || {
+        committed_results(&state) >= 5 && leased() > 0
+    });
     worker.signal(libc::SIGTERM);
     let s = worker.wait_exit(Duration::from_secs(60));
     assert!(s.success(), "worker exits 0 on SIGTERM: {s}\n{}", worker.log_text());
@@ -125,14 +178,22 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run16.db");
     let port = free_port();
-    let mut coordinator =
-        Proc::spawn("nqueens-coordinator", &serve_args(16, &state, port, &["--exit-when-done"]), dir.path().join("coordinator.log"));
+    let mut coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(16, &state, port, &["--exit-when-done"]),
+        dir.path().join("coordinator.log"),
+    );
     wait_until(LONG, "the run to be created", || jobs_in(&state) > 0);
     let jobs = jobs_in(&state);
 
     // Another coordinator, or a `solve --state`, on the same file: both would count the same jobs.
     let second = coordinator_output(serve_args(16, &state, free_port(), &["--exit-when-done"]));
-    let solve = coordinator_output(["solve".as_ref(), "16".as_ref(), "--state".as_ref(), state.as_os_str()]);
+    let solve = coordinator_output([
+        "solve".as_ref(),
+        "16".as_ref(),
+        "--state".as_ref(),
+        state.as_os_str(),
+    ]);
     for (what, out) in [("serve", &second), ("solve --state", &solve)] {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "a second {what} must fail: {err}");
@@ -148,7 +209,11 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
 
     // The first run is untouched: a worker finishes it exactly, each job counted once.
     assert_eq!(jobs_in(&state), jobs);
-    let mut worker = Proc::spawn("nqueens-worker", &worker_args(port, 2, "finisher", &[]), dir.path().join("worker.log"));
+    let mut worker = Proc::spawn(
+        "nqueens-worker",
+        &worker_args(port, 2, "finisher", &[]),
+        dir.path().join("worker.log"),
+    );
     let s = coordinator.wait_exit(LONG);
     assert!(s.success(), "coordinator: {s}\n{}", coordinator.log_text());
     assert_matches_reference(&read_result_file(&result_file(&state)));
@@ -166,34 +231,60 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run12.db");
     let coordinator_cmd = |args: &[&str]| {
-        let out = coordinator_output(args.iter().map(std::ffi::OsStr::new).chain([state.as_os_str()]));
+        let out =
+            coordinator_output(args.iter().map(std::ffi::OsStr::new).chain([state.as_os_str()]));
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
     let held_and_failed = || {
-        let status: serde_json::Value = serde_json::from_str(&coordinator_cmd(&["status", "--json", "--state"])).unwrap();
+        let status: serde_json::Value =
+            serde_json::from_str(&coordinator_cmd(&["status", "--json", "--state"])).unwrap();
         (status["jobs_held"].as_u64().unwrap(), status["jobs_failed"].as_u64().unwrap())
     };
     // A run as `serve --n 12` creates it, in which one job's results kept disagreeing and
     // another's solver kept failing.
     {
         let list = nqueens_core::job_list(12, &nqueens_core::SplitParams::default()).unwrap();
-        let mut store = nqueens_coordinator::Store::open_or_create(&state, &list, 0.0, "cluster").unwrap();
-        let set = |job_id, state, errors, conflicts| Change::JobState { job_id, state, lease_id: None, worker_id: None, errors, conflicts };
+        let mut store =
+            nqueens_coordinator::Store::open_or_create(&state, &list, 0.0, "cluster").unwrap();
+        let set = |job_id, state, errors, conflicts| Change::JobState {
+            job_id,
+            state,
+            lease_id: None,
+            worker_id: None,
+            errors,
+            conflicts,
+        };
         store.apply(&[set(0, "held", 0, 3), set(5, "failed", 3, 0)], &[]).unwrap();
     }
     assert_eq!(held_and_failed(), (1, 1));
     let text = coordinator_cmd(&["status", "--state"]);
-    assert!(text.contains("1 held, 1 failed") && text.contains("requeue --state"), "status tells what blocks the run:\n{text}");
+    assert!(
+        text.contains("1 held, 1 failed") && text.contains("requeue --state"),
+        "status tells what blocks the run:\n{text}"
+    );
     let jobs = jobs_in(&state);
 
     // Every other job gets solved, but the run cannot complete.
     let port = free_port();
-    let mut coordinator = Proc::spawn("nqueens-coordinator", &serve_args(12, &state, port, &["--exit-when-done"]), dir.path().join("coordinator1.log"));
-    let mut worker = Proc::spawn("nqueens-worker", &worker_args(port, 1, "solo", &[]), dir.path().join("worker.log"));
-    wait_until(LONG, "every job but the held and the failed one solved", || committed_results(&state) == jobs - 2);
+    let mut coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(12, &state, port, &["--exit-when-done"]),
+        dir.path().join("coordinator1.log"),
+    );
+    let mut worker = Proc::spawn(
+        "nqueens-worker",
+        &worker_args(port, 1, "solo", &[]),
+        dir.path().join("worker.log"),
+    );
+    wait_until(LONG, "every job but the held and the failed one solved", || {
+        committed_results(&state) == jobs - 2
+    });
     std::thread::sleep(Duration::from_secs(1));
-    assert!(coordinator.child.try_wait().unwrap().is_none(), "a run with held and failed jobs must not complete");
+    assert!(
+        coordinator.child.try_wait().unwrap().is_none(),
+        "a run with held and failed jobs must not complete"
+    );
     coordinator.signal(libc::SIGTERM);
     let s = coordinator.wait_exit(LONG);
     assert!(s.success(), "coordinator stops on SIGTERM: {s}\n{}", coordinator.log_text());
@@ -207,7 +298,11 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
     assert!(coordinator_cmd(&["requeue", "--state"]).contains("nothing to requeue"));
 
     // Restarted on the same port, the waiting worker reconnects and the run completes, exactly.
-    let mut coordinator = Proc::spawn("nqueens-coordinator", &serve_args(12, &state, port, &["--exit-when-done"]), dir.path().join("coordinator2.log"));
+    let mut coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(12, &state, port, &["--exit-when-done"]),
+        dir.path().join("coordinator2.log"),
+    );
     let s = coordinator.wait_exit(LONG);
     assert!(s.success(), "coordinator: {s}\n{}", coordinator.log_text());
     assert_matches_reference(&read_result_file(&result_file(&state)));

@@ -27,11 +27,20 @@ fn self_test() -> pb::SelfTest {
 }
 
 fn register_request(run: Option<pb::RunId>, version: &str) -> pb::RegisterRequest {
-    pb::RegisterRequest { run, name: "probe".into(), host: "test".into(), cores: 1, version: version.into(), self_test: Some(self_test()), previous_worker_id: 0 }
+    pb::RegisterRequest {
+        run,
+        name: "probe".into(),
+        host: "test".into(),
+        cores: 1,
+        version: version.into(),
+        self_test: Some(self_test()),
+        previous_worker_id: 0,
+    }
 }
 
 fn reason(status: &tonic::Status) -> Reason {
-    Reason::try_from(pb::status_reason(status).expect("typed reason in the status details").reason).unwrap()
+    Reason::try_from(pb::status_reason(status).expect("typed reason in the status details").reason)
+        .unwrap()
 }
 
 async fn status(client: &mut pb::Client) -> pb::StatusResponse {
@@ -45,7 +54,12 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     let port = free_port();
     let mut coordinator = Proc::spawn(
         "nqueens-coordinator",
-        &serve_args(12, &state, port, &["--lease-seconds", "60", "--verify-fraction", "0", "--token", TOKEN]),
+        &serve_args(
+            12,
+            &state,
+            port,
+            &["--lease-seconds", "60", "--verify-fraction", "0", "--token", TOKEN],
+        ),
         dir.path().join("coordinator.log"),
     );
     let mut client = connect(port, Some(TOKEN)).await;
@@ -64,13 +78,24 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     let e = client.register(register_request(None, "99.0.0")).await.unwrap_err();
     assert_eq!(reason(&e), Reason::VersionMismatch);
     let other = pb::RunId { n: 13, fingerprint: "n13-0000000000000000-p1".into() };
-    let e = client.register(register_request(Some(other.clone()), env!("CARGO_PKG_VERSION"))).await.unwrap_err();
+    let e = client
+        .register(register_request(Some(other.clone()), env!("CARGO_PKG_VERSION")))
+        .await
+        .unwrap_err();
     assert_eq!(reason(&e), Reason::WrongRun);
     assert!(e.message().contains("N=13"), "{}", e.message());
 
-    let reg = client.register(register_request(None, env!("CARGO_PKG_VERSION"))).await.unwrap().into_inner();
+    let reg = client
+        .register(register_request(None, env!("CARGO_PKG_VERSION")))
+        .await
+        .unwrap()
+        .into_inner();
     let run = reg.run.clone().unwrap();
-    let lease = client.lease(pb::LeaseRequest { run: Some(run.clone()), worker_id: reg.worker_id, free_slots: 1 }).await.unwrap().into_inner();
+    let lease = client
+        .lease(pb::LeaseRequest { run: Some(run.clone()), worker_id: reg.worker_id, free_slots: 1 })
+        .await
+        .unwrap()
+        .into_inner();
     assert!(!lease.jobs.is_empty());
     let list = job_list(12, &SplitParams::default()).unwrap();
     let job = &list.jobs[lease.jobs[0].job_id as usize];
@@ -86,7 +111,8 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     };
 
     let (tx, rx) = tokio::sync::mpsc::channel(16);
-    let mut acks = client.results(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let mut acks =
+        client.results(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
     let send = |r: pb::JobResult| {
         let tx = tx.clone();
         async move {
@@ -98,7 +124,11 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     send(result.clone()).await;
     let mut outcomes = vec![];
     for _ in 0..2 {
-        let ack = tokio::time::timeout(Duration::from_secs(30), acks.next()).await.unwrap().unwrap().unwrap();
+        let ack = tokio::time::timeout(Duration::from_secs(30), acks.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         outcomes.push(pb::Outcome::try_from(ack.outcome).unwrap());
     }
     outcomes.sort_by_key(|o| *o as i32);
@@ -109,30 +139,45 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     assert_eq!(committed_results(&state), 1, "the replay added no counted row");
 
     // Forged results: another run, an unknown job, a job the lease does not cover.
-    let other_job = list.jobs.iter().find(|j| !lease.jobs.iter().any(|s| s.job_id == j.id)).unwrap().id;
+    let other_job =
+        list.jobs.iter().find(|j| !lease.jobs.iter().any(|s| s.job_id == j.id)).unwrap().id;
     let forgeries = [
         (pb::JobResult { run: Some(other), ..result.clone() }, Reason::WrongRun),
-        (pb::JobResult { run: Some(pb::RunId { n: 12, fingerprint: "n12-forged-p1".into() }), ..result.clone() }, Reason::WrongRun),
+        (
+            pb::JobResult {
+                run: Some(pb::RunId { n: 12, fingerprint: "n12-forged-p1".into() }),
+                ..result.clone()
+            },
+            Reason::WrongRun,
+        ),
         (pb::JobResult { job_id: 1_000_000_000, ..result.clone() }, Reason::UnknownJob),
         (pb::JobResult { job_id: other_job, ..result.clone() }, Reason::UnknownLease),
         (pb::JobResult { lease_id: 987_654, ..result.clone() }, Reason::UnknownLease),
     ];
     for (forged, want) in forgeries {
         send(forged).await;
-        let ack = tokio::time::timeout(Duration::from_secs(30), acks.next()).await.unwrap().unwrap().unwrap();
+        let ack = tokio::time::timeout(Duration::from_secs(30), acks.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         assert_eq!(pb::Outcome::try_from(ack.outcome).unwrap(), pb::Outcome::Rejected);
         assert_eq!(Reason::try_from(ack.reason).unwrap(), want, "{}", ack.message);
         assert!(!ack.message.is_empty());
     }
     let after = status(&mut client).await;
-    assert_eq!((after.jobs_done, after.partial_total, after.conflicts, after.jobs_pending), (before.jobs_done, before.partial_total, 0, before.jobs_pending));
+    assert_eq!(
+        (after.jobs_done, after.partial_total, after.conflicts, after.jobs_pending),
+        (before.jobs_done, before.partial_total, 0, before.jobs_pending)
+    );
     assert_eq!(committed_results(&state), 1, "forgeries changed nothing");
 
     // A duplicate with different counts is a conflict: recorded, uncounted, the job re-run.
     let mut wrong = result.clone();
     wrong.counts.as_mut().unwrap().solutions += 1;
     send(wrong).await;
-    let ack = tokio::time::timeout(Duration::from_secs(30), acks.next()).await.unwrap().unwrap().unwrap();
+    let ack =
+        tokio::time::timeout(Duration::from_secs(30), acks.next()).await.unwrap().unwrap().unwrap();
     assert_eq!(pb::Outcome::try_from(ack.outcome).unwrap(), pb::Outcome::Conflict);
     let s = status(&mut client).await;
     assert_eq!((s.jobs_done, s.partial_total, s.conflicts), (0, 0, 1));
@@ -150,7 +195,10 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     assert_eq!(v["n"], 12);
     assert_eq!(v["conflicts"], 1);
     assert_eq!(v["workers"][0]["name"], "probe");
-    let out = std::process::Command::new(&bin).args(["healthcheck", "--connect", &format!("http://127.0.0.1:{port}")]).output().unwrap();
+    let out = std::process::Command::new(&bin)
+        .args(["healthcheck", "--connect", &format!("http://127.0.0.1:{port}")])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
 
     drop(tx);
@@ -166,20 +214,31 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run12v.db");
     let port = free_port();
-    let mut coordinator =
-        Proc::spawn("nqueens-coordinator", &serve_args(12, &state, port, &["--lease-seconds", "60", "--verify-fraction", "1"]), dir.path().join("coordinator.log"));
+    let mut coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(12, &state, port, &["--lease-seconds", "60", "--verify-fraction", "1"]),
+        dir.path().join("coordinator.log"),
+    );
     let mut client = connect(port, None).await;
     let list = job_list(12, &SplitParams::default()).unwrap();
     let mut ids = vec![];
     for name in ["a", "b", "c"] {
-        let reg = client.register(pb::RegisterRequest { name: name.into(), ..register_request(None, env!("CARGO_PKG_VERSION")) }).await.unwrap().into_inner();
+        let reg = client
+            .register(pb::RegisterRequest {
+                name: name.into(),
+                ..register_request(None, env!("CARGO_PKG_VERSION"))
+            })
+            .await
+            .unwrap()
+            .into_inner();
         ids.push((reg.worker_id, reg.run.unwrap()));
     }
     let run = ids[0].1.clone();
     let (a, b, c) = (ids[0].0, ids[1].0, ids[2].0);
 
     let (tx, rx) = tokio::sync::mpsc::channel(16);
-    let mut acks = client.results(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let mut acks =
+        client.results(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
     let result = |worker_id: u64, lease_id: u64, job_id: u64, wrong: bool| {
         let k = list.jobs[job_id as usize].solve().unwrap();
         let counts = JobCounts { solutions: k.solutions + wrong as u64, ..k };
@@ -201,7 +260,11 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
     };
     macro_rules! ack {
         () => {
-            tokio::time::timeout(Duration::from_secs(30), acks.next()).await.unwrap().unwrap().unwrap()
+            tokio::time::timeout(Duration::from_secs(30), acks.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap()
         };
     }
     let lease = |client: &mut pb::Client, worker_id: u64| {
@@ -217,16 +280,32 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
         assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Accepted);
     }
     let la = lease(&mut client, a).await.unwrap().into_inner();
-    let confirmed: Vec<u64> = la.jobs.iter().map(|s| s.job_id).filter(|id| lb.jobs.iter().any(|s| s.job_id == *id)).collect();
+    let confirmed: Vec<u64> = la
+        .jobs
+        .iter()
+        .map(|s| s.job_id)
+        .filter(|id| lb.jobs.iter().any(|s| s.job_id == *id))
+        .collect();
     assert!(!confirmed.is_empty(), "A's lease holds B's jobs");
     for &id in &confirmed {
         send(result(a, la.lease_id, id, false)).await;
         assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Confirmed);
     }
-    let v = la.jobs.iter().map(|s| s.job_id).find(|id| !confirmed.contains(id)).expect("A's lease holds a new job");
+    let v = la
+        .jobs
+        .iter()
+        .map(|s| s.job_id)
+        .find(|id| !confirmed.contains(id))
+        .expect("A's lease holds a new job");
     send(result(a, la.lease_id, v, true)).await;
     assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Accepted);
-    assert_eq!(query_count(&state, &format!("SELECT COUNT(*) FROM results WHERE counted=1 AND worker_id={a}")), confirmed.len() as i64);
+    assert_eq!(
+        query_count(
+            &state,
+            &format!("SELECT COUNT(*) FROM results WHERE counted=1 AND worker_id={a}")
+        ),
+        confirmed.len() as i64
+    );
 
     // B and C both disagree with A on V: a conflict, then settled against A.
     let lb2 = lease(&mut client, b).await.unwrap().into_inner();
@@ -238,7 +317,14 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
     send(result(c, lc.lease_id, v, false)).await;
     assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Confirmed);
 
-    assert_eq!(query_count(&state, &format!("SELECT COUNT(*) FROM results WHERE counted=1 AND worker_id={a}")), 0, "A's rows un-counted");
+    assert_eq!(
+        query_count(
+            &state,
+            &format!("SELECT COUNT(*) FROM results WHERE counted=1 AND worker_id={a}")
+        ),
+        0,
+        "A's rows un-counted"
+    );
     assert_eq!(query_count(&state, "SELECT COUNT(*) FROM untrusted_workers"), 1);
     let s = status(&mut client).await;
     assert_eq!((s.jobs_done, s.untrusted_workers), (1, 1));
@@ -254,11 +340,17 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
     assert_eq!(Reason::try_from(refused.reason).unwrap(), Reason::UntrustedWorker);
 
     let bin = nqueens_tests::binary("nqueens-coordinator");
-    let out = std::process::Command::new(&bin).args(["status", "--json", "--connect", &format!("http://127.0.0.1:{port}")]).output().unwrap();
+    let out = std::process::Command::new(&bin)
+        .args(["status", "--json", "--connect", &format!("http://127.0.0.1:{port}")])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["untrusted_workers"], 1);
-    let out = std::process::Command::new(&bin).args(["status", "--connect", &format!("http://127.0.0.1:{port}")]).output().unwrap();
+    let out = std::process::Command::new(&bin)
+        .args(["status", "--connect", &format!("http://127.0.0.1:{port}")])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("UNTRUSTED"));
 
     drop(tx);

@@ -9,17 +9,74 @@ use std::process::Command;
 use std::time::Duration;
 
 fn openssl(dir: &std::path::Path, args: &[&str]) -> bool {
-    Command::new("openssl").args(args).current_dir(dir).output().map(|o| o.status.success()).unwrap_or(false)
+    Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 #[test]
 fn worker_and_healthcheck_over_tls() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(d.join("ext.cnf"), "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
-    let made = openssl(d, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=nq-test-ca"])
-        && openssl(d, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=localhost"])
-        && openssl(d, &["x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", "ext.cnf"]);
+    std::fs::write(
+        d.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    let made = openssl(
+        d,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=nq-test-ca",
+        ],
+    ) && openssl(
+        d,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    ) && openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
     if !made {
         eprintln!("SKIPPED: the openssl command is not available to make test certificates");
         return;
@@ -31,16 +88,33 @@ fn worker_and_healthcheck_over_tls() {
     let ca = d.join("ca.pem").display().to_string();
     let mut coordinator = Proc::spawn(
         "nqueens-coordinator",
-        &serve_args(12, &state, port, &["--tls-cert", &cert, "--tls-key", &key, "--exit-when-done"]),
+        &serve_args(
+            12,
+            &state,
+            port,
+            &["--tls-cert", &cert, "--tls-key", &key, "--exit-when-done"],
+        ),
         d.join("coordinator.log"),
     );
     let url = format!("https://localhost:{port}");
     wait_until(Duration::from_secs(60), "the TLS health check to pass", || {
-        Command::new(nqueens_tests::binary("nqueens-coordinator")).args(["healthcheck", "--connect", &url, "--tls-ca", &ca]).output().unwrap().status.success()
+        Command::new(nqueens_tests::binary("nqueens-coordinator"))
+            .args(["healthcheck", "--connect", &url, "--tls-ca", &ca])
+            .output()
+            .unwrap()
+            .status
+            .success()
     });
     let mut worker = Proc::spawn(
         "nqueens-worker",
-        &["--connect".to_string(), url.clone(), "--tls-ca".into(), ca.clone(), "--threads".into(), "1".into()],
+        &[
+            "--connect".to_string(),
+            url.clone(),
+            "--tls-ca".into(),
+            ca.clone(),
+            "--threads".into(),
+            "1".into(),
+        ],
         d.join("worker.log"),
     );
     assert!(worker.wait_exit(Duration::from_secs(120)).success(), "{}", worker.log_text());

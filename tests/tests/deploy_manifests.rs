@@ -39,9 +39,16 @@ fn accepts(bin: &str, args: &[&str]) -> Accepts {
     }
     let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "`{bin} {} --help` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "`{bin} {} --help` failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut a = Accepts::default();
-    for word in text.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']' || c == '=' || c == '<') {
+    for word in text.split(|c: char| {
+        c.is_whitespace() || c == ',' || c == '[' || c == ']' || c == '=' || c == '<'
+    }) {
         if let Some(name) = word.strip_prefix("--") {
             if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
                 a.flags.insert(format!("--{name}"));
@@ -51,7 +58,8 @@ fn accepts(bin: &str, args: &[&str]) -> Accepts {
     let mut rest = text.as_str();
     while let Some(i) = rest.find("env: ") {
         rest = &rest[i + 5..];
-        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let name: String =
+            rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
         if name.starts_with("NQ_") {
             a.envs.insert(name);
         }
@@ -61,8 +69,14 @@ fn accepts(bin: &str, args: &[&str]) -> Accepts {
 
 fn coordinator_serve() -> Accepts {
     let a = accepts("nqueens-coordinator", &["serve"]);
-    for env in ["NQ_N", "NQ_STATE", "NQ_LISTEN", "NQ_METRICS_LISTEN", "NQ_TOKEN", "NQ_LEASE_SECONDS"] {
-        assert!(a.envs.contains(env), "`nqueens-coordinator serve` does not take {env}; it takes {:?}", a.envs);
+    for env in
+        ["NQ_N", "NQ_STATE", "NQ_LISTEN", "NQ_METRICS_LISTEN", "NQ_TOKEN", "NQ_LEASE_SECONDS"]
+    {
+        assert!(
+            a.envs.contains(env),
+            "`nqueens-coordinator serve` does not take {env}; it takes {:?}",
+            a.envs
+        );
     }
     a
 }
@@ -77,7 +91,10 @@ fn worker() -> Accepts {
 
 /// `NQ_` names among `keys` that `who` does not accept.
 fn unknown_envs<'a>(keys: impl IntoIterator<Item = &'a str>, who: &Accepts) -> Vec<String> {
-    keys.into_iter().filter(|k| k.starts_with("NQ_") && !who.envs.contains(*k)).map(str::to_owned).collect()
+    keys.into_iter()
+        .filter(|k| k.starts_with("NQ_") && !who.envs.contains(*k))
+        .map(str::to_owned)
+        .collect()
 }
 
 fn port_of(addr: &str) -> u16 {
@@ -97,7 +114,11 @@ fn s<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
     for key in path {
         cur = match cur.get(*key) {
             Some(next) => next,
-            None => panic!("missing {} in {}", path.join("."), serde_yaml::to_string(v).unwrap_or_default()),
+            None => panic!(
+                "missing {} in {}",
+                path.join("."),
+                serde_yaml::to_string(v).unwrap_or_default()
+            ),
         };
     }
     cur
@@ -136,7 +157,11 @@ fn check_invocation(bin: &str, args: &[String], context: &str) {
     let help = accepts(bin, &[sub_name]);
     for f in flags {
         let name = f.split('=').next().unwrap();
-        assert!(help.flags.contains(name), "{context}: `{bin} {sub_name}` has no flag {name}; it has {:?}", help.flags);
+        assert!(
+            help.flags.contains(name),
+            "{context}: `{bin} {sub_name}` has no flag {name}; it has {:?}",
+            help.flags
+        );
     }
 }
 
@@ -147,8 +172,13 @@ fn check_invocation(bin: &str, args: &[String], context: &str) {
 fn compose_file_lines_up_with_the_binaries() {
     let serve = coordinator_serve();
     let work = worker();
-    let compose: Value = serde_yaml::from_str(&read("docker-compose.yml")).expect("docker-compose.yml parses");
-    assert_eq!(str_of(s(&compose, &["version"])), "2.4", "the 2.4 format is what docker-compose v1.29 and v2 both take");
+    let compose: Value =
+        serde_yaml::from_str(&read("docker-compose.yml")).expect("docker-compose.yml parses");
+    assert_eq!(
+        str_of(s(&compose, &["version"])),
+        "2.4",
+        "the 2.4 format is what docker-compose v1.29 and v2 both take"
+    );
     let services = s(&compose, &["services"]).as_mapping().expect("services");
     assert_eq!(services.len(), 2, "exactly coordinator and worker");
     let coord = s(&compose, &["services", "coordinator"]);
@@ -157,10 +187,20 @@ fn compose_file_lines_up_with_the_binaries() {
     for (name, svc) in [("coordinator", coord), ("worker", wk)] {
         assert_eq!(str_of(s(svc, &["pull_policy"])), "build", "{name}: nothing may be pulled");
         let image = str_of(s(svc, &["image"]));
-        assert!(compose_default(&image).starts_with(&format!("nqueens-{name}:")), "{name}: image {image}");
+        assert!(
+            compose_default(&image).starts_with(&format!("nqueens-{name}:")),
+            "{name}: image {image}"
+        );
         let dockerfile = str_of(s(svc, &["build", "dockerfile"]));
-        assert!(deploy_dir().join("docker").join(&dockerfile).exists(), "{name}: deploy/docker/{dockerfile} missing");
-        assert_eq!(str_of(s(svc, &["restart"])), "on-failure", "{name}: a clean finish (exit 0) must not be restarted");
+        assert!(
+            deploy_dir().join("docker").join(&dockerfile).exists(),
+            "{name}: deploy/docker/{dockerfile} missing"
+        );
+        assert_eq!(
+            str_of(s(svc, &["restart"])),
+            "on-failure",
+            "{name}: a clean finish (exit 0) must not be restarted"
+        );
     }
 
     // Coordinator: the serve subcommand, its env, its ports and its state on the named volume.
@@ -169,8 +209,14 @@ fn compose_file_lines_up_with_the_binaries() {
     let env: BTreeMap<String, String> =
         env.iter().map(|(k, v)| (str_of(k), compose_default(&str_of(v)))).collect();
     let bad = unknown_envs(env.keys().map(String::as_str), &serve);
-    assert!(bad.is_empty(), "coordinator sets {bad:?}, which `serve` does not accept ({:?})", serve.envs);
-    for need in ["NQ_N", "NQ_STATE", "NQ_LISTEN", "NQ_METRICS_LISTEN", "NQ_TOKEN", "NQ_LEASE_SECONDS"] {
+    assert!(
+        bad.is_empty(),
+        "coordinator sets {bad:?}, which `serve` does not accept ({:?})",
+        serve.envs
+    );
+    for need in
+        ["NQ_N", "NQ_STATE", "NQ_LISTEN", "NQ_METRICS_LISTEN", "NQ_TOKEN", "NQ_LEASE_SECONDS"]
+    {
         assert!(env.contains_key(need), "coordinator does not set {need}");
     }
     let grpc = port_of(&env["NQ_LISTEN"]);
@@ -178,14 +224,26 @@ fn compose_file_lines_up_with_the_binaries() {
     assert_eq!((grpc, metrics), (7447, 9447), "the documented default ports");
     let published: BTreeSet<u16> = str_list(s(coord, &["ports"]))
         .iter()
-        .map(|p| p.rsplit(':').next().unwrap().split('/').next().unwrap().parse().expect("container port"))
+        .map(|p| {
+            p.rsplit(':')
+                .next()
+                .unwrap()
+                .split('/')
+                .next()
+                .unwrap()
+                .parse()
+                .expect("container port")
+        })
         .collect();
     assert_eq!(published, BTreeSet::from([grpc, metrics]), "published container ports");
     let state = &env["NQ_STATE"];
     let volumes = str_list(s(coord, &["volumes"]));
     let state_mount = volumes
         .iter()
-        .find_map(|v| v.split_once(':').filter(|(_, dir)| state.starts_with(&format!("{}/", dir.trim_end_matches('/')))))
+        .find_map(|v| {
+            v.split_once(':')
+                .filter(|(_, dir)| state.starts_with(&format!("{}/", dir.trim_end_matches('/'))))
+        })
         .unwrap_or_else(|| panic!("NQ_STATE={state} is not on a volume ({volumes:?})"));
     assert!(
         s(&compose, &["volumes"]).get(state_mount.0).is_some(),
@@ -203,7 +261,11 @@ fn compose_file_lines_up_with_the_binaries() {
     let wenv: BTreeMap<String, String> =
         wenv.iter().map(|(k, v)| (str_of(k), compose_default(&str_of(v)))).collect();
     let bad = unknown_envs(wenv.keys().map(String::as_str), &work);
-    assert!(bad.is_empty(), "worker sets {bad:?}, which nqueens-worker does not accept ({:?})", work.envs);
+    assert!(
+        bad.is_empty(),
+        "worker sets {bad:?}, which nqueens-worker does not accept ({:?})",
+        work.envs
+    );
     assert_eq!(host_port(&wenv["NQ_CONNECT"]), ("coordinator".to_owned(), grpc));
     assert_eq!(wenv["NQ_TOKEN"], env["NQ_TOKEN"], "both sides default to the same token");
     assert_eq!(str_of(s(wk, &["depends_on", "coordinator", "condition"])), "service_healthy");
@@ -213,21 +275,38 @@ fn compose_file_lines_up_with_the_binaries() {
 fn dockerfiles_are_scratch_nonroot_and_use_real_flags() {
     let serve = coordinator_serve();
     let passwd = read("docker/passwd");
-    for (file, bin) in [("docker/coordinator.Dockerfile", "nqueens-coordinator"), ("docker/worker.Dockerfile", "nqueens-worker")] {
+    for (file, bin) in [
+        ("docker/coordinator.Dockerfile", "nqueens-coordinator"),
+        ("docker/worker.Dockerfile", "nqueens-worker"),
+    ] {
         let text = read(file);
-        let lines: Vec<String> = text.replace("\\\n", " ").lines().map(|l| l.trim().to_owned()).filter(|l| !l.starts_with('#') && !l.is_empty()).collect();
+        let lines: Vec<String> = text
+            .replace("\\\n", " ")
+            .lines()
+            .map(|l| l.trim().to_owned())
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .collect();
         let from: Vec<&String> = lines.iter().filter(|l| l.starts_with("FROM ")).collect();
         assert_eq!(from.len(), 1, "{file}: one stage");
         assert_eq!(from[0].as_str(), "FROM scratch", "{file}: nothing to pull");
-        let user = lines.iter().find_map(|l| l.strip_prefix("USER ")).unwrap_or_else(|| panic!("{file}: no USER"));
+        let user = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("USER "))
+            .unwrap_or_else(|| panic!("{file}: no USER"));
         let uid = user.split(':').next().unwrap();
         assert_ne!(uid, "0", "{file}: non-root");
-        assert!(passwd.lines().any(|l| l.split(':').nth(2) == Some(uid)), "{file}: uid {uid} is not in docker/passwd");
+        assert!(
+            passwd.lines().any(|l| l.split(':').nth(2) == Some(uid)),
+            "{file}: uid {uid} is not in docker/passwd"
+        );
         let entry = lines.iter().find_map(|l| l.strip_prefix("ENTRYPOINT ")).expect("ENTRYPOINT");
         let entry: Vec<String> = serde_json::from_str(entry).expect("exec-form ENTRYPOINT");
         assert_eq!(entry, vec![format!("/usr/local/bin/{bin}")]);
         if bin == "nqueens-coordinator" {
-            let cmd: Vec<String> = serde_json::from_str(lines.iter().find_map(|l| l.strip_prefix("CMD ")).expect("CMD")).unwrap();
+            let cmd: Vec<String> = serde_json::from_str(
+                lines.iter().find_map(|l| l.strip_prefix("CMD ")).expect("CMD"),
+            )
+            .unwrap();
             assert_eq!(cmd, vec!["serve".to_owned()]);
             let hc = lines.iter().find(|l| l.starts_with("HEALTHCHECK ")).expect("HEALTHCHECK");
             let json = &hc[hc.find("CMD [").expect("exec-form HEALTHCHECK") + 4..];
@@ -241,7 +320,8 @@ fn dockerfiles_are_scratch_nonroot_and_use_real_flags() {
                 .collect();
             assert_eq!(expose, BTreeSet::from([7447, 9447]), "{file}: EXPOSE");
             for l in lines.iter().filter(|l| l.starts_with("ENV ")) {
-                let keys = l[4..].split_whitespace().filter_map(|kv| kv.split_once('=').map(|(k, _)| k));
+                let keys =
+                    l[4..].split_whitespace().filter_map(|kv| kv.split_once('=').map(|(k, _)| k));
                 let bad = unknown_envs(keys, &serve);
                 assert!(bad.is_empty(), "{file}: ENV {bad:?} not accepted by serve");
             }
@@ -253,13 +333,17 @@ fn dockerfiles_are_scratch_nonroot_and_use_real_flags() {
 // Kubernetes
 
 fn k8s_docs() -> Vec<Value> {
-    let kustomization: Value = serde_yaml::from_str(&read("k8s/kustomization.yaml")).expect("kustomization parses");
+    let kustomization: Value =
+        serde_yaml::from_str(&read("k8s/kustomization.yaml")).expect("kustomization parses");
     let mut docs = Vec::new();
     for res in str_list(s(&kustomization, &["resources"])) {
         for doc in serde_yaml::Deserializer::from_str(&read(&format!("k8s/{res}"))) {
             let v = Value::deserialize(doc).unwrap_or_else(|e| panic!("k8s/{res}: {e}"));
             if !v.is_null() {
-                assert!(v.get("apiVersion").is_some() && v.get("kind").is_some(), "k8s/{res}: a document without apiVersion/kind");
+                assert!(
+                    v.get("apiVersion").is_some() && v.get("kind").is_some(),
+                    "k8s/{res}: a document without apiVersion/kind"
+                );
                 docs.push(v);
             }
         }
@@ -275,11 +359,18 @@ fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 }
 
 fn env_map(container: &Value) -> BTreeMap<String, Value> {
-    s(container, &["env"]).as_sequence().expect("env list").iter().map(|e| (str_of(s(e, &["name"])), e.clone())).collect()
+    s(container, &["env"])
+        .as_sequence()
+        .expect("env list")
+        .iter()
+        .map(|e| (str_of(s(e, &["name"])), e.clone()))
+        .collect()
 }
 
 fn labels(v: &Value) -> BTreeMap<String, String> {
-    v.as_mapping().map(|m| m.iter().map(|(k, v)| (str_of(k), str_of(v))).collect()).unwrap_or_default()
+    v.as_mapping()
+        .map(|m| m.iter().map(|(k, v)| (str_of(k), str_of(v))).collect())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -298,7 +389,11 @@ fn kubernetes_manifests_line_up() {
     let sts = find(&docs, "StatefulSet", "nqueens-coordinator");
     assert_eq!(s(sts, &["spec", "replicas"]).as_u64(), Some(1), "one coordinator");
     let headless = find(&docs, "Service", &str_of(s(sts, &["spec", "serviceName"])));
-    assert_eq!(str_of(s(headless, &["spec", "clusterIP"])), "None", "the StatefulSet's governing Service is headless");
+    assert_eq!(
+        str_of(s(headless, &["spec", "clusterIP"])),
+        "None",
+        "the StatefulSet's governing Service is headless"
+    );
     let pod_labels = labels(s(sts, &["spec", "template", "metadata", "labels"]));
     assert_eq!(labels(s(sts, &["spec", "selector", "matchLabels"])), pod_labels);
     let containers = s(sts, &["spec", "template", "spec", "containers"]).as_sequence().unwrap();
@@ -316,7 +411,10 @@ fn kubernetes_manifests_line_up() {
         .iter()
         .map(|p| (str_of(s(p, &["name"])), s(p, &["containerPort"]).as_u64().unwrap()))
         .collect();
-    assert_eq!(cports, BTreeMap::from([("grpc".to_owned(), grpc as u64), ("metrics".to_owned(), metrics as u64)]));
+    assert_eq!(
+        cports,
+        BTreeMap::from([("grpc".to_owned(), grpc as u64), ("metrics".to_owned(), metrics as u64)])
+    );
     // The token comes from the Secret, in every container that needs it.
     let token_ref = |env: &BTreeMap<String, Value>, who: &str| {
         let r = s(&env["NQ_TOKEN"], &["valueFrom", "secretKeyRef"]);
@@ -334,8 +432,15 @@ fn kubernetes_manifests_line_up() {
         .find(|m| str_of(s(m, &["name"])) == claim_name)
         .expect("the claim is mounted");
     let mount_path = str_of(s(mount, &["mountPath"]));
-    assert!(val("NQ_STATE").starts_with(&format!("{}/", mount_path.trim_end_matches('/'))), "NQ_STATE on the PVC");
-    assert_eq!(s(sts, &["spec", "template", "spec", "securityContext", "fsGroup"]).as_u64(), Some(10001), "PVC writable by uid 10001");
+    assert!(
+        val("NQ_STATE").starts_with(&format!("{}/", mount_path.trim_end_matches('/'))),
+        "NQ_STATE on the PVC"
+    );
+    assert_eq!(
+        s(sts, &["spec", "template", "spec", "securityContext", "fsGroup"]).as_u64(),
+        Some(10001),
+        "PVC writable by uid 10001"
+    );
     for probe in ["readinessProbe", "livenessProbe"] {
         let cmd = str_list(s(c, &[probe, "exec", "command"]));
         assert_eq!(cmd[0], "/usr/local/bin/nqueens-coordinator");
@@ -346,11 +451,18 @@ fn kubernetes_manifests_line_up() {
     // The client Service: selects the coordinator pod, its targetPorts are the container's ports.
     let svc = find(&docs, "Service", "nqueens-coordinator");
     let sel = labels(s(svc, &["spec", "selector"]));
-    assert!(sel.iter().all(|(k, v)| pod_labels.get(k) == Some(v)), "Service selects the coordinator pod");
+    assert!(
+        sel.iter().all(|(k, v)| pod_labels.get(k) == Some(v)),
+        "Service selects the coordinator pod"
+    );
     let mut svc_ports = BTreeMap::new();
     for p in s(svc, &["spec", "ports"]).as_sequence().unwrap() {
         let target = str_of(s(p, &["targetPort"]));
-        let container_port = cports.get(&target).copied().or_else(|| target.parse().ok()).expect("targetPort names a container port");
+        let container_port = cports
+            .get(&target)
+            .copied()
+            .or_else(|| target.parse().ok())
+            .expect("targetPort names a container port");
         assert_eq!(s(p, &["port"]).as_u64(), Some(container_port), "Service port = container port");
         svc_ports.insert(str_of(s(p, &["name"])), container_port);
     }
@@ -360,26 +472,47 @@ fn kubernetes_manifests_line_up() {
     let wlabels = labels(s(dep, &["spec", "template", "metadata", "labels"]));
     assert_eq!(labels(s(dep, &["spec", "selector", "matchLabels"])), wlabels);
     let pspec = s(dep, &["spec", "template", "spec"]);
-    let anti = &s(pspec, &["affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"]).as_sequence().unwrap()[0];
+    let anti = &s(
+        pspec,
+        &["affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"],
+    )
+    .as_sequence()
+    .unwrap()[0];
     assert_eq!(str_of(s(anti, &["topologyKey"])), "kubernetes.io/hostname");
-    assert_eq!(labels(s(anti, &["labelSelector", "matchLabels"])), wlabels, "anti-affinity against its own pods");
+    assert_eq!(
+        labels(s(anti, &["labelSelector", "matchLabels"])),
+        wlabels,
+        "anti-affinity against its own pods"
+    );
     let spread = &s(pspec, &["topologySpreadConstraints"]).as_sequence().unwrap()[0];
     assert_eq!(str_of(s(spread, &["topologyKey"])), "kubernetes.io/hostname");
     assert_eq!(labels(s(spread, &["labelSelector", "matchLabels"])), wlabels);
     let wc = &s(pspec, &["containers"]).as_sequence().unwrap()[0];
     let wenv = env_map(wc);
     let bad = unknown_envs(wenv.keys().map(String::as_str), &work);
-    assert!(bad.is_empty(), "worker Deployment sets {bad:?}, not accepted by nqueens-worker ({:?})", work.envs);
+    assert!(
+        bad.is_empty(),
+        "worker Deployment sets {bad:?}, not accepted by nqueens-worker ({:?})",
+        work.envs
+    );
     token_ref(&wenv, "worker");
     let (host, port) = host_port(&str_of(s(&wenv["NQ_CONNECT"], &["value"])));
     assert_eq!(host, "nqueens-coordinator", "workers connect to the coordinator Service");
-    assert_eq!(Some(port as u64), svc_ports.get("grpc").copied(), "workers connect to the gRPC port");
+    assert_eq!(
+        Some(port as u64),
+        svc_ports.get("grpc").copied(),
+        "workers connect to the gRPC port"
+    );
     let threads = str_of(s(&wenv["NQ_THREADS"], &["value"]));
     let cpu = str_of(s(wc, &["resources", "requests", "cpu"]));
     assert_eq!(cpu, threads, "CPU request = cores = NQ_THREADS");
     assert!(s(wc, &["resources", "limits"]).get("cpu").is_none(), "no CPU limit: no throttling");
     for (who, p) in [("coordinator", s(sts, &["spec", "template", "spec"])), ("worker", pspec)] {
-        assert_eq!(s(p, &["securityContext", "runAsUser"]).as_u64(), Some(10001), "{who}: the image's user");
+        assert_eq!(
+            s(p, &["securityContext", "runAsUser"]).as_u64(),
+            Some(10001),
+            "{who}: the image's user"
+        );
     }
 }
 
@@ -416,7 +549,11 @@ fn slurm_script_uses_real_flags() {
     assert_eq!(coord.len(), 1, "one coordinator launch");
     assert_eq!(coord[0][0], "serve");
     let flag_args: Vec<String> = coord[0].iter().filter(|a| a.starts_with("--")).cloned().collect();
-    check_invocation("nqueens-coordinator", &[vec!["serve".to_owned()], flag_args.clone()].concat(), "sbatch coordinator");
+    check_invocation(
+        "nqueens-coordinator",
+        &[vec!["serve".to_owned()], flag_args.clone()].concat(),
+        "sbatch coordinator",
+    );
     for need in ["--state", "--n", "--exit-when-done"] {
         assert!(flag_args.iter().any(|f| f == need), "sbatch coordinator without {need}");
     }
@@ -424,14 +561,26 @@ fn slurm_script_uses_real_flags() {
     let wk = shell_invocations(&text, "\"$WORKER\"");
     assert_eq!(wk.len(), 1, "one worker launch");
     for f in wk[0].iter().filter(|a| a.starts_with("--")) {
-        assert!(work.flags.contains(f), "sbatch worker: nqueens-worker has no flag {f} ({:?})", work.flags);
+        assert!(
+            work.flags.contains(f),
+            "sbatch worker: nqueens-worker has no flag {f} ({:?})",
+            work.flags
+        );
     }
     assert!(wk[0].iter().any(|f| f == "--connect"));
     // The token travels in the environment, which both programs must read.
     let serve = coordinator_serve();
-    assert!(text.contains("export NQ_TOKEN") && serve.envs.contains("NQ_TOKEN") && work.envs.contains("NQ_TOKEN"));
+    assert!(
+        text.contains("export NQ_TOKEN")
+            && serve.envs.contains("NQ_TOKEN")
+            && work.envs.contains("NQ_TOKEN")
+    );
     // It is a valid shell script.
-    let status = Command::new("bash").arg("-n").arg(deploy_dir().join("slurm/nqueens.sbatch")).status().expect("bash");
+    let status = Command::new("bash")
+        .arg("-n")
+        .arg(deploy_dir().join("slurm/nqueens.sbatch"))
+        .status()
+        .expect("bash");
     assert!(status.success(), "bash -n nqueens.sbatch");
 }
 
@@ -460,12 +609,19 @@ fn systemd_units_use_real_flags_and_env() {
     let serve = coordinator_serve();
     let work = worker();
     for (unit, env_example, bin, accepted) in [
-        ("systemd/nqueens-coordinator.service", "systemd/coordinator.env.example", "nqueens-coordinator", &serve),
+        (
+            "systemd/nqueens-coordinator.service",
+            "systemd/coordinator.env.example",
+            "nqueens-coordinator",
+            &serve,
+        ),
         ("systemd/nqueens-worker.service", "systemd/worker.env.example", "nqueens-worker", &work),
     ] {
         let text = read(unit);
         let keys = unit_keys(&text);
-        let get = |k: &str| keys.iter().filter(|(key, _)| key == k).map(|(_, v)| v.clone()).collect::<Vec<_>>();
+        let get = |k: &str| {
+            keys.iter().filter(|(key, _)| key == k).map(|(_, v)| v.clone()).collect::<Vec<_>>()
+        };
         let exec = get("ExecStart");
         assert_eq!(exec.len(), 1, "{unit}: one ExecStart");
         let argv: Vec<String> = exec[0].split_whitespace().map(str::to_owned).collect();
@@ -478,32 +634,54 @@ fn systemd_units_use_real_flags_and_env() {
                 assert!(work.flags.contains(f), "{unit}: no flag {f}");
             }
         }
-        assert_eq!(get("Restart"), vec!["on-failure".to_owned()], "{unit}: restart on failure, not after a clean finish");
+        assert_eq!(
+            get("Restart"),
+            vec!["on-failure".to_owned()],
+            "{unit}: restart on failure, not after a clean finish"
+        );
         assert!(!get("RestartSec").is_empty(), "{unit}: RestartSec");
         let env_file = get("EnvironmentFile");
         assert_eq!(env_file.len(), 1, "{unit}: the token comes from an env file");
-        let inline: Vec<String> = get("Environment").iter().filter_map(|e| e.split_once('=').map(|(k, _)| k.to_owned())).collect();
+        let inline: Vec<String> = get("Environment")
+            .iter()
+            .filter_map(|e| e.split_once('=').map(|(k, _)| k.to_owned()))
+            .collect();
         let file_keys = env_file_keys(&read(env_example));
         assert!(file_keys.iter().any(|k| k == "NQ_TOKEN"), "{env_example}: NQ_TOKEN");
         let bad = unknown_envs(inline.iter().chain(file_keys.iter()).map(String::as_str), accepted);
-        assert!(bad.is_empty(), "{unit} / {env_example}: {bad:?} not accepted by {bin} ({:?})", accepted.envs);
+        assert!(
+            bad.is_empty(),
+            "{unit} / {env_example}: {bad:?} not accepted by {bin} ({:?})",
+            accepted.envs
+        );
         if bin == "nqueens-coordinator" {
             let state = inline_value(&get("Environment"), "NQ_STATE");
             let dir = get("StateDirectory");
-            assert!(state.starts_with(&format!("/var/lib/{}/", dir[0])), "{unit}: NQ_STATE in the StateDirectory");
+            assert!(
+                state.starts_with(&format!("/var/lib/{}/", dir[0])),
+                "{unit}: NQ_STATE in the StateDirectory"
+            );
         }
         systemd_analyze_verify(&deploy_dir().join(unit), bin);
     }
 }
 
 fn inline_value(envs: &[String], key: &str) -> String {
-    envs.iter().find_map(|e| e.strip_prefix(&format!("{key}="))).unwrap_or_else(|| panic!("no Environment={key}=")).to_owned()
+    envs.iter()
+        .find_map(|e| e.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no Environment={key}="))
+        .to_owned()
 }
 
 /// `systemd-analyze verify` on a copy of the unit whose ExecStart points at the built binary
 /// (where systemd-analyze is installed; skipped, with a note, where it is not).
 fn systemd_analyze_verify(unit: &Path, bin: &str) {
-    if Command::new("systemd-analyze").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
         eprintln!("note: systemd-analyze not installed; {} not verified by it", unit.display());
         return;
     }
@@ -512,14 +690,25 @@ fn systemd_analyze_verify(unit: &Path, bin: &str) {
     let copy = dir.join(unit.file_name().unwrap());
     let text = std::fs::read_to_string(unit).unwrap();
     let exe = nqueens_tests::binary(bin);
-    std::fs::write(&copy, text.replace(&format!("/usr/local/bin/{bin}"), exe.to_str().unwrap())).unwrap();
-    let out = Command::new("systemd-analyze").args(["verify", "--man=no"]).arg(&copy).env("SYSTEMD_LOG_LEVEL", "warning").output().unwrap();
+    std::fs::write(&copy, text.replace(&format!("/usr/local/bin/{bin}"), exe.to_str().unwrap()))
+        .unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&copy)
+        .env("SYSTEMD_LOG_LEVEL", "warning")
+        .output()
+        .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    let msg = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let msg =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     // Only complaints about the unit itself count (not about the host's own units or missing env file).
     let complaints: Vec<&str> = msg
         .lines()
-        .filter(|l| l.contains(copy.file_name().unwrap().to_str().unwrap()) && !l.contains("EnvironmentFile") && !l.contains("/etc/nqueens"))
+        .filter(|l| {
+            l.contains(copy.file_name().unwrap().to_str().unwrap())
+                && !l.contains("EnvironmentFile")
+                && !l.contains("/etc/nqueens")
+        })
         .collect();
     assert!(complaints.is_empty(), "systemd-analyze verify {}: {msg}", unit.display());
 }

@@ -19,15 +19,23 @@ fn library_totals_and_classes_match_the_reference_for_n_1_to_17() {
     for n in 1..=17u32 {
         let list = job_list(n, &SplitParams::default()).unwrap();
         let tally = Mutex::new(Tally::new(n).unwrap());
-        parallel::solve_all(&pool, &list.jobs, |i, c, _| tally.lock().unwrap().add(list.jobs[i].weight, c).unwrap()).unwrap();
+        parallel::solve_all(&pool, &list.jobs, |i, c, _| {
+            tally.lock().unwrap().add(list.jobs[i].weight, c).unwrap()
+        })
+        .unwrap();
         let t = tally.into_inner().unwrap().totals().unwrap();
-        let classes = t.classes.map_or([None; 3], |c| [Some(c.count2), Some(c.count4), Some(c.count8)]);
+        let classes =
+            t.classes.map_or([None; 3], |c| [Some(c.count2), Some(c.count4), Some(c.count8)]);
         assert_matches(&table[&(n as u8)], t.total, t.unique, classes);
     }
 }
 
 fn solve(args: &[&str]) -> std::process::Output {
-    Command::new(binary("nqueens-coordinator")).arg("solve").args(args).output().expect("run nqueens-coordinator")
+    Command::new(binary("nqueens-coordinator"))
+        .arg("solve")
+        .args(args)
+        .output()
+        .expect("run nqueens-coordinator")
 }
 
 #[test]
@@ -35,14 +43,22 @@ fn solve_json_prints_one_exact_line_per_board_size() {
     let table = known_counts();
     let out = solve(&["1..14", "--json", "--threads", "2"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<serde_json::Value> =
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
     assert_eq!(lines.len(), 14);
     for (i, v) in lines.iter().enumerate() {
         let n = i as u8 + 1;
         assert_eq!(v["n"], n as u64);
         let class = |k: &str| v[k].as_u64();
-        assert_matches(&table[&n], v["total"].as_u64().unwrap(), v["unique"].as_u64().unwrap(), [class("count2"), class("count4"), class("count8")]);
+        assert_matches(
+            &table[&n],
+            v["total"].as_u64().unwrap(),
+            v["unique"].as_u64().unwrap(),
+            [class("count2"), class("count4"), class("count8")],
+        );
         assert!(v["jobs"].is_u64() && v["seconds"].is_f64() && v["nodes"].is_u64(), "{v}");
     }
 }
@@ -58,13 +74,24 @@ fn solve_prints_the_classic_table_and_a_detailed_single_answer() {
     for row in rows {
         let f: Vec<&str> = row.split_whitespace().collect();
         let n: u8 = f[0].trim_end_matches(':').parse().unwrap();
-        assert_eq!((f[1].parse::<u64>().unwrap(), f[2].parse::<u64>().unwrap()), (table[&n].total, table[&n].unique));
+        assert_eq!(
+            (f[1].parse::<u64>().unwrap(), f[2].parse::<u64>().unwrap()),
+            (table[&n].total, table[&n].unique)
+        );
         assert_eq!(f[3].len(), "00:00:00.000".len(), "{row}");
     }
     let out = solve(&["12", "--threads", "1"]);
     let text = String::from_utf8(out.stdout).unwrap();
-    for (label, value) in [("Total:", table[&12].total), ("Unique:", table[&12].unique), ("COUNT2:", table[&12].count2.unwrap())] {
-        assert!(text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == [label, &value.to_string()]), "{label} in {text}");
+    for (label, value) in [
+        ("Total:", table[&12].total),
+        ("Unique:", table[&12].unique),
+        ("COUNT2:", table[&12].count2.unwrap()),
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == [label, &value.to_string()]),
+            "{label} in {text}"
+        );
     }
 }
 

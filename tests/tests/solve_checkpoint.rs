@@ -7,7 +7,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn solve(args: &[&str]) -> std::process::Output {
-    Command::new(binary("nqueens-coordinator")).arg("solve").args(args).output().expect("run nqueens-coordinator")
+    Command::new(binary("nqueens-coordinator"))
+        .arg("solve")
+        .args(args)
+        .output()
+        .expect("run nqueens-coordinator")
 }
 
 #[test]
@@ -26,8 +30,14 @@ fn a_killed_solve_resumes_from_its_checkpoint_and_refuses_foreign_files() {
         .unwrap();
     let started = Instant::now();
     while committed_results(&state) == 0 {
-        assert!(first.try_wait().unwrap().is_none(), "the first run ended before its first checkpoint commit");
-        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint commit within two minutes");
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first run ended before its first checkpoint commit"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no checkpoint commit within two minutes"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     first.kill().unwrap();
@@ -49,19 +59,33 @@ fn a_killed_solve_resumes_from_its_checkpoint_and_refuses_foreign_files() {
     let known = &known_counts()[&17];
     assert_eq!(v["total"].as_u64(), Some(known.total));
     assert_eq!(v["unique"].as_u64(), Some(known.unique));
-    assert_eq!([v["count2"].as_u64(), v["count4"].as_u64(), v["count8"].as_u64()], [known.count2, known.count4, known.count8]);
+    assert_eq!(
+        [v["count2"].as_u64(), v["count4"].as_u64(), v["count8"].as_u64()],
+        [known.count2, known.count4, known.count8]
+    );
 
     // A checkpoint of another board size, or a file that is not a checkpoint, is refused.
     let other = solve(&["16", "--state", state_arg]);
     assert_eq!(other.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&other.stderr).contains("another run"), "{}", String::from_utf8_lossy(&other.stderr));
+    assert!(
+        String::from_utf8_lossy(&other.stderr).contains("another run"),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
     let junk = dir.path().join("junk.db");
     std::fs::write(&junk, "not a database, but somebody's notes").unwrap();
     let corrupt = solve(&["12", "--state", junk.to_str().unwrap()]);
     assert_eq!(corrupt.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&corrupt.stderr).contains("corrupt"), "{}", String::from_utf8_lossy(&corrupt.stderr));
-    assert_eq!(std::fs::read_to_string(&junk).unwrap(), "not a database, but somebody's notes", "a refused file is left as it was");
+    assert!(
+        String::from_utf8_lossy(&corrupt.stderr).contains("corrupt"),
+        "{}",
+        String::from_utf8_lossy(&corrupt.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&junk).unwrap(),
+        "not a database, but somebody's notes",
+        "a refused file is left as it was"
+    );
     // A range cannot share one checkpoint.
     assert_eq!(solve(&["12..13", "--state", state_arg]).status.code(), Some(1));
 }
-

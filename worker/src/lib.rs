@@ -35,7 +35,14 @@ pub struct WorkerConfig {
 
 impl WorkerConfig {
     pub fn new(connect: impl Into<String>, threads: usize) -> Self {
-        WorkerConfig { connect: connect.into(), threads: threads.max(1), token: None, name: default_name(), tls_ca: None, max_backoff: Duration::from_secs(5) }
+        WorkerConfig {
+            connect: connect.into(),
+            threads: threads.max(1),
+            token: None,
+            name: default_name(),
+            tls_ca: None,
+            max_backoff: Duration::from_secs(5),
+        }
     }
 }
 
@@ -82,7 +89,13 @@ pub fn self_test() -> pb::SelfTest {
         Ok(tally.totals()?.total)
     })()
     .unwrap_or(u64::MAX);
-    pb::SelfTest { passed: found == expected && expected > 0, n, expected_total: expected, found_total: found, seconds: started.elapsed().as_secs_f64() }
+    pb::SelfTest {
+        passed: found == expected && expected > 0,
+        n,
+        expected_total: expected,
+        found_total: found,
+        seconds: started.elapsed().as_secs_f64(),
+    }
 }
 
 fn job_from_spec(spec: &pb::JobSpec) -> Job {
@@ -90,7 +103,12 @@ fn job_from_spec(spec: &pb::JobSpec) -> Job {
     Job {
         id: spec.job_id,
         n: spec.n as u8,
-        constellation: Constellation { top: c.top as u8, bottom: c.bottom as u8, left: c.left as u8, right: c.right as u8 },
+        constellation: Constellation {
+            top: c.top as u8,
+            bottom: c.bottom as u8,
+            left: c.left as u8,
+            right: c.right as u8,
+        },
         weight: spec.weight as u8,
         prefix: spec.prefix.clone(),
         estimate: spec.estimate,
@@ -125,10 +143,17 @@ struct Worker {
 }
 
 /// Runs a worker until the run is complete, `shutdown` resolves, or the coordinator refuses it.
-pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<WorkerExit, WorkerError> {
+pub async fn run(
+    config: WorkerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<WorkerExit, WorkerError> {
     let test = tokio::task::spawn_blocking(self_test).await.unwrap_or_default();
     if !test.passed {
-        return Err(WorkerError::SelfTest { n: test.n, found: test.found_total, expected: test.expected_total });
+        return Err(WorkerError::SelfTest {
+            n: test.n,
+            found: test.found_total,
+            expected: test.expected_total,
+        });
     }
     tracing::info!(seconds = test.seconds, "solver self-test passed");
     let pool = rayon::ThreadPoolBuilder::new()
@@ -190,10 +215,23 @@ fn reason_of(status: &tonic::Status) -> Option<Reason> {
 
 /// Refusals that reconnecting cannot fix.
 fn is_fatal(reason: Option<Reason>) -> bool {
-    matches!(reason, Some(Reason::BadToken | Reason::WrongRun | Reason::VersionMismatch | Reason::SelfTestFailed | Reason::UntrustedWorker))
+    matches!(
+        reason,
+        Some(
+            Reason::BadToken
+                | Reason::WrongRun
+                | Reason::VersionMismatch
+                | Reason::SelfTestFailed
+                | Reason::UntrustedWorker
+        )
+    )
 }
 
-async fn connect_loop(worker: Arc<Worker>, result_tx: mpsc::UnboundedSender<(u64, pb::JobResult)>, test: pb::SelfTest) -> Result<WorkerExit, WorkerError> {
+async fn connect_loop(
+    worker: Arc<Worker>,
+    result_tx: mpsc::UnboundedSender<(u64, pb::JobResult)>,
+    test: pb::SelfTest,
+) -> Result<WorkerExit, WorkerError> {
     let mut backoff = Duration::from_millis(200);
     loop {
         let started = Instant::now();
@@ -207,9 +245,14 @@ async fn connect_loop(worker: Arc<Worker>, result_tx: mpsc::UnboundedSender<(u64
         }
         match ended {
             Err(status) if is_fatal(reason_of(&status)) => {
-                return Err(WorkerError::Refused { reason: reason_of(&status).unwrap_or(Reason::Unspecified), message: status.message().to_owned() })
+                return Err(WorkerError::Refused {
+                    reason: reason_of(&status).unwrap_or(Reason::Unspecified),
+                    message: status.message().to_owned(),
+                })
             }
-            Err(status) => tracing::warn!(code = ?status.code(), error = %status.message(), retry_in = ?backoff, "connection to the coordinator lost"),
+            Err(status) => {
+                tracing::warn!(code = ?status.code(), error = %status.message(), retry_in = ?backoff, "connection to the coordinator lost")
+            }
             Ok(()) => tracing::warn!(retry_in = ?backoff, "session ended"),
         }
         worker.shared.lock().unwrap_or_else(|p| p.into_inner()).stream = None;
@@ -223,9 +266,15 @@ async fn connect_loop(worker: Arc<Worker>, result_tx: mpsc::UnboundedSender<(u64
 
 /// One connection: register, open the result stream, re-send what is unacknowledged, then lease,
 /// heartbeat and read acks until something fails or the run is complete.
-async fn session(worker: &Arc<Worker>, result_tx: &mpsc::UnboundedSender<(u64, pb::JobResult)>, test: &pb::SelfTest) -> Result<(), tonic::Status> {
+async fn session(
+    worker: &Arc<Worker>,
+    result_tx: &mpsc::UnboundedSender<(u64, pb::JobResult)>,
+    test: &pb::SelfTest,
+) -> Result<(), tonic::Status> {
     let cfg = &worker.config;
-    let channel = pb::connect_channel(&cfg.connect, cfg.tls_ca.as_deref()).await.map_err(|e| tonic::Status::unavailable(format!("connect {}: {e}", cfg.connect)))?;
+    let channel = pb::connect_channel(&cfg.connect, cfg.tls_ca.as_deref())
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("connect {}: {e}", cfg.connect)))?;
     let mut client = pb::client(channel, cfg.token.as_deref())?;
     let (known_run, previous) = {
         let s = worker.shared.lock().unwrap_or_else(|p| p.into_inner());
@@ -295,13 +344,19 @@ async fn session(worker: &Arc<Worker>, result_tx: &mpsc::UnboundedSender<(u64, p
                 let reason = Reason::try_from(ack.reason).unwrap_or(Reason::Unspecified);
                 tracing::error!(job = ack.job_id, lease = ack.lease_id, ?reason, message = %ack.message, "result rejected by the coordinator");
                 if is_fatal(Some(reason)) {
-                    *worker.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(WorkerError::Refused { reason, message: ack.message.clone() });
+                    *worker.fatal.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(WorkerError::Refused { reason, message: ack.message.clone() });
                     return Ok(());
                 }
             } else if outcome == pb::Outcome::Conflict {
                 tracing::warn!(job = ack.job_id, "coordinator recorded a conflict for this result");
             }
-            worker.shared.lock().unwrap_or_else(|p| p.into_inner()).unacked.remove(&(ack.job_id, ack.lease_id));
+            worker
+                .shared
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .unacked
+                .remove(&(ack.job_id, ack.lease_id));
             if ack.run_complete {
                 worker.complete.store(true, Ordering::SeqCst);
                 return Ok(());
@@ -315,8 +370,18 @@ async fn session(worker: &Arc<Worker>, result_tx: &mpsc::UnboundedSender<(u64, p
     let heartbeats = async {
         loop {
             tokio::time::sleep(heartbeat_every).await;
-            let lease_ids: Vec<u64> = worker.shared.lock().unwrap_or_else(|p| p.into_inner()).held.keys().copied().collect();
-            let reply = hb_client.heartbeat(pb::HeartbeatRequest { run: Some(run.clone()), worker_id, lease_ids }).await?.into_inner();
+            let lease_ids: Vec<u64> = worker
+                .shared
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .held
+                .keys()
+                .copied()
+                .collect();
+            let reply = hb_client
+                .heartbeat(pb::HeartbeatRequest { run: Some(run.clone()), worker_id, lease_ids })
+                .await?
+                .into_inner();
             if !reply.lost_lease_ids.is_empty() {
                 tracing::warn!(leases = ?reply.lost_lease_ids, "leases lost (expired); results for them are still sent");
             }
@@ -342,13 +407,23 @@ async fn session(worker: &Arc<Worker>, result_tx: &mpsc::UnboundedSender<(u64, p
                 }
                 continue;
             }
-            let reply = client.lease(pb::LeaseRequest { run: Some(run.clone()), worker_id, free_slots: threads as u32 }).await?.into_inner();
+            let reply = client
+                .lease(pb::LeaseRequest {
+                    run: Some(run.clone()),
+                    worker_id,
+                    free_slots: threads as u32,
+                })
+                .await?
+                .into_inner();
             if reply.run_complete {
                 worker.complete.store(true, Ordering::SeqCst);
                 return Ok::<(), tonic::Status>(());
             }
             if reply.jobs.is_empty() {
-                tokio::time::sleep(Duration::from_millis(reply.retry_after_ms.clamp(50, 5000) as u64)).await;
+                tokio::time::sleep(Duration::from_millis(
+                    reply.retry_after_ms.clamp(50, 5000) as u64
+                ))
+                .await;
                 continue;
             }
             tracing::debug!(lease = reply.lease_id, jobs = reply.jobs.len(), "lease received");
@@ -365,8 +440,19 @@ async fn session(worker: &Arc<Worker>, result_tx: &mpsc::UnboundedSender<(u64, p
 
 impl Worker {
     /// Hands a leased batch to the pool (FIFO, so the coordinator's longest-first order holds).
-    fn start_batch(self: &Arc<Self>, lease_id: u64, specs: &[pb::JobSpec], run: &pb::RunId, worker_id: u64, result_tx: &mpsc::UnboundedSender<(u64, pb::JobResult)>) {
-        self.shared.lock().unwrap_or_else(|p| p.into_inner()).held.insert(lease_id, specs.iter().map(|s| s.job_id).collect());
+    fn start_batch(
+        self: &Arc<Self>,
+        lease_id: u64,
+        specs: &[pb::JobSpec],
+        run: &pb::RunId,
+        worker_id: u64,
+        result_tx: &mpsc::UnboundedSender<(u64, pb::JobResult)>,
+    ) {
+        self.shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .held
+            .insert(lease_id, specs.iter().map(|s| s.job_id).collect());
         for spec in specs {
             let job = job_from_spec(spec);
             let me = self.clone();
@@ -384,7 +470,15 @@ impl Worker {
                 let started = Instant::now();
                 let solved = job.solve();
                 let seconds = started.elapsed().as_secs_f64();
-                let mut result = pb::JobResult { run: Some(run), worker_id, lease_id, job_id: job.id, counts: None, seconds, error: String::new() };
+                let mut result = pb::JobResult {
+                    run: Some(run),
+                    worker_id,
+                    lease_id,
+                    job_id: job.id,
+                    counts: None,
+                    seconds,
+                    error: String::new(),
+                };
                 match solved {
                     Ok(counts) => result.counts = Some(counts.into()),
                     Err(e) => result.error = e.to_string(),
@@ -419,9 +513,19 @@ impl Worker {
         // Lease id 0 releases every lease of this worker, including one granted by a lease call
         // that the stop interrupted before its answer arrived.
         let release = async {
-            let channel = pb::connect_channel(&self.config.connect, self.config.tls_ca.as_deref()).await.ok()?;
+            let channel = pb::connect_channel(&self.config.connect, self.config.tls_ca.as_deref())
+                .await
+                .ok()?;
             let mut client = pb::client(channel, self.config.token.as_deref()).ok()?;
-            let r = client.release(pb::ReleaseRequest { run: run.clone(), worker_id, lease_id: 0, job_ids: vec![] }).await.ok()?;
+            let r = client
+                .release(pb::ReleaseRequest {
+                    run: run.clone(),
+                    worker_id,
+                    lease_id: 0,
+                    job_ids: vec![],
+                })
+                .await
+                .ok()?;
             Some(r.into_inner().released)
         };
         match tokio::time::timeout(Duration::from_secs(10), release).await {

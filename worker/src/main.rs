@@ -8,7 +8,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
-#[command(name = "nqueens-worker", version, about = "Lease N-Queens jobs from a coordinator and solve them on this machine's cores")]
+#[command(
+    name = "nqueens-worker",
+    version,
+    about = "Lease N-Queens jobs from a coordinator and solve them on this machine's cores"
+)]
 struct Args {
     /// Coordinator URL, e.g. http://coord:7447 (https:// needs --tls-ca).
     #[arg(long, env = "NQ_CONNECT")]
@@ -55,11 +59,16 @@ fn start(args: Args) -> Result<ExitCode> {
     if let Some(name) = args.name {
         config.name = name;
     }
-    config.tls_ca = args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
+    config.tls_ca =
+        args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
     config.max_backoff = Duration::from_secs(args.max_backoff_seconds.max(1));
     // Networking gets its own two threads, separate from the solver pool, so heartbeats are never
     // starved by the solving.
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the tokio runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
     let outcome = runtime.block_on(run(config, nqueens_proto::shutdown_signal()))?;
     match outcome {
         WorkerExit::RunComplete => eprintln!("run complete"),

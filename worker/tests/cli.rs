@@ -10,12 +10,17 @@ fn worker() -> Command {
 fn missing_connect_is_a_usage_error() {
     let out = worker().env_remove("NQ_CONNECT").output().unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--connect"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--connect"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn zero_threads_is_refused() {
-    let out = worker().args(["--connect", "http://127.0.0.1:1", "--threads", "0"]).output().unwrap();
+    let out =
+        worker().args(["--connect", "http://127.0.0.1:1", "--threads", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--threads must be at least 1"));
 }

@@ -61,8 +61,25 @@ async fn main() -> Result<()> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let coordinator_bin = std::env::current_exe()?.with_file_name("nqueens-coordinator");
     let mut coordinator = Command::new(&coordinator_bin)
-        .args(["serve", "--n", &args.n.to_string(), "--target-jobs", &args.target_jobs.to_string(), "--verify-fraction", "0", "--exit-when-done"])
-        .args(["--lease-seconds", "60", "--metrics-listen", "off", "--listen", &format!("127.0.0.1:{port}"), "--state"])
+        .args([
+            "serve",
+            "--n",
+            &args.n.to_string(),
+            "--target-jobs",
+            &args.target_jobs.to_string(),
+            "--verify-fraction",
+            "0",
+            "--exit-when-done",
+        ])
+        .args([
+            "--lease-seconds",
+            "60",
+            "--metrics-listen",
+            "off",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--state",
+        ])
         .arg(&state)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -73,7 +90,9 @@ async fn main() -> Result<()> {
     let channel = loop {
         match pb::connect_channel(&url, None).await {
             Ok(c) => break c,
-            Err(_) if start_wait.elapsed() < Duration::from_secs(60) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(_) if start_wait.elapsed() < Duration::from_secs(60) => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
             Err(e) => bail!("coordinator did not come up: {e}"),
         }
     };
@@ -85,7 +104,8 @@ async fn main() -> Result<()> {
     for i in 0..args.workers {
         let (channel, counts, acked) = (channel.clone(), counts.clone(), acked.clone());
         let slots = args.slots;
-        tasks.push(tokio::spawn(async move { fake_worker(i, channel, counts, acked, slots).await }));
+        tasks
+            .push(tokio::spawn(async move { fake_worker(i, channel, counts, acked, slots).await }));
     }
     for t in tasks {
         t.await??;
@@ -108,26 +128,52 @@ async fn main() -> Result<()> {
         args.n
     );
     println!("coordinator exit: {status}; result: {}", out.trim());
-    let record: serde_json::Value = serde_json::from_str(out.trim()).context("coordinator result line")?;
-    if record["total"].as_u64() != Some(expected.total) || record["unique"].as_u64() != Some(expected.unique) {
+    let record: serde_json::Value =
+        serde_json::from_str(out.trim()).context("coordinator result line")?;
+    if record["total"].as_u64() != Some(expected.total)
+        || record["unique"].as_u64() != Some(expected.unique)
+    {
         bail!("wrong totals from the coordinator: {out}");
     }
     println!("totals exact: total {} unique {}", expected.total, expected.unique);
     Ok(())
 }
 
-async fn fake_worker(i: usize, channel: tonic::transport::Channel, counts: Arc<Vec<JobCounts>>, acked: Arc<AtomicU64>, slots: u32) -> Result<()> {
+async fn fake_worker(
+    i: usize,
+    channel: tonic::transport::Channel,
+    counts: Arc<Vec<JobCounts>>,
+    acked: Arc<AtomicU64>,
+    slots: u32,
+) -> Result<()> {
     let mut client = pb::client(channel, None)?;
-    let test = pb::SelfTest { passed: true, n: 10, expected_total: 724, found_total: 724, seconds: 0.0 };
+    let test =
+        pb::SelfTest { passed: true, n: 10, expected_total: 724, found_total: 724, seconds: 0.0 };
     let reg = client
-        .register(pb::RegisterRequest { run: None, name: format!("fake-{i}"), host: "loadgen".into(), cores: slots, version: env!("CARGO_PKG_VERSION").into(), self_test: Some(test), previous_worker_id: 0 })
+        .register(pb::RegisterRequest {
+            run: None,
+            name: format!("fake-{i}"),
+            host: "loadgen".into(),
+            cores: slots,
+            version: env!("CARGO_PKG_VERSION").into(),
+            self_test: Some(test),
+            previous_worker_id: 0,
+        })
         .await?
         .into_inner();
     let run = reg.run.unwrap_or_default();
     let (tx, rx) = tokio::sync::mpsc::channel(8192);
-    let mut acks = client.results(tokio_stream::wrappers::ReceiverStream::new(rx)).await?.into_inner();
+    let mut acks =
+        client.results(tokio_stream::wrappers::ReceiverStream::new(rx)).await?.into_inner();
     loop {
-        let lease = client.lease(pb::LeaseRequest { run: Some(run.clone()), worker_id: reg.worker_id, free_slots: slots }).await?.into_inner();
+        let lease = client
+            .lease(pb::LeaseRequest {
+                run: Some(run.clone()),
+                worker_id: reg.worker_id,
+                free_slots: slots,
+            })
+            .await?
+            .into_inner();
         if lease.run_complete {
             return Ok(());
         }
