@@ -4,7 +4,7 @@
 #   deploy/test-compose-cluster.sh
 #
 # 1. N=15 with 3 workers through deploy/local-cluster.sh: Total, Unique and COUNT2/4/8 must equal
-#    the row of ../shared/reference/known-counts.tsv (beside the repository; NQ_KNOWN_COUNTS
+#    the row of reference/known-counts.tsv (the repository's copy of the published values; NQ_KNOWN_COUNTS
 #    overrides the path).
 # 2. N=17 with 3 throttled workers and a 10 s lease, while it runs: kill one worker container, cut
 #    another off the network (docker network disconnect) for longer than the lease, restart the
@@ -35,7 +35,7 @@ if ! nq_pick_compose; then
 fi
 command -v python3 >/dev/null || fail "python3 is needed to read JSON"
 
-KNOWN="${NQ_KNOWN_COUNTS:-$(git -C "$NQ_ROOT" rev-parse --show-toplevel 2>/dev/null || echo "$NQ_ROOT")/../shared/reference/known-counts.tsv}"
+KNOWN="${NQ_KNOWN_COUNTS:-$NQ_ROOT/reference/known-counts.tsv}"
 [[ -r "$KNOWN" ]] || fail "reference counts $KNOWN not readable"
 
 # --- everything this test makes, removed on any exit ----------------------------------------------

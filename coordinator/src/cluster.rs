@@ -122,7 +122,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
             Some(tokio::net::TcpListener::bind(&args.metrics_listen).await.with_context(|| format!("binding --metrics-listen {}", args.metrics_listen))?)
         };
         tracing::info!(listen = %listener.local_addr()?, metrics = ?metrics.as_ref().and_then(|m| m.local_addr().ok()), "coordinator listening");
-        let record = serve_run(listener, metrics, config, nqueens_proto::shutdown_signal()).await?;
+        let record = serve_run(listener, metrics, config, shutdown_signal()).await?;
         if let Some(r) = record {
             println!("{}", r.json_line());
         }
@@ -209,4 +209,14 @@ pub fn healthcheck(args: HealthcheckArgs) -> Result<ExitCode> {
             }
         }
     })
+}
+
+/// Resolves on SIGTERM or Ctrl-C: how a terminal, systemd, Kubernetes, Slurm or Docker asks the
+/// process to stop.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} },
+        Err(_) => drop(tokio::signal::ctrl_c().await),
+    }
 }

@@ -275,7 +275,7 @@ impl Engine {
                         tracing::debug!(worker_id, lease_id, jobs = ids.len(), "lease granted");
                         (
                             lease_id,
-                            ids.iter().map(|&id| job_spec(&self.jobs[id as usize])).collect(),
+                            ids.iter().map(|&id| pb::JobSpec::from(&self.jobs[id as usize])).collect(),
                         )
                     }
                     None => (0, vec![]),
@@ -542,23 +542,5 @@ impl Engine {
             uptime_seconds: elapsed,
             untrusted_workers: self.life.untrusted_count(),
         })
-    }
-}
-
-/// The wire form of a job.
-pub fn job_spec(job: &Job) -> pb::JobSpec {
-    let c = job.constellation;
-    pb::JobSpec {
-        job_id: job.id,
-        n: job.n as u32,
-        constellation: Some(pb::Constellation {
-            top: c.top as u32,
-            bottom: c.bottom as u32,
-            left: c.left as u32,
-            right: c.right as u32,
-        }),
-        weight: job.weight as u32,
-        prefix: job.prefix.clone(),
-        estimate: job.estimate,
     }
 }

@@ -11,7 +11,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="${NQ_BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}"
-KNOWN="${NQ_KNOWN_COUNTS:-$(git -C "$root" rev-parse --show-toplevel 2>/dev/null || echo "$root")/../shared/reference/known-counts.tsv}"
+KNOWN="${NQ_KNOWN_COUNTS:-$root/reference/known-counts.tsv}"
 fail() { echo "test-sbatch-local: FAIL: $*" >&2; exit 1; }
 for b in nqueens-coordinator nqueens-worker; do [[ -x "$bin/$b" ]] || fail "$bin/$b missing (cargo build --release)"; done
 

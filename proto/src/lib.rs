@@ -8,19 +8,8 @@ pub mod v1 {
 
 pub use v1::*;
 
-use nqueens_core::JobCounts;
-
-impl From<JobCounts> for Counts {
-    fn from(c: JobCounts) -> Self {
-        Counts { solutions: c.solutions, sym180: c.sym180, sym90: c.sym90, nodes: c.nodes }
-    }
-}
-
-impl From<Counts> for JobCounts {
-    fn from(c: Counts) -> Self {
-        JobCounts { solutions: c.solutions, sym180: c.sym180, sym90: c.sym90, nodes: c.nodes }
-    }
-}
+pub mod convert;
+pub use convert::WireError;
 
 /// Major version of the wire protocol and job semantics; part of every run fingerprint, so a worker
 /// built for another major version is refused.
@@ -111,25 +100,4 @@ pub fn client(
         TokenInterceptor::new(token)?,
     )
     .max_decoding_message_size(64 << 20))
-}
-
-/// Resolves on SIGTERM or Ctrl-C: how both binaries are asked to stop (by a terminal, systemd,
-/// Kubernetes, Slurm or Docker).
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return std::future::pending().await,
-            };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

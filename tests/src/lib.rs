@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// One row of `shared/reference/known-counts.tsv`. Classes are `None` where the file leaves them blank.
+/// One row of `reference/known-counts.tsv`. Classes are `None` where the file leaves them blank.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Known {
     pub n: u8,
@@ -14,11 +14,11 @@ pub struct Known {
     pub count8: Option<u64>,
 }
 
-/// Path of the reference table: `$NQ_KNOWN_COUNTS`, or `shared/reference/known-counts.tsv` beside
-/// the repository.
+/// Path of the reference table: `$NQ_KNOWN_COUNTS`, or the repository's own
+/// `reference/known-counts.tsv` (the published values, OEIS A000170, A002562 and A033148).
 pub fn known_counts_path() -> PathBuf {
     std::env::var_os("NQ_KNOWN_COUNTS").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/known-counts.tsv")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reference/known-counts.tsv")
     })
 }
 

@@ -6,7 +6,7 @@
 //! are. Results outlive connections: a result computed while the coordinator is away waits in
 //! `unacked` and is re-sent after the reconnect.
 
-use nqueens_core::{reference, Constellation, Job, SplitParams, Tally};
+use nqueens_core::{reference, Job, SplitParams, Tally};
 use nqueens_proto as pb;
 use nqueens_proto::Reason;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -95,23 +95,6 @@ pub fn self_test() -> pb::SelfTest {
         expected_total: expected,
         found_total: found,
         seconds: started.elapsed().as_secs_f64(),
-    }
-}
-
-fn job_from_spec(spec: &pb::JobSpec) -> Job {
-    let c = spec.constellation.unwrap_or_default();
-    Job {
-        id: spec.job_id,
-        n: spec.n as u8,
-        constellation: Constellation {
-            top: c.top as u8,
-            bottom: c.bottom as u8,
-            left: c.left as u8,
-            right: c.right as u8,
-        },
-        weight: spec.weight as u8,
-        prefix: spec.prefix.clone(),
-        estimate: spec.estimate,
     }
 }
 
@@ -454,7 +437,9 @@ impl Worker {
             .held
             .insert(lease_id, specs.iter().map(|s| s.job_id).collect());
         for spec in specs {
-            let job = job_from_spec(spec);
+            // A spec that does not fit a job is reported as this job's error, like a solver error.
+            let job = Job::try_from(spec).map_err(|e| format!("malformed job spec: {e}"));
+            let job_id = spec.job_id;
             let me = self.clone();
             let tx = result_tx.clone();
             let run = run.clone();
@@ -468,20 +453,20 @@ impl Worker {
                 }
                 me.running.fetch_add(1, Ordering::SeqCst);
                 let started = Instant::now();
-                let solved = job.solve();
+                let solved = job.and_then(|job| job.solve().map_err(|e| e.to_string()));
                 let seconds = started.elapsed().as_secs_f64();
                 let mut result = pb::JobResult {
                     run: Some(run),
                     worker_id,
                     lease_id,
-                    job_id: job.id,
+                    job_id,
                     counts: None,
                     seconds,
                     error: String::new(),
                 };
                 match solved {
                     Ok(counts) => result.counts = Some(counts.into()),
-                    Err(e) => result.error = e.to_string(),
+                    Err(e) => result.error = e,
                 }
                 me.running.fetch_sub(1, Ordering::SeqCst);
                 let _ = tx.send((lease_id, result));

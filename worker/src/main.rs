@@ -69,10 +69,20 @@ fn start(args: Args) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let outcome = runtime.block_on(run(config, nqueens_proto::shutdown_signal()))?;
+    let outcome = runtime.block_on(run(config, shutdown_signal()))?;
     match outcome {
         WorkerExit::RunComplete => eprintln!("run complete"),
         WorkerExit::Stopped => eprintln!("stopped"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGTERM or Ctrl-C: how a terminal, systemd, Kubernetes, Slurm or Docker asks the
+/// process to stop.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} },
+        Err(_) => drop(tokio::signal::ctrl_c().await),
+    }
 }
