@@ -145,7 +145,7 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
                     .status(pb::StatusRequest {})
                     .await
                     .map_err(|s| anyhow::anyhow!("status call to {url} failed: {}", s.message()))?;
-                anyhow::Ok(StatusView::from_response(response.into_inner(), url))
+                anyhow::Ok(StatusView::from_response(response.into_inner(), url)?)
             })?
         }
         (None, None) => bail!("give --connect URL or --state FILE"),

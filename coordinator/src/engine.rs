@@ -5,12 +5,13 @@
 //! change in ONE transaction, and only then answers. Group commit is what makes thousands of durable
 //! results per second possible with synchronous=FULL; a single writer makes decisions race-free.
 
-use crate::lifecycle::{Change, Lifecycle, ResultOutcome};
+use crate::lifecycle::{Change, Lifecycle, ResultOutcome, Standing};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
+use crate::state::JobState;
+use crate::status::{percent, StatusView, WorkerView};
 use crate::store::{Store, StoreError, WorkerRow};
-use nqueens_core::{Job, JobCounts};
-use nqueens_proto as pb;
+use nqueens_core::JobCounts;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -33,28 +34,65 @@ type Started = (
     std::thread::JoinHandle<Result<(), StoreError>>,
 );
 
+/// A request to the engine, with the channel its answer goes back on.
 pub enum Command {
-    Register { req: pb::RegisterRequest, reply: oneshot::Sender<RegisterReply> },
+    Register { worker: Registration, reply: oneshot::Sender<RegisterReply> },
     Lease { worker_id: u64, free_slots: u32, reply: oneshot::Sender<LeaseReply> },
-    Heartbeat { worker_id: u64, lease_ids: Vec<u64>, reply: oneshot::Sender<(Vec<u64>, bool)> },
-    Result { msg: pb::JobResult, reply: oneshot::Sender<pb::ResultAck> },
+    Heartbeat { worker_id: u64, lease_ids: Vec<u64>, reply: oneshot::Sender<HeartbeatReply> },
+    Result { result: ReportedResult, reply: oneshot::Sender<ResultReply> },
     Release { worker_id: u64, lease_id: u64, job_ids: Vec<u64>, reply: oneshot::Sender<u32> },
-    Status { reply: oneshot::Sender<Result<pb::StatusResponse, String>> },
+    Status { reply: oneshot::Sender<Result<StatusView, StoreError>> },
     Shutdown,
 }
 
+/// A worker introducing itself, already checked by the service (version, self-test).
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// The id this coordinator gave the worker before a reconnect.
+    pub previous_worker_id: Option<u64>,
+    pub name: String,
+    pub host: String,
+    pub cores: u32,
+    pub version: String,
+}
+
+/// One job's result as a worker reported it.
+#[derive(Debug, Clone)]
+pub struct ReportedResult {
+    pub worker_id: u64,
+    pub lease_id: u64,
+    pub job_id: u64,
+    /// The counts and the seconds the job took, or the worker's solver error.
+    pub solved: Result<(JobCounts, f64), String>,
+}
+
 pub enum RegisterReply {
-    Ok { worker_id: u64, complete: bool },
+    Registered {
+        worker_id: u64,
+        run_complete: bool,
+    },
+    /// The previous worker id was never given out by this run.
     UnknownWorker,
 }
 
-pub struct LeaseReply {
-    pub lease_id: u64,
-    pub jobs: Vec<pb::JobSpec>,
-    pub complete: bool,
-    pub unknown_worker: bool,
+pub enum LeaseReply {
+    /// Jobs (ids into the run's job list) under a new lease; none when nothing can be given now.
+    Granted { lease_id: u64, job_ids: Vec<u64>, run_complete: bool },
+    /// The worker is not registered with this coordinator.
+    UnknownWorker,
     /// The worker lost a verification and gets no more work.
-    pub untrusted_worker: bool,
+    UntrustedWorker,
+}
+
+pub struct HeartbeatReply {
+    /// Leases that no longer cover any job of the worker.
+    pub lost_lease_ids: Vec<u64>,
+    pub run_complete: bool,
+}
+
+pub struct ResultReply {
+    pub outcome: ResultOutcome,
+    pub run_complete: bool,
 }
 
 /// Handle for sending commands to the engine thread.
@@ -85,7 +123,6 @@ pub struct EngineConfig {
 pub struct Engine {
     store: Store,
     life: Lifecycle,
-    jobs: Arc<Vec<Job>>,
     workers: HashMap<u64, WorkerState>,
     next_worker_id: u64,
     metrics: Arc<Metrics>,
@@ -95,14 +132,12 @@ pub struct Engine {
     mean_job_seconds: Option<f64>,
     complete_tx: watch::Sender<Option<ResultRecord>>,
     result_written: bool,
-    run: pb::RunId,
 }
 
 impl Engine {
     /// Reloads the run from `store` and starts the engine thread.
     pub fn start(
         store: Store,
-        jobs: Arc<Vec<Job>>,
         lease_duration: Duration,
         metrics: Arc<Metrics>,
         config: EngineConfig,
@@ -111,13 +146,10 @@ impl Engine {
         let mut life = Lifecycle::new(loaded.jobs, loaded.leases, lease_duration, Instant::now());
         life.restore_untrusted(loaded.untrusted);
         let (complete_tx, complete_rx) = watch::channel(None);
-        let run =
-            pb::RunId { n: store.meta().n as u32, fingerprint: store.meta().fingerprint.clone() };
-        let done_at_start = life.count("done");
+        let done_at_start = life.count(JobState::Done);
         let engine = Engine {
             store,
             life,
-            jobs,
             workers: HashMap::new(),
             next_worker_id: loaded.next_worker_id,
             metrics,
@@ -127,12 +159,11 @@ impl Engine {
             mean_job_seconds: None,
             complete_tx,
             result_written: false,
-            run,
         };
         tracing::info!(
             jobs = engine.life.total_jobs(),
             done = done_at_start,
-            leased = engine.life.count("leased"),
+            leased = engine.life.count(JobState::Leased),
             "run loaded; leases found in the store get a fresh grace period"
         );
         engine.publish_gauges();
@@ -211,26 +242,26 @@ impl Engine {
         let now = Instant::now();
         match cmd {
             Command::Shutdown => {}
-            Command::Register { req, reply } => {
-                let reused =
-                    req.previous_worker_id != 0 && req.previous_worker_id < self.next_worker_id;
-                if req.previous_worker_id != 0 && !reused {
-                    let _ = reply.send(RegisterReply::UnknownWorker);
-                    return;
-                }
-                let worker_id = if reused {
-                    req.previous_worker_id
-                } else {
-                    self.next_worker_id += 1;
-                    self.next_worker_id - 1
+            Command::Register { worker, reply } => {
+                let worker_id = match worker.previous_worker_id {
+                    Some(id) if id < self.next_worker_id => id,
+                    Some(_) => {
+                        let _ = reply.send(RegisterReply::UnknownWorker);
+                        return;
+                    }
+                    None => {
+                        self.next_worker_id += 1;
+                        self.next_worker_id - 1
+                    }
                 };
                 let row = WorkerRow {
                     id: worker_id,
-                    name: req.name.clone(),
-                    host: req.host.clone(),
-                    cores: req.cores,
-                    version: req.version.clone(),
+                    name: worker.name,
+                    host: worker.host,
+                    cores: worker.cores,
+                    version: worker.version,
                 };
+                tracing::info!(worker_id, name = %row.name, host = %row.host, cores = row.cores, reconnect = worker.previous_worker_id.is_some(), "worker registered");
                 worker_rows.push(row.clone());
                 let entry = self.workers.entry(worker_id).or_insert(WorkerState {
                     row: row.clone(),
@@ -240,61 +271,38 @@ impl Engine {
                 });
                 entry.row = row;
                 entry.last_seen = now;
-                tracing::info!(worker_id, name = %req.name, host = %req.host, cores = req.cores, reconnect = reused, "worker registered");
                 replies.push(Box::new(move |e: &Engine| {
-                    let _ =
-                        reply.send(RegisterReply::Ok { worker_id, complete: e.life.is_complete() });
+                    let run_complete = e.life.is_complete();
+                    let _ = reply.send(RegisterReply::Registered { worker_id, run_complete });
                 }));
             }
             Command::Lease { worker_id, free_slots, reply } => {
                 if !self.touch(worker_id, now) {
-                    let _ = reply.send(LeaseReply {
-                        lease_id: 0,
-                        jobs: vec![],
-                        complete: false,
-                        unknown_worker: true,
-                        untrusted_worker: false,
-                    });
+                    let _ = reply.send(LeaseReply::UnknownWorker);
                     return;
                 }
                 if self.life.is_untrusted(worker_id) {
-                    let _ = reply.send(LeaseReply {
-                        lease_id: 0,
-                        jobs: vec![],
-                        complete: false,
-                        unknown_worker: false,
-                        untrusted_worker: true,
-                    });
+                    let _ = reply.send(LeaseReply::UntrustedWorker);
                     return;
                 }
                 let others = self.other_live_workers(worker_id, now);
                 let size = self.life.batch_size(free_slots, self.mean_job_seconds);
                 let granted = self.life.lease(worker_id, size, &others, now, changes);
-                let (lease_id, specs) = match granted {
-                    Some((lease_id, ids)) => {
-                        tracing::debug!(worker_id, lease_id, jobs = ids.len(), "lease granted");
-                        (
-                            lease_id,
-                            ids.iter().map(|&id| pb::JobSpec::from(&self.jobs[id as usize])).collect(),
-                        )
-                    }
-                    None => (0, vec![]),
-                };
+                let (lease_id, job_ids) = granted.unwrap_or_default();
+                if lease_id != 0 {
+                    tracing::debug!(worker_id, lease_id, jobs = job_ids.len(), "lease granted");
+                }
                 replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply.send(LeaseReply {
-                        lease_id,
-                        jobs: specs,
-                        complete: e.life.is_complete(),
-                        unknown_worker: false,
-                        untrusted_worker: false,
-                    });
+                    let run_complete = e.life.is_complete();
+                    let _ = reply.send(LeaseReply::Granted { lease_id, job_ids, run_complete });
                 }));
             }
             Command::Heartbeat { worker_id, lease_ids, reply } => {
                 self.touch(worker_id, now);
                 let lost = self.life.heartbeat(worker_id, &lease_ids, now, changes);
                 replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply.send((lost, e.life.is_complete()));
+                    let run_complete = e.life.is_complete();
+                    let _ = reply.send(HeartbeatReply { lost_lease_ids: lost, run_complete });
                 }));
             }
             Command::Release { worker_id, lease_id, job_ids, reply } => {
@@ -304,63 +312,45 @@ impl Engine {
                     let _ = reply.send(released);
                 }));
             }
-            Command::Result { msg, reply } => {
-                self.touch(msg.worker_id, now);
-                let outcome = if msg.error.is_empty() {
-                    Ok((JobCounts::from(msg.counts.unwrap_or_default()), msg.seconds))
-                } else {
-                    tracing::warn!(job = msg.job_id, worker = msg.worker_id, error = %msg.error, "worker reported a solver error");
-                    Err(msg.error.clone())
-                };
+            Command::Result { result, reply } => {
+                self.touch(result.worker_id, now);
+                if let Err(error) = &result.solved {
+                    tracing::warn!(job = result.job_id, worker = result.worker_id, %error, "worker reported a solver error");
+                }
                 let before = changes.len();
+                let ReportedResult { worker_id, lease_id, job_id, ref solved } = result;
                 let outcome =
-                    self.life.result(msg.worker_id, msg.lease_id, msg.job_id, outcome, changes);
-                self.count_outcome(&msg, outcome);
+                    self.life.result(worker_id, lease_id, job_id, solved.clone(), changes);
+                self.count_outcome(&result, outcome);
                 for change in &changes[before..] {
                     if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
                         let name = self.workers.get(worker_id).map_or("", |w| w.row.name.as_str());
                         tracing::warn!(worker = worker_id, name, job = job_id, requeued, %detail, "worker lost a verification; it is untrusted and its counted jobs will be re-run");
                     }
                 }
-                let (job_id, lease_id, msg_worker) = (msg.job_id, msg.lease_id, msg.worker_id);
                 replies.push(Box::new(move |e: &Engine| {
-                    let (outcome, reason, message) = match outcome {
-                        ResultOutcome::Accepted => (pb::Outcome::Accepted, pb::Reason::Unspecified, String::new()),
-                        ResultOutcome::Duplicate => (pb::Outcome::Duplicate, pb::Reason::Unspecified, String::new()),
-                        ResultOutcome::Confirmed => (pb::Outcome::Confirmed, pb::Reason::Unspecified, String::new()),
-                        ResultOutcome::Conflict => (pb::Outcome::Conflict, pb::Reason::Unspecified, "result disagrees with another result for this job; it will be re-run".into()),
-                        ResultOutcome::ErrorRecorded => (pb::Outcome::ErrorRecorded, pb::Reason::Unspecified, String::new()),
-                        ResultOutcome::UnknownJob => (pb::Outcome::Rejected, pb::Reason::UnknownJob, format!("job {job_id} is not in this run's job list")),
-                        ResultOutcome::UntrustedWorker => (
-                            pb::Outcome::Rejected,
-                            pb::Reason::UntrustedWorker,
-                            format!("worker {} disagreed with a settled verification and may not contribute results", msg_worker),
-                        ),
-                        ResultOutcome::UnknownLease => {
-                            (pb::Outcome::Rejected, pb::Reason::UnknownLease, format!("lease {lease_id} was not issued to this worker for job {job_id}"))
-                        }
-                    };
-                    let _ = reply.send(pb::ResultAck { job_id, lease_id, outcome: outcome as i32, reason: reason as i32, message, run_complete: e.life.is_complete() });
+                    let _ = reply.send(ResultReply { outcome, run_complete: e.life.is_complete() });
                 }));
             }
             Command::Status { reply } => {
                 replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply.send(e.status().map_err(|err| err.to_string()));
+                    let _ = reply.send(e.status());
                 }));
             }
         }
     }
 
-    fn count_outcome(&mut self, msg: &pb::JobResult, outcome: ResultOutcome) {
+    fn count_outcome(&mut self, msg: &ReportedResult, outcome: ResultOutcome) {
         let m = &self.metrics;
         match outcome {
             ResultOutcome::Accepted | ResultOutcome::Confirmed => {
                 m.results_accepted.fetch_add(1, Ordering::Relaxed);
-                let nodes = msg.counts.as_ref().map_or(0, |c| c.nodes);
-                m.nodes.fetch_add(nodes, Ordering::Relaxed);
-                if msg.seconds > 0.0 {
-                    let mean = self.mean_job_seconds.get_or_insert(msg.seconds);
-                    *mean = *mean * 0.95 + msg.seconds * 0.05;
+                if let Ok((counts, seconds)) = msg.solved {
+                    m.nodes.fetch_add(counts.nodes, Ordering::Relaxed);
+                    if seconds > 0.0 {
+                        let mean = self.mean_job_seconds.get_or_insert(seconds);
+                        *mean = *mean * 0.95 + seconds * 0.05;
+                    }
                 }
                 if let Some(w) = self.workers.get_mut(&msg.worker_id) {
                     w.results += 1;
@@ -431,11 +421,7 @@ impl Engine {
 
     fn publish_gauges(&self) {
         let m = &self.metrics;
-        m.jobs_pending.store(self.life.count("pending"), Ordering::Relaxed);
-        m.jobs_leased.store(self.life.count("leased"), Ordering::Relaxed);
-        m.jobs_done.store(self.life.count("done"), Ordering::Relaxed);
-        m.jobs_held.store(self.life.count("held"), Ordering::Relaxed);
-        m.jobs_failed.store(self.life.count("failed"), Ordering::Relaxed);
+        m.set_jobs(self.life.by_state());
         m.workers.store(self.active_workers(Instant::now()) as u64, Ordering::Relaxed);
         m.untrusted_workers.store(self.life.untrusted_count(), Ordering::Relaxed);
     }
@@ -471,42 +457,34 @@ impl Engine {
         Ok(())
     }
 
-    fn status(&self) -> Result<pb::StatusResponse, StoreError> {
+    fn status(&self) -> Result<StatusView, StoreError> {
         let tally = self.store.tally()?;
         let now = Instant::now();
         let elapsed = self.started.elapsed().as_secs_f64().max(1e-3);
-        let done_now = self.life.count("done");
-        let rate = (done_now - self.done_at_start.min(done_now)) as f64 / elapsed;
-        let remaining = self.life.total_jobs() - done_now;
-        let eta = if remaining == 0 {
-            0.0
-        } else if rate > 0.0 {
-            remaining as f64 / rate
-        } else {
-            -1.0
-        };
+        let jobs = self.life.by_state();
+        let done = jobs.get(JobState::Done);
+        let rate = (done - self.done_at_start.min(done)) as f64 / elapsed;
+        let remaining = self.life.total_jobs() - done;
+        let eta =
+            if remaining == 0 { Some(0.0) } else { (rate > 0.0).then(|| remaining as f64 / rate) };
         let complete = self.life.is_complete();
-        let result_json = if complete {
-            self.store
-                .final_totals()?
-                .map(|t| {
-                    ResultRecord::new(&t, self.life.total_jobs(), self.store.age(), tally.nodes)
-                        .json_line()
-                })
-                .unwrap_or_default()
+        let result = if complete {
+            self.store.final_totals()?.map(|t| {
+                ResultRecord::new(&t, self.life.total_jobs(), self.store.age(), tally.nodes)
+            })
         } else {
-            String::new()
+            None
         };
         let mut leased_by: HashMap<u64, u64> = HashMap::new();
         for job in &self.life.jobs {
-            if let crate::lifecycle::JobState::Leased { worker_id, .. } = job.state {
+            if let Standing::Leased { worker_id, .. } = job.standing {
                 *leased_by.entry(worker_id).or_default() += 1;
             }
         }
-        let mut workers: Vec<pb::WorkerInfo> = self
+        let mut workers: Vec<WorkerView> = self
             .workers
             .values()
-            .map(|w| pb::WorkerInfo {
+            .map(|w| WorkerView {
                 worker_id: w.row.id,
                 name: w.row.name.clone(),
                 host: w.row.host.clone(),
@@ -520,27 +498,31 @@ impl Engine {
             })
             .collect();
         workers.sort_by_key(|w| w.worker_id);
-        Ok(pb::StatusResponse {
-            run: Some(self.run.clone()),
+        let meta = self.store.meta();
+        Ok(StatusView {
+            n: meta.n.into(),
+            fingerprint: meta.fingerprint.clone(),
+            source: String::new(),
             jobs_total: self.life.total_jobs(),
-            jobs_pending: self.life.count("pending"),
-            jobs_leased: self.life.count("leased"),
-            jobs_done: done_now,
-            jobs_held: self.life.count("held"),
-            jobs_failed: self.life.count("failed"),
+            jobs_pending: jobs.get(JobState::Pending),
+            jobs_leased: jobs.get(JobState::Leased),
+            jobs_done: done,
+            jobs_held: jobs.get(JobState::Held),
+            jobs_failed: jobs.get(JobState::Failed),
+            percent_done: percent(done, self.life.total_jobs()),
             conflicts: self.life.conflicts_total,
-            results_per_second: rate,
+            untrusted_workers: self.life.untrusted_count(),
+            lease_expiries: Some(self.life.lease_expiries),
+            results_per_second: Some(rate),
             eta_seconds: eta,
             partial_total: tally.total,
             partial_sym180: tally.sym180,
             partial_sym90: tally.sym90,
             nodes: tally.nodes,
             complete,
-            result_json,
+            result,
             workers,
-            lease_expiries: self.life.lease_expiries,
-            uptime_seconds: elapsed,
-            untrusted_workers: self.life.untrusted_count(),
+            uptime_seconds: Some(elapsed),
         })
     }
 }

@@ -7,8 +7,10 @@ pub mod metrics;
 pub mod report;
 pub mod server;
 pub mod service;
+pub mod state;
 pub mod status;
 pub mod store;
+pub mod wire;
 
 pub use server::{result_file, serve, ServeConfig, ServeError};
 pub use store::{LocalCheckpoint, Store, StoreError};

@@ -7,6 +7,7 @@
 //! reload. Deadlines use the monotonic clock ([`Instant`]); they are not persisted, and a restart gives
 //! every lease found in the store a fresh grace period.
 
+use crate::state::{JobState, JobsByState, ResultKind};
 use nqueens_core::JobCounts;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -17,40 +18,25 @@ pub const MAX_ERRORS: u32 = 3;
 /// After this many conflicting results a job is held for a human to look at.
 pub const MAX_CONFLICTS: u32 = 3;
 
-/// Where a job stands.
+/// Where a job stands in the scheduler: its [`JobState`], with the lease a leased job is under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
+pub enum Standing {
     Pending,
-    Leased {
-        lease_id: u64,
-        worker_id: u64,
-        deadline: Instant,
-    },
+    Leased { lease_id: u64, worker_id: u64, deadline: Instant },
     Done,
-    /// Stopped after repeated conflicting results.
     Held,
-    /// Stopped after repeated solver errors.
     Failed,
 }
 
-impl JobState {
-    /// The name stored in the `jobs.state` column.
-    pub fn name(&self) -> &'static str {
+impl Standing {
+    /// The state's name, as stored and reported.
+    pub fn state(&self) -> JobState {
         match self {
-            JobState::Pending => "pending",
-            JobState::Leased { .. } => "leased",
-            JobState::Done => "done",
-            JobState::Held => "held",
-            JobState::Failed => "failed",
-        }
-    }
-    fn slot(&self) -> usize {
-        match self {
-            JobState::Pending => 0,
-            JobState::Leased { .. } => 1,
-            JobState::Done => 2,
-            JobState::Held => 3,
-            JobState::Failed => 4,
+            Standing::Pending => JobState::Pending,
+            Standing::Leased { .. } => JobState::Leased,
+            Standing::Done => JobState::Done,
+            Standing::Held => JobState::Held,
+            Standing::Failed => JobState::Failed,
         }
     }
 }
@@ -61,7 +47,7 @@ pub struct JobEntry {
     pub estimate: u64,
     /// Must be solved by two different workers that agree.
     pub verify: bool,
-    pub state: JobState,
+    pub standing: Standing,
     /// The result counted in the totals, once done: (worker, counts).
     pub counted: Option<(u64, JobCounts)>,
     /// Results received but not (yet) counted: a first opinion awaiting verification, or the
@@ -76,7 +62,7 @@ impl JobEntry {
         JobEntry {
             estimate,
             verify,
-            state: JobState::Pending,
+            standing: Standing::Pending,
             counted: None,
             opinions: Vec::new(),
             errors: 0,
@@ -99,7 +85,7 @@ pub enum Change {
     /// Job state (and current lease) as stored in `jobs`.
     JobState {
         job_id: u64,
-        state: &'static str,
+        state: JobState,
         lease_id: Option<u64>,
         worker_id: Option<u64>,
         errors: u32,
@@ -113,7 +99,7 @@ pub enum Change {
         counts: JobCounts,
         seconds: f64,
         counted: bool,
-        kind: &'static str,
+        kind: ResultKind,
     },
     /// The counted row of a job stops counting (a conflict put it in doubt).
     Uncount {
@@ -171,7 +157,7 @@ pub struct Lifecycle {
     /// Pending jobs, most expensive first (lazily cleaned: entries whose job is no longer pending
     /// are skipped when popped).
     queue: BinaryHeap<(u64, Reverse<u64>)>,
-    by_state: [u64; 5],
+    by_state: JobsByState,
     pub lease_expiries: u64,
     pub conflicts_total: u64,
     /// Workers that disagreed with a settled verification. Their opinions no longer count as
@@ -195,7 +181,7 @@ impl Lifecycle {
             next_lease_id,
             lease_duration,
             queue: BinaryHeap::new(),
-            by_state: [0; 5],
+            by_state: JobsByState::default(),
             lease_expiries: 0,
             conflicts_total: 0,
             untrusted: HashSet::new(),
@@ -205,24 +191,24 @@ impl Lifecycle {
         }
         for id in 0..life.jobs.len() {
             let job = &mut life.jobs[id];
-            if let JobState::Leased { lease_id, .. } = job.state {
-                job.state =
-                    JobState::Leased { lease_id, worker_id: 0, deadline: now + lease_duration };
+            if let Standing::Leased { lease_id, .. } = job.standing {
+                job.standing =
+                    Standing::Leased { lease_id, worker_id: 0, deadline: now + lease_duration };
                 match life.leases.get_mut(&lease_id) {
                     Some(lease) => {
                         lease.active = true;
-                        job.state = JobState::Leased {
+                        job.standing = Standing::Leased {
                             lease_id,
                             worker_id: lease.worker_id,
                             deadline: now + lease_duration,
                         };
                     }
-                    None => job.state = JobState::Pending,
+                    None => job.standing = Standing::Pending,
                 }
             }
             life.conflicts_total += job.conflicts as u64;
-            life.by_state[job.state.slot()] += 1;
-            if job.state == JobState::Pending {
+            life.by_state.add(job.standing.state(), 1);
+            if job.standing == Standing::Pending {
                 life.queue.push((job.estimate, Reverse(id as u64)));
             }
         }
@@ -232,20 +218,16 @@ impl Lifecycle {
     pub fn total_jobs(&self) -> u64 {
         self.jobs.len() as u64
     }
-    pub fn count(&self, state: &str) -> u64 {
-        match state {
-            "pending" => self.by_state[0],
-            "leased" => self.by_state[1],
-            "done" => self.by_state[2],
-            "held" => self.by_state[3],
-            _ => self.by_state[4],
-        }
+    /// How many jobs are in `state`.
+    pub fn count(&self, state: JobState) -> u64 {
+        self.by_state.get(state)
+    }
+    /// How many jobs are in each state.
+    pub fn by_state(&self) -> JobsByState {
+        self.by_state
     }
     pub fn is_complete(&self) -> bool {
-        self.by_state[2] == self.jobs.len() as u64
-    }
-    pub fn lease_duration(&self) -> Duration {
-        self.lease_duration
+        self.by_state.get(JobState::Done) == self.jobs.len() as u64
     }
 
     /// Restores the untrusted marks reloaded from the store (their jobs were requeued back then).
@@ -260,24 +242,23 @@ impl Lifecycle {
     }
 
     /// Moves a job (same-state moves are fine: they rewrite the stored row) and records the change.
-    fn set_state(&mut self, id: u64, state: JobState, changes: &mut Vec<Change>) {
+    fn set_state(&mut self, id: u64, state: Standing, changes: &mut Vec<Change>) {
         let job = &mut self.jobs[id as usize];
-        self.by_state[job.state.slot()] -= 1;
-        self.by_state[state.slot()] += 1;
-        job.state = state;
+        self.by_state.moved(job.standing.state(), state.state());
+        job.standing = state;
         let (lease_id, worker_id) = match state {
-            JobState::Leased { lease_id, worker_id, .. } => (Some(lease_id), Some(worker_id)),
+            Standing::Leased { lease_id, worker_id, .. } => (Some(lease_id), Some(worker_id)),
             _ => (None, None),
         };
         changes.push(Change::JobState {
             job_id: id,
-            state: state.name(),
+            state: state.state(),
             lease_id,
             worker_id,
             errors: job.errors,
             conflicts: job.conflicts,
         });
-        if state == JobState::Pending {
+        if state == Standing::Pending {
             self.queue.push((job.estimate, Reverse(id)));
         }
     }
@@ -301,7 +282,7 @@ impl Lifecycle {
         while picked.len() < max_jobs {
             let Some((estimate, Reverse(id))) = self.queue.pop() else { break };
             let job = &self.jobs[id as usize];
-            if job.state != JobState::Pending {
+            if job.standing != Standing::Pending {
                 continue; // stale queue entry
             }
             let gave = |w: u64| job.opinions.iter().any(|(o, _)| *o == w);
@@ -320,16 +301,11 @@ impl Lifecycle {
         changes.push(Change::Lease { lease_id, worker_id, job_ids: picked.clone() });
         let deadline = now + self.lease_duration;
         for &id in &picked {
-            self.set_state(id, JobState::Leased { lease_id, worker_id, deadline }, changes);
+            self.set_state(id, Standing::Leased { lease_id, worker_id, deadline }, changes);
         }
         self.leases
             .insert(lease_id, LeaseRecord { worker_id, job_ids: picked.clone(), active: true });
         Some((lease_id, picked))
-    }
-
-    /// Whether pending work exists that `worker_id` could be given.
-    pub fn has_pending(&self) -> bool {
-        self.by_state[0] > 0
     }
 
     /// Extends `lease_ids` of `worker_id`. A lease that expired but whose jobs are still pending is
@@ -354,13 +330,13 @@ impl Lifecycle {
             }
             let mut holds_any = false;
             for id in lease.job_ids.clone() {
-                match self.jobs[id as usize].state {
-                    JobState::Leased { lease_id: l, .. } if l == lease_id => {
-                        self.jobs[id as usize].state =
-                            JobState::Leased { lease_id, worker_id, deadline };
+                match self.jobs[id as usize].standing {
+                    Standing::Leased { lease_id: l, .. } if l == lease_id => {
+                        self.jobs[id as usize].standing =
+                            Standing::Leased { lease_id, worker_id, deadline };
                         holds_any = true;
                     }
-                    JobState::Pending
+                    Standing::Pending
                         if !self.jobs[id as usize]
                             .opinions
                             .iter()
@@ -368,7 +344,7 @@ impl Lifecycle {
                     {
                         self.set_state(
                             id,
-                            JobState::Leased { lease_id, worker_id, deadline },
+                            Standing::Leased { lease_id, worker_id, deadline },
                             changes,
                         );
                         holds_any = true;
@@ -396,11 +372,12 @@ impl Lifecycle {
             let mut expired_any = false;
             let mut still_held = false;
             for id in job_ids {
-                if let JobState::Leased { lease_id: l, deadline, .. } = self.jobs[id as usize].state
+                if let Standing::Leased { lease_id: l, deadline, .. } =
+                    self.jobs[id as usize].standing
                 {
                     if l == lease_id {
                         if deadline <= now {
-                            self.set_state(id, JobState::Pending, changes);
+                            self.set_state(id, Standing::Pending, changes);
                             expired_any = true;
                         } else {
                             still_held = true;
@@ -447,11 +424,11 @@ impl Lifecycle {
             if job_ids.is_empty() { lease.job_ids.clone() } else { job_ids.to_vec() };
         let mut released = 0;
         for id in ids {
-            if let Some(JobState::Leased { lease_id: l, .. }) =
-                self.jobs.get(id as usize).map(|j| j.state)
+            if let Some(Standing::Leased { lease_id: l, .. }) =
+                self.jobs.get(id as usize).map(|j| j.standing)
             {
                 if l == lease_id {
-                    self.set_state(id, JobState::Pending, changes);
+                    self.set_state(id, Standing::Pending, changes);
                     released += 1;
                 }
             }
@@ -483,7 +460,7 @@ impl Lifecycle {
             Ok(found) => found,
             Err(_) => return self.record_error(job_id, changes),
         };
-        let row = |counted: bool, kind: &'static str| Change::Result {
+        let row = |counted: bool, kind: ResultKind| Change::Result {
             job_id,
             worker_id,
             lease_id,
@@ -498,7 +475,7 @@ impl Lifecycle {
                 let new_witness = counted_by != worker_id
                     && !job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts));
                 if new_witness {
-                    changes.push(row(false, "confirm"));
+                    changes.push(row(false, ResultKind::Confirm));
                     self.jobs[job_id as usize].opinions.push((worker_id, counts));
                     return ResultOutcome::Confirmed;
                 }
@@ -512,7 +489,7 @@ impl Lifecycle {
                 detail: format!("counted {counted:?}, got {counts:?}"),
             });
             changes.push(Change::Uncount { job_id });
-            changes.push(row(false, "conflict"));
+            changes.push(row(false, ResultKind::Conflict));
             let job = &mut self.jobs[job_id as usize];
             job.counted = None;
             job.opinions.push((counted_by, counted));
@@ -522,7 +499,7 @@ impl Lifecycle {
         // The scheduler gave this job back to the same worker after its first opinion (only done
         // when no other worker could give a fresh one). A replay of the first opinion carries the
         // old lease and stays a duplicate.
-        let solved_again = matches!(job.state, JobState::Leased { lease_id: l, worker_id: w, .. } if l == lease_id && w == worker_id);
+        let solved_again = matches!(job.standing, Standing::Leased { lease_id: l, worker_id: w, .. } if l == lease_id && w == worker_id);
         if !solved_again
             && job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts))
         {
@@ -543,15 +520,18 @@ impl Lifecycle {
             trusted(w) && (*w != worker_id || self_confirms) && c.same_answer(&counts)
         });
         if needed == 1 || agrees {
-            changes.push(row(true, if agrees { "verified" } else { "first" }));
+            changes.push(row(true, if agrees { ResultKind::Verified } else { ResultKind::First }));
             self.jobs[job_id as usize].counted = Some((worker_id, counts));
-            self.set_state(job_id, JobState::Done, changes);
+            self.set_state(job_id, Standing::Done, changes);
             if agrees && self.jobs[job_id as usize].verify {
                 self.untrust_dissenters(job_id, counts, changes);
             }
             return if agrees { ResultOutcome::Confirmed } else { ResultOutcome::Accepted };
         }
-        changes.push(row(false, if disagrees.is_some() { "conflict" } else { "opinion" }));
+        changes.push(row(
+            false,
+            if disagrees.is_some() { ResultKind::Conflict } else { ResultKind::Opinion },
+        ));
         self.jobs[job_id as usize].opinions.push((worker_id, counts));
         if let Some(other) = disagrees {
             changes.push(Change::Conflict {
@@ -563,8 +543,8 @@ impl Lifecycle {
             return self.mark_conflict(job_id, changes);
         }
         // First opinion of a verified job: a different worker must now solve it too.
-        if self.jobs[job_id as usize].state != JobState::Pending {
-            self.set_state(job_id, JobState::Pending, changes);
+        if self.jobs[job_id as usize].standing != Standing::Pending {
+            self.set_state(job_id, Standing::Pending, changes);
         }
         ResultOutcome::Accepted
     }
@@ -586,19 +566,19 @@ impl Lifecycle {
             let mut requeued = 0;
             for id in 0..self.jobs.len() as u64 {
                 let job = &mut self.jobs[id as usize];
-                match (job.counted, job.state) {
+                match (job.counted, job.standing) {
                     (Some((w, counts)), _) if w == worker_id => {
                         changes.push(Change::Uncount { job_id: id });
                         job.counted = None;
                         // Kept as an (ignored) opinion, the same as a reload sees the un-counted row.
                         job.opinions.push((w, counts));
-                        if job.state == JobState::Done {
-                            self.set_state(id, JobState::Pending, changes);
+                        if job.standing == Standing::Done {
+                            self.set_state(id, Standing::Pending, changes);
                         }
                         requeued += 1;
                     }
-                    (_, JobState::Leased { worker_id: w, .. }) if w == worker_id => {
-                        self.set_state(id, JobState::Pending, changes)
+                    (_, Standing::Leased { worker_id: w, .. }) if w == worker_id => {
+                        self.set_state(id, Standing::Pending, changes)
                     }
                     _ => {}
                 }
@@ -619,18 +599,18 @@ impl Lifecycle {
         self.conflicts_total += 1;
         let job = &mut self.jobs[job_id as usize];
         job.conflicts += 1;
-        let next = if job.conflicts >= MAX_CONFLICTS { JobState::Held } else { JobState::Pending };
+        let next = if job.conflicts >= MAX_CONFLICTS { Standing::Held } else { Standing::Pending };
         self.set_state(job_id, next, changes);
         ResultOutcome::Conflict
     }
 
     fn record_error(&mut self, job_id: u64, changes: &mut Vec<Change>) -> ResultOutcome {
         let job = &mut self.jobs[job_id as usize];
-        if job.state == JobState::Done {
+        if job.standing == Standing::Done {
             return ResultOutcome::Duplicate;
         }
         job.errors += 1;
-        let next = if job.errors >= MAX_ERRORS { JobState::Failed } else { JobState::Pending };
+        let next = if job.errors >= MAX_ERRORS { Standing::Failed } else { Standing::Pending };
         self.set_state(job_id, next, changes);
         ResultOutcome::ErrorRecorded
     }
@@ -680,9 +660,9 @@ mod tests {
             l.result(1, lease, 99, Ok((counts(1), 0.1)), &mut ch),
             ResultOutcome::UnknownJob
         );
-        assert_eq!(l.count("done"), 1);
-        assert_eq!(l.count("leased"), 1);
-        assert_eq!(l.count("pending"), 3);
+        assert_eq!(l.count(JobState::Done), 1);
+        assert_eq!(l.count(JobState::Leased), 1);
+        assert_eq!(l.count(JobState::Pending), 3);
     }
 
     #[test]
@@ -692,7 +672,7 @@ mod tests {
         let t0 = Instant::now();
         l.lease(1, 3, &[NOBODY], t0, &mut ch).unwrap();
         assert_eq!(l.expire(t0 + Duration::from_secs(11), &mut ch), 1);
-        assert_eq!(l.count("pending"), 3);
+        assert_eq!(l.count(JobState::Pending), 3);
         assert_eq!(l.lease_expiries, 1);
     }
 
@@ -703,7 +683,7 @@ mod tests {
         let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
         assert_eq!(l.result(1, a, 0, Ok((counts(6), 0.1)), &mut ch), ResultOutcome::Conflict);
-        assert_eq!(l.count("pending"), 1);
+        assert_eq!(l.count(JobState::Pending), 1);
         // Needs two agreeing workers now; worker 2 agrees with the first result.
         let (b, ids) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(ids, vec![0]);
@@ -749,8 +729,8 @@ mod tests {
         l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
         l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.release(1, 0, &[], &mut ch), 4);
-        assert_eq!(l.count("leased"), 1);
-        assert_eq!(l.count("pending"), 5);
+        assert_eq!(l.count(JobState::Leased), 1);
+        assert_eq!(l.count(JobState::Pending), 5);
     }
 
     #[test]
@@ -775,7 +755,7 @@ mod tests {
         let (a, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(A, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
         // B re-solves the done job (a lease lost in a restart, say) and disagrees.
-        l.set_state(0, JobState::Pending, &mut ch);
+        l.set_state(0, Standing::Pending, &mut ch);
         let (b, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(B, b, 0, Ok((counts(6), 0.1)), &mut ch), ResultOutcome::Conflict);
         // A third worker would get the job; with none, both may solve it again.
@@ -783,7 +763,7 @@ mod tests {
         let (a2, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
         // Repeating its own side of the dispute settles nothing: one more conflict.
         assert_eq!(l.result(A, a2, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Conflict);
-        assert_eq!(l.count("pending"), 1);
+        assert_eq!(l.count(JobState::Pending), 1);
         // Agreeing with the other worker settles it.
         let (b2, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(B, b2, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
@@ -798,19 +778,19 @@ mod tests {
         let mut ch = Vec::new();
         // Three conflicts hold the job (A and two other workers kept disagreeing).
         for (worker, answer) in [(A, 5), (2, 6), (3, 7), (4, 8)] {
-            l.set_state(0, JobState::Pending, &mut ch);
+            l.set_state(0, Standing::Pending, &mut ch);
             let (lease, _) = l.lease(worker, 1, &[], Instant::now(), &mut ch).unwrap();
             l.result(worker, lease, 0, Ok((counts(answer), 0.1)), &mut ch);
         }
-        assert_eq!(l.count("held"), 1);
+        assert_eq!(l.count(JobState::Held), 1);
         // Requeued by an operator, with only A around: A's repeat of its own answer holds it again.
-        l.set_state(0, JobState::Pending, &mut ch);
+        l.set_state(0, Standing::Pending, &mut ch);
         let (a, _) = l.lease(A, 1, &[], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(A, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Conflict);
-        assert_eq!(l.count("held"), 1);
+        assert_eq!(l.count(JobState::Held), 1);
         assert!(!l.is_complete());
         // Requeued again: agreeing with another worker's answer settles it.
-        l.set_state(0, JobState::Pending, &mut ch);
+        l.set_state(0, Standing::Pending, &mut ch);
         let (a, _) = l.lease(A, 1, &[], Instant::now(), &mut ch).unwrap();
         assert_eq!(l.result(A, a, 0, Ok((counts(7), 0.1)), &mut ch), ResultOutcome::Confirmed);
         assert!(l.is_complete());
@@ -840,7 +820,7 @@ mod tests {
                 ResultOutcome::Accepted
             );
         }
-        assert_eq!(l.count("done"), 3);
+        assert_eq!(l.count(JobState::Done), 3);
 
         // B disagrees: a conflict, still no one untrusted.
         let (b1, ids) = l.lease(B, 1, &[NOBODY], now, &mut ch).unwrap();
@@ -856,10 +836,10 @@ mod tests {
         assert!(l.is_untrusted(A));
         assert!(!l.is_untrusted(B) && !l.is_untrusted(C));
         assert_eq!(l.untrusted_count(), 1);
-        assert_eq!(l.jobs[3].state, JobState::Done);
+        assert_eq!(l.jobs[3].standing, Standing::Done);
         assert_eq!(l.jobs[3].counted, Some((C, counts(5))));
         for id in 0..3u64 {
-            assert_eq!(l.jobs[id as usize].state, JobState::Pending, "job {id}");
+            assert_eq!(l.jobs[id as usize].standing, Standing::Pending, "job {id}");
             assert_eq!(l.jobs[id as usize].counted, None, "job {id}");
             assert!(
                 ch.contains(&Change::Uncount { job_id: id }),
@@ -869,8 +849,8 @@ mod tests {
         assert!(ch
             .iter()
             .any(|c| matches!(c, Change::Untrust { worker_id: A, job_id: 3, requeued: 3, .. })));
-        assert_eq!(l.count("done"), 1);
-        assert_eq!(l.count("pending"), 3);
+        assert_eq!(l.count(JobState::Done), 1);
+        assert_eq!(l.count(JobState::Pending), 3);
 
         // A is refused; the others re-solve its jobs.
         ch.clear();
@@ -903,6 +883,6 @@ mod tests {
                 ResultOutcome::ErrorRecorded
             );
         }
-        assert_eq!(l.count("failed"), 1);
+        assert_eq!(l.count(JobState::Failed), 1);
     }
 }

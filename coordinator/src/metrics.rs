@@ -4,6 +4,7 @@
 //! hand-written HTTP/1.0 responder: scraping needs no framework, and a slow scraper can never hold
 //! up the engine.
 
+use crate::state::{JobState, JobsByState};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,11 +15,8 @@ use tokio::net::TcpListener;
 #[derive(Debug)]
 pub struct Metrics {
     pub started: Instant,
-    pub jobs_pending: AtomicU64,
-    pub jobs_leased: AtomicU64,
-    pub jobs_done: AtomicU64,
-    pub jobs_held: AtomicU64,
-    pub jobs_failed: AtomicU64,
+    /// Jobs by state, indexed by [`JobState`] (the engine's latest count).
+    pub jobs: [AtomicU64; 5],
     pub workers: AtomicU64,
     pub results_accepted: AtomicU64,
     pub results_duplicate: AtomicU64,
@@ -36,11 +34,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             started: Instant::now(),
-            jobs_pending: AtomicU64::new(0),
-            jobs_leased: AtomicU64::new(0),
-            jobs_done: AtomicU64::new(0),
-            jobs_held: AtomicU64::new(0),
-            jobs_failed: AtomicU64::new(0),
+            jobs: Default::default(),
             workers: AtomicU64::new(0),
             results_accepted: AtomicU64::new(0),
             results_duplicate: AtomicU64::new(0),
@@ -57,6 +51,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Publishes the engine's count of jobs by state.
+    pub fn set_jobs(&self, jobs: JobsByState) {
+        for state in JobState::ALL {
+            self.jobs[state as usize].store(jobs.get(state), Ordering::Relaxed);
+        }
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -65,14 +66,9 @@ impl Metrics {
             out,
             "# HELP nqueens_jobs Jobs of the run by state.\n# TYPE nqueens_jobs gauge"
         );
-        for (state, v) in [
-            ("pending", &self.jobs_pending),
-            ("leased", &self.jobs_leased),
-            ("done", &self.jobs_done),
-            ("held", &self.jobs_held),
-            ("failed", &self.jobs_failed),
-        ] {
-            let _ = writeln!(out, "nqueens_jobs{{state=\"{state}\"}} {}", g(v));
+        for state in JobState::ALL {
+            let jobs = g(&self.jobs[state as usize]);
+            let _ = writeln!(out, "nqueens_jobs{{state=\"{state}\"}} {jobs}");
         }
         let uptime = self.started.elapsed().as_secs_f64().max(1e-3);
         let simple: [(&str, &str, &str, f64); 13] = [

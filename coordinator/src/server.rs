@@ -144,7 +144,6 @@ async fn serve_inner(
     let jobs = Arc::new(list.jobs);
     let (engine, mut complete_rx, engine_thread) = Engine::start(
         store,
-        jobs,
         Duration::from_secs(config.lease_seconds as u64),
         metrics.clone(),
         engine_config,
@@ -155,6 +154,7 @@ async fn serve_inner(
     let service = CoordinatorService {
         engine: engine.clone(),
         run,
+        jobs: jobs.clone(),
         lease_seconds: config.lease_seconds,
         heartbeat_seconds,
         stopping: stopping_rx.clone(),

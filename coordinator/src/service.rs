@@ -1,8 +1,13 @@
-//! The gRPC face of the coordinator: checks that each request names this run, forwards it to the
-//! engine and turns the engine's answers into protocol messages with typed failure reasons.
+//! The gRPC face of the coordinator: checks that each request names this run, converts it to the
+//! engine's domain types (through [`crate::wire`]), forwards it to the engine and answers with
+//! protocol messages carrying typed failure reasons.
 
-use crate::engine::{Command, EngineHandle, RegisterReply};
+use crate::engine::{
+    Command, EngineHandle, LeaseReply, RegisterReply, Registration, ReportedResult,
+};
 use crate::metrics::Metrics;
+use crate::wire::{rejected_ack, result_ack};
+use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, Reason};
 use std::pin::Pin;
@@ -16,11 +21,29 @@ use tonic::{Code, Request, Response, Status, Streaming};
 pub struct CoordinatorService {
     pub engine: EngineHandle,
     pub run: pb::RunId,
+    /// The run's job list, to send leased jobs by id.
+    pub jobs: Arc<Vec<Job>>,
     pub lease_seconds: u32,
     pub heartbeat_seconds: u32,
     /// Flips to true when the coordinator starts shutting down; open result streams end then.
     pub stopping: watch::Receiver<bool>,
     pub metrics: Arc<Metrics>,
+}
+
+/// Why a request naming `named` does not belong to the run `ours`, if it does not.
+fn run_mismatch(ours: &pb::RunId, named: Option<&pb::RunId>) -> Option<String> {
+    match named {
+        Some(r) if r.n == ours.n && r.fingerprint == ours.fingerprint => None,
+        Some(r) => Some(format!(
+            "this coordinator runs N={} fingerprint {}, the request names N={} fingerprint {}",
+            ours.n, ours.fingerprint, r.n, r.fingerprint
+        )),
+        None => Some("the request does not name a run".into()),
+    }
+}
+
+fn invalid(e: nqueens_proto::WireError) -> Status {
+    status_with_reason(Code::InvalidArgument, Reason::InvalidRequest, e.to_string())
 }
 
 fn shutting_down() -> Status {
@@ -29,15 +52,15 @@ fn shutting_down() -> Status {
 
 impl CoordinatorService {
     /// Every request names the run it belongs to; anything else is refused with WRONG_RUN.
-    fn check_run(&self, run: &Option<pb::RunId>) -> Result<(), Status> {
-        match run {
-            Some(r) if r.n == self.run.n && r.fingerprint == self.run.fingerprint => Ok(()),
-            Some(r) => Err(status_with_reason(
-                Code::FailedPrecondition,
-                Reason::WrongRun,
-                format!("this coordinator runs N={} fingerprint {}, the request names N={} fingerprint {}", self.run.n, self.run.fingerprint, r.n, r.fingerprint),
-            )),
-            None => Err(status_with_reason(Code::InvalidArgument, Reason::InvalidRequest, "the request does not name a run")),
+    fn check_run(&self, named: Option<&pb::RunId>) -> Result<(), Status> {
+        match run_mismatch(&self.run, named) {
+            None => Ok(()),
+            Some(message) if named.is_none() => {
+                Err(status_with_reason(Code::InvalidArgument, Reason::InvalidRequest, message))
+            }
+            Some(message) => {
+                Err(status_with_reason(Code::FailedPrecondition, Reason::WrongRun, message))
+            }
         }
     }
 
@@ -87,7 +110,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
     ) -> Result<Response<pb::RegisterResponse>, Status> {
         let req = request.into_inner();
         if req.run.is_some() {
-            self.check_run(&req.run)?;
+            self.check_run(req.run.as_ref())?;
         }
         let major = req.version.split('.').next().unwrap_or("");
         let ours = env!("CARGO_PKG_VERSION").split('.').next().unwrap_or("");
@@ -109,15 +132,18 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 format!("the worker's solver self-test failed: {:?}", req.self_test),
             ));
         }
-        let reply = self.ask(|reply| Command::Register { req, reply }).await?;
+        let worker = Registration::try_from(req).map_err(invalid)?;
+        let reply = self.ask(|reply| Command::Register { worker, reply }).await?;
         match reply {
-            RegisterReply::Ok { worker_id, complete } => Ok(Response::new(pb::RegisterResponse {
-                run: Some(self.run.clone()),
-                worker_id,
-                lease_seconds: self.lease_seconds,
-                heartbeat_seconds: self.heartbeat_seconds,
-                run_complete: complete,
-            })),
+            RegisterReply::Registered { worker_id, run_complete } => {
+                Ok(Response::new(pb::RegisterResponse {
+                    run: Some(self.run.clone()),
+                    worker_id,
+                    lease_seconds: self.lease_seconds,
+                    heartbeat_seconds: self.heartbeat_seconds,
+                    run_complete,
+                }))
+            }
             RegisterReply::UnknownWorker => Err(status_with_reason(
                 Code::NotFound,
                 Reason::UnknownWorker,
@@ -131,7 +157,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         request: Request<pb::LeaseRequest>,
     ) -> Result<Response<pb::LeaseResponse>, Status> {
         let req = request.into_inner();
-        self.check_run(&req.run)?;
+        self.check_run(req.run.as_ref())?;
         if *self.stopping.borrow() {
             return Err(shutting_down());
         }
@@ -142,31 +168,32 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 reply,
             })
             .await?;
-        if reply.unknown_worker {
-            return Err(status_with_reason(
+        match reply {
+            LeaseReply::Granted { lease_id, job_ids, run_complete } => {
+                let retry_after_ms = if job_ids.is_empty() && !run_complete { 500 } else { 0 };
+                let jobs = job_ids.iter().map(|&id| pb::JobSpec::from(&self.jobs[id as usize]));
+                Ok(Response::new(pb::LeaseResponse {
+                    lease_id,
+                    jobs: jobs.collect(),
+                    lease_seconds: self.lease_seconds,
+                    retry_after_ms,
+                    run_complete,
+                }))
+            }
+            LeaseReply::UnknownWorker => Err(status_with_reason(
                 Code::NotFound,
                 Reason::UnknownWorker,
                 format!("worker {} is not registered (register again)", req.worker_id),
-            ));
-        }
-        if reply.untrusted_worker {
-            return Err(status_with_reason(
+            )),
+            LeaseReply::UntrustedWorker => Err(status_with_reason(
                 Code::PermissionDenied,
                 Reason::UntrustedWorker,
                 format!(
                     "worker {} disagreed with a settled verification and gets no more work",
                     req.worker_id
                 ),
-            ));
+            )),
         }
-        let retry_after_ms = if reply.jobs.is_empty() && !reply.complete { 500 } else { 0 };
-        Ok(Response::new(pb::LeaseResponse {
-            lease_id: reply.lease_id,
-            jobs: reply.jobs,
-            lease_seconds: self.lease_seconds,
-            retry_after_ms,
-            run_complete: reply.complete,
-        }))
     }
 
     async fn heartbeat(
@@ -174,15 +201,18 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
         let req = request.into_inner();
-        self.check_run(&req.run)?;
-        let (lost, complete) = self
+        self.check_run(req.run.as_ref())?;
+        let reply = self
             .ask(|reply| Command::Heartbeat {
                 worker_id: req.worker_id,
                 lease_ids: req.lease_ids,
                 reply,
             })
             .await?;
-        Ok(Response::new(pb::HeartbeatResponse { lost_lease_ids: lost, run_complete: complete }))
+        Ok(Response::new(pb::HeartbeatResponse {
+            lost_lease_ids: reply.lost_lease_ids,
+            run_complete: reply.run_complete,
+        }))
     }
 
     type ResultsStream = AckStream;
@@ -211,36 +241,29 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                     }
                     None => break,
                 };
-                let right_run = msg
-                    .run
-                    .as_ref()
-                    .is_some_and(|r| r.n == run.n && r.fingerprint == run.fingerprint);
-                if !right_run {
+                if let Some(why) = run_mismatch(&run, msg.run.as_ref()) {
                     metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
-                    let named = msg
-                        .run
-                        .as_ref()
-                        .map(|r| format!("N={} fingerprint {}", r.n, r.fingerprint))
-                        .unwrap_or_else(|| "no run".into());
-                    tracing::warn!(job = msg.job_id, %named, "result for another run rejected");
-                    let ack = pb::ResultAck {
-                        job_id: msg.job_id,
-                        lease_id: msg.lease_id,
-                        outcome: pb::Outcome::Rejected as i32,
-                        reason: Reason::WrongRun as i32,
-                        message: format!(
-                            "result names {named}, this coordinator runs N={} fingerprint {}",
-                            run.n, run.fingerprint
-                        ),
-                        run_complete: false,
-                    };
+                    tracing::warn!(job = msg.job_id, %why, "result for another run rejected");
+                    let ack = rejected_ack(&msg, Reason::WrongRun, why);
                     if out_tx.send(Ok(ack)).await.is_err() {
                         break;
                     }
                     continue;
                 }
+                let result = match ReportedResult::try_from(msg.clone()) {
+                    Ok(result) => result,
+                    Err(e) => {
+                        metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(job = msg.job_id, error = %e, "malformed result rejected");
+                        let ack = rejected_ack(&msg, Reason::InvalidRequest, e.to_string());
+                        if out_tx.send(Ok(ack)).await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                };
                 let (tx, rx) = oneshot::channel();
-                if !engine.send(Command::Result { msg, reply: tx }) {
+                if !engine.send(Command::Result { result: result.clone(), reply: tx }) {
                     let _ = out_tx.send(Err(shutting_down())).await;
                     break;
                 }
@@ -249,8 +272,8 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 let out = out_tx.clone();
                 tokio::spawn(async move {
                     match rx.await {
-                        Ok(ack) => {
-                            let _ = out.send(Ok(ack)).await;
+                        Ok(reply) => {
+                            let _ = out.send(Ok(result_ack(&result, reply))).await;
                         }
                         Err(_) => {
                             let _ = out.send(Err(shutting_down())).await;
@@ -267,7 +290,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         request: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
         let req = request.into_inner();
-        self.check_run(&req.run)?;
+        self.check_run(req.run.as_ref())?;
         let released = self
             .ask(|reply| Command::Release {
                 worker_id: req.worker_id,
@@ -284,6 +307,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let status = self.ask(|reply| Command::Status { reply }).await?;
-        status.map(Response::new).map_err(|e| Status::internal(format!("status: {e}")))
+        let status = status.map_err(|e| Status::internal(format!("status: {e}")))?;
+        Ok(Response::new(status.to_response(&self.run)))
     }
 }

@@ -3,12 +3,13 @@
 //! as one JSON object.
 
 use crate::report::{hms, ResultRecord};
+use crate::state::JobState;
 use crate::store::{Store, StoreError};
-use nqueens_proto as pb;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
+/// One worker as `status` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerView {
     pub worker_id: u64,
@@ -23,6 +24,7 @@ pub struct WorkerView {
     pub untrusted: bool,
 }
 
+/// A run's progress as `status` shows it, live or from a state file.
 #[derive(Debug, Clone, Serialize)]
 pub struct StatusView {
     pub n: u32,
@@ -47,59 +49,18 @@ pub struct StatusView {
     pub complete: bool,
     pub result: Option<ResultRecord>,
     pub workers: Vec<WorkerView>,
+    /// Seconds since the coordinator started (live status only).
+    pub uptime_seconds: Option<f64>,
 }
 
 impl StatusView {
-    /// From a live coordinator's status call.
-    pub fn from_response(r: pb::StatusResponse, source: &str) -> StatusView {
-        let run = r.run.unwrap_or_default();
-        StatusView {
-            n: run.n,
-            fingerprint: run.fingerprint,
-            source: source.to_owned(),
-            jobs_total: r.jobs_total,
-            jobs_pending: r.jobs_pending,
-            jobs_leased: r.jobs_leased,
-            jobs_done: r.jobs_done,
-            jobs_held: r.jobs_held,
-            jobs_failed: r.jobs_failed,
-            percent_done: percent(r.jobs_done, r.jobs_total),
-            conflicts: r.conflicts,
-            untrusted_workers: r.untrusted_workers,
-            lease_expiries: Some(r.lease_expiries),
-            results_per_second: Some(r.results_per_second),
-            eta_seconds: (r.eta_seconds >= 0.0).then_some(r.eta_seconds),
-            partial_total: r.partial_total,
-            partial_sym180: r.partial_sym180,
-            partial_sym90: r.partial_sym90,
-            nodes: r.nodes,
-            complete: r.complete,
-            result: serde_json::from_str(&r.result_json).ok(),
-            workers: r
-                .workers
-                .into_iter()
-                .map(|w| WorkerView {
-                    worker_id: w.worker_id,
-                    name: w.name,
-                    host: w.host,
-                    cores: w.cores,
-                    version: w.version,
-                    results: w.results,
-                    conflicts: w.conflicts,
-                    jobs_leased: w.jobs_leased,
-                    last_seen_seconds_ago: w.last_seen_seconds_ago,
-                    untrusted: w.untrusted,
-                })
-                .collect(),
-        }
-    }
-
     /// Offline, from the committed rows of a state file.
     pub fn from_state(path: &Path) -> Result<StatusView, StoreError> {
         let store = Store::open_existing(path)?;
         let s = store.summary()?;
         let meta = store.meta();
-        let complete = s.done == meta.job_count;
+        let done = s.jobs.get(JobState::Done);
+        let complete = done == meta.job_count;
         let result = if complete {
             store
                 .final_totals()?
@@ -108,21 +69,21 @@ impl StatusView {
             None
         };
         let rate = match (s.first_result_unix, s.last_result_unix) {
-            (Some(a), Some(b)) if b > a => Some(s.done as f64 / (b - a)),
+            (Some(a), Some(b)) if b > a => Some(done as f64 / (b - a)),
             _ => None,
         };
-        let remaining = meta.job_count - s.done.min(meta.job_count);
+        let remaining = meta.job_count - done.min(meta.job_count);
         Ok(StatusView {
             n: meta.n as u32,
             fingerprint: meta.fingerprint.clone(),
             source: path.display().to_string(),
             jobs_total: meta.job_count,
-            jobs_pending: s.pending,
-            jobs_leased: s.leased,
-            jobs_done: s.done,
-            jobs_held: s.held,
-            jobs_failed: s.failed,
-            percent_done: percent(s.done, meta.job_count),
+            jobs_pending: s.jobs.get(JobState::Pending),
+            jobs_leased: s.jobs.get(JobState::Leased),
+            jobs_done: done,
+            jobs_held: s.jobs.get(JobState::Held),
+            jobs_failed: s.jobs.get(JobState::Failed),
+            percent_done: percent(done, meta.job_count),
             conflicts: s.conflicts,
             untrusted_workers: s.untrusted_workers,
             lease_expiries: None,
@@ -135,6 +96,7 @@ impl StatusView {
             complete,
             result,
             workers: Vec::new(),
+            uptime_seconds: None,
         })
     }
 
@@ -215,7 +177,8 @@ impl StatusView {
     }
 }
 
-fn percent(done: u64, total: u64) -> f64 {
+/// `done` as a percentage of `total` (100 for an empty run).
+pub fn percent(done: u64, total: u64) -> f64 {
     if total == 0 {
         100.0
     } else {

@@ -10,7 +10,8 @@
 //! on `<state>.lock` for as long as their [`Store`] lives; the kernel drops it when the process
 //! dies, however it dies, so a crash never leaves a stale lock behind.
 
-use crate::lifecycle::{Change, JobEntry, JobState, LeaseRecord};
+use crate::lifecycle::{Change, JobEntry, LeaseRecord, Standing};
+use crate::state::{JobState, JobsByState, ResultKind};
 use nqueens_core::{JobCounts, JobList, SplitParams, Tally, Totals};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::collections::HashMap;
@@ -72,11 +73,7 @@ pub fn chosen_for_verification(job_id: u64, fraction: f64) -> bool {
 /// A summary of a run computed from committed rows only.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
-    pub pending: u64,
-    pub leased: u64,
-    pub done: u64,
-    pub held: u64,
-    pub failed: u64,
+    pub jobs: JobsByState,
     pub conflicts: u64,
     pub workers: u64,
     pub untrusted_workers: u64,
@@ -258,14 +255,15 @@ impl Store {
         let path = self.path.clone();
         let sql = move |source| StoreError::Sqlite { path: path.clone(), source };
         let tx = self.conn.transaction().map_err(&sql)?;
-        let requeue = |state: &str| {
+        let requeue = |state: JobState| {
             tx.execute(
-                "UPDATE jobs SET state='pending', lease_id=NULL, worker_id=NULL WHERE state=?1",
-                [state],
+                "UPDATE jobs SET state=?1, lease_id=NULL, worker_id=NULL WHERE state=?2",
+                [JobState::Pending.as_str(), state.as_str()],
             )
         };
-        let held_requeued = if held { requeue("held").map_err(&sql)? as u64 } else { 0 };
-        let failed_requeued = if failed { requeue("failed").map_err(&sql)? as u64 } else { 0 };
+        let held_requeued = if held { requeue(JobState::Held).map_err(&sql)? as u64 } else { 0 };
+        let failed_requeued =
+            if failed { requeue(JobState::Failed).map_err(&sql)? as u64 } else { 0 };
         tx.commit().map_err(&sql)?;
         Ok((held_requeued, failed_requeued))
     }
@@ -395,11 +393,17 @@ impl Store {
                 .map_err(&sql)?;
         }
         {
-            let mut insert = tx.prepare("INSERT INTO jobs(id, weight, estimate, verify, state) VALUES (?1, ?2, ?3, ?4, 'pending')").map_err(&sql)?;
+            let mut insert = tx.prepare("INSERT INTO jobs(id, weight, estimate, verify, state) VALUES (?1, ?2, ?3, ?4, ?5)").map_err(&sql)?;
             for job in &list.jobs {
                 let verify = chosen_for_verification(job.id, verify_fraction);
                 insert
-                    .execute(params![job.id as i64, job.weight, job.estimate as i64, verify])
+                    .execute(params![
+                        job.id as i64,
+                        job.weight,
+                        job.estimate as i64,
+                        verify,
+                        JobState::Pending.as_str()
+                    ])
                     .map_err(&sql)?;
             }
         }
@@ -430,21 +434,21 @@ impl Store {
                 let lease: Option<i64> = r.get(4).map_err(&sql)?;
                 entry.errors = r.get(5).map_err(&sql)?;
                 entry.conflicts = r.get(6).map_err(&sql)?;
-                entry.state = match state.as_str() {
-                    "pending" => JobState::Pending,
+                entry.standing = match JobState::parse(&state) {
+                    Some(JobState::Pending) => Standing::Pending,
                     // Deadline and worker are filled in by Lifecycle::new (fresh grace period).
-                    "leased" => JobState::Leased {
+                    Some(JobState::Leased) => Standing::Leased {
                         lease_id: lease.unwrap_or(0) as u64,
                         worker_id: 0,
                         deadline: Instant::now(),
                     },
-                    "done" => JobState::Done,
-                    "held" => JobState::Held,
-                    "failed" => JobState::Failed,
-                    other => {
+                    Some(JobState::Done) => Standing::Done,
+                    Some(JobState::Held) => Standing::Held,
+                    Some(JobState::Failed) => Standing::Failed,
+                    None => {
                         return Err(StoreError::Corrupt {
                             path: self.path.clone(),
-                            reason: format!("unknown job state {other}"),
+                            reason: format!("unknown job state {state}"),
                         })
                     }
                 };
@@ -549,7 +553,7 @@ impl Store {
                         set_state
                             .execute(params![
                                 *job_id as i64,
-                                state,
+                                state.as_str(),
                                 lease_id.map(|l| l as i64),
                                 worker_id.map(|w| w as i64),
                                 errors,
@@ -577,7 +581,7 @@ impl Store {
                                 counts.nodes as i64,
                                 seconds,
                                 counted,
-                                kind,
+                                kind.as_str(),
                                 at
                             ])
                             .map_err(&sql)?;
@@ -669,13 +673,11 @@ impl Store {
         while let Some(r) = rows.next().map_err(&sql)? {
             let state: String = r.get(0).map_err(&sql)?;
             let count = r.get::<_, i64>(1).map_err(&sql)? as u64;
-            match state.as_str() {
-                "pending" => s.pending = count,
-                "leased" => s.leased = count,
-                "done" => s.done = count,
-                "held" => s.held = count,
-                _ => s.failed += count,
-            }
+            let state = JobState::parse(&state).ok_or_else(|| StoreError::Corrupt {
+                path: self.path.clone(),
+                reason: format!("unknown job state {state}"),
+            })?;
+            s.jobs.add(state, count);
         }
         s.conflicts = self
             .conn
@@ -813,11 +815,11 @@ impl LocalCheckpoint {
             counts: *counts,
             seconds,
             counted: true,
-            kind: "local",
+            kind: ResultKind::Local,
         });
         inner.buffer.push(Change::JobState {
             job_id,
-            state: "done",
+            state: JobState::Done,
             lease_id: None,
             worker_id: None,
             errors: 0,
@@ -890,7 +892,7 @@ mod tests {
                         Change::Uncount { job_id: job.id },
                         Change::JobState {
                             job_id: job.id,
-                            state: "pending",
+                            state: JobState::Pending,
                             lease_id: None,
                             worker_id: None,
                             errors: 0,
@@ -911,7 +913,7 @@ mod tests {
         assert_eq!(store.untrusted_workers().unwrap(), vec![7]);
         let loaded = store.load().unwrap();
         assert_eq!(loaded.untrusted, vec![7]);
-        assert_eq!(loaded.jobs[0].state, JobState::Pending);
+        assert_eq!(loaded.jobs[0].standing, Standing::Pending);
         assert!(loaded.jobs[0].counted.is_none());
         assert_eq!(store.tally().unwrap().jobs, list.jobs.len() as u64 - 1);
         assert_eq!(Store::open_existing(&path).unwrap().summary().unwrap().untrusted_workers, 1);
@@ -941,7 +943,11 @@ mod tests {
             };
             store
                 .apply(
-                    &[state(1, "held", 0, 3), state(2, "failed", 3, 0), state(3, "held", 0, 3)],
+                    &[
+                        state(1, JobState::Held, 0, 3),
+                        state(2, JobState::Failed, 3, 0),
+                        state(3, JobState::Held, 0, 3),
+                    ],
                     &[],
                 )
                 .unwrap();
@@ -952,7 +958,7 @@ mod tests {
         assert_eq!(store.requeue(true, true).unwrap(), (0, 1));
         let loaded = store.load().unwrap();
         for id in 1..=3 {
-            assert_eq!(loaded.jobs[id].state, JobState::Pending, "job {id}");
+            assert_eq!(loaded.jobs[id].standing, Standing::Pending, "job {id}");
         }
         assert_eq!((loaded.jobs[1].conflicts, loaded.jobs[2].errors), (3, 3));
         drop(store);

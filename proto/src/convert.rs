@@ -10,7 +10,7 @@ use nqueens_core::{Constellation, Job, JobCounts};
 use thiserror::Error;
 
 /// A message that cannot stand for a domain value.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Error)]
 pub enum WireError {
     /// A required sub-message is absent.
     #[error("{0} is missing")]
@@ -18,6 +18,9 @@ pub enum WireError {
     /// A number does not fit the domain type it stands for.
     #[error("{field} = {value} is out of range")]
     OutOfRange { field: &'static str, value: u64 },
+    /// A number of seconds that is not a finite, non-negative number.
+    #[error("{field} = {value} is not a duration")]
+    NotANumber { field: &'static str, value: f64 },
 }
 
 /// Narrows a wire integer to a domain integer, naming the field when it does not fit.

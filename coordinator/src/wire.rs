@@ -1,0 +1,231 @@
+//! The coordinator's side of the wire line: its domain types to and from protocol messages.
+//!
+//! Conversions of the types the worker shares (jobs, counts) live in `nqueens_proto::convert`;
+//! this module adds the coordinator's own (registrations, results, acknowledgements, status).
+//! Nothing beyond this module and the gRPC plumbing in [`crate::service`] reads or builds a
+//! protocol message, so the engine and the life cycle speak domain types only.
+
+use crate::engine::{Registration, ReportedResult, ResultReply};
+use crate::lifecycle::ResultOutcome;
+use crate::report::ResultRecord;
+use crate::status::{percent, StatusView, WorkerView};
+use nqueens_core::{Classes, JobCounts};
+use nqueens_proto::{self as pb, convert::narrow, Outcome, Reason, WireError};
+
+impl TryFrom<pb::RegisterRequest> for Registration {
+    type Error = WireError;
+    fn try_from(req: pb::RegisterRequest) -> Result<Self, WireError> {
+        Ok(Registration {
+            previous_worker_id: (req.previous_worker_id != 0).then_some(req.previous_worker_id),
+            name: req.name,
+            host: req.host,
+            cores: req.cores,
+            version: req.version,
+        })
+    }
+}
+
+impl TryFrom<pb::JobResult> for ReportedResult {
+    type Error = WireError;
+    fn try_from(msg: pb::JobResult) -> Result<Self, WireError> {
+        let solved = if msg.error.is_empty() {
+            let counts = msg.counts.ok_or(WireError::Missing("result counts"))?;
+            if !(msg.seconds.is_finite() && msg.seconds >= 0.0) {
+                return Err(WireError::NotANumber { field: "result seconds", value: msg.seconds });
+            }
+            Ok((JobCounts::from(counts), msg.seconds))
+        } else {
+            Err(msg.error)
+        };
+        Ok(ReportedResult {
+            worker_id: msg.worker_id,
+            lease_id: msg.lease_id,
+            job_id: msg.job_id,
+            solved,
+        })
+    }
+}
+
+/// The acknowledgement of one result: its outcome, and for a refusal the typed reason and a
+/// sentence a person can act on.
+pub fn result_ack(result: &ReportedResult, reply: ResultReply) -> pb::ResultAck {
+    let (job_id, lease_id) = (result.job_id, result.lease_id);
+    let (outcome, reason, message) = match reply.outcome {
+        ResultOutcome::Accepted => (Outcome::Accepted, Reason::Unspecified, String::new()),
+        ResultOutcome::Duplicate => (Outcome::Duplicate, Reason::Unspecified, String::new()),
+        ResultOutcome::Confirmed => (Outcome::Confirmed, Reason::Unspecified, String::new()),
+        ResultOutcome::Conflict => (
+            Outcome::Conflict,
+            Reason::Unspecified,
+            "result disagrees with another result for this job; it will be re-run".into(),
+        ),
+        ResultOutcome::ErrorRecorded => {
+            (Outcome::ErrorRecorded, Reason::Unspecified, String::new())
+        }
+        ResultOutcome::UnknownJob => (
+            Outcome::Rejected,
+            Reason::UnknownJob,
+            format!("job {job_id} is not in this run's job list"),
+        ),
+        ResultOutcome::UntrustedWorker => (
+            Outcome::Rejected,
+            Reason::UntrustedWorker,
+            format!(
+                "worker {} disagreed with a settled verification and may not contribute results",
+                result.worker_id
+            ),
+        ),
+        ResultOutcome::UnknownLease => (
+            Outcome::Rejected,
+            Reason::UnknownLease,
+            format!("lease {lease_id} was not issued to this worker for job {job_id}"),
+        ),
+    };
+    pb::ResultAck {
+        job_id,
+        lease_id,
+        outcome: outcome as i32,
+        reason: reason as i32,
+        message,
+        run_complete: reply.run_complete,
+    }
+}
+
+/// A refused result: nothing changed, and the ack says why.
+pub fn rejected_ack(msg: &pb::JobResult, reason: Reason, message: String) -> pb::ResultAck {
+    pb::ResultAck {
+        job_id: msg.job_id,
+        lease_id: msg.lease_id,
+        outcome: Outcome::Rejected as i32,
+        reason: reason as i32,
+        message,
+        run_complete: false,
+    }
+}
+
+impl From<&ResultRecord> for pb::RunResult {
+    fn from(r: &ResultRecord) -> Self {
+        let classes = match (r.count2, r.count4, r.count8) {
+            (Some(count2), Some(count4), Some(count8)) => {
+                Some(pb::Classes { count2, count4, count8 })
+            }
+            _ => None,
+        };
+        pb::RunResult {
+            n: r.n.into(),
+            total: r.total,
+            unique: r.unique,
+            classes,
+            jobs: r.jobs,
+            seconds: r.seconds,
+            nodes: r.nodes,
+        }
+    }
+}
+
+impl TryFrom<pb::RunResult> for ResultRecord {
+    type Error = WireError;
+    fn try_from(r: pb::RunResult) -> Result<Self, WireError> {
+        let classes =
+            r.classes.map(|c| Classes { count2: c.count2, count4: c.count4, count8: c.count8 });
+        Ok(ResultRecord {
+            n: narrow("result n", r.n)?,
+            total: r.total,
+            unique: r.unique,
+            count2: classes.map(|c| c.count2),
+            count4: classes.map(|c| c.count4),
+            count8: classes.map(|c| c.count8),
+            jobs: r.jobs,
+            seconds: r.seconds,
+            nodes: r.nodes,
+        })
+    }
+}
+
+impl StatusView {
+    /// The wire form of a live coordinator's status, naming the run `run`.
+    pub fn to_response(&self, run: &pb::RunId) -> pb::StatusResponse {
+        pb::StatusResponse {
+            run: Some(run.clone()),
+            jobs_total: self.jobs_total,
+            jobs_pending: self.jobs_pending,
+            jobs_leased: self.jobs_leased,
+            jobs_done: self.jobs_done,
+            jobs_held: self.jobs_held,
+            jobs_failed: self.jobs_failed,
+            conflicts: self.conflicts,
+            results_per_second: self.results_per_second.unwrap_or(0.0),
+            eta_seconds: self.eta_seconds.unwrap_or(-1.0),
+            partial_total: self.partial_total,
+            partial_sym180: self.partial_sym180,
+            partial_sym90: self.partial_sym90,
+            nodes: self.nodes,
+            complete: self.complete,
+            result: self.result.as_ref().map(pb::RunResult::from),
+            workers: self
+                .workers
+                .iter()
+                .map(|w| pb::WorkerInfo {
+                    worker_id: w.worker_id,
+                    name: w.name.clone(),
+                    host: w.host.clone(),
+                    cores: w.cores,
+                    version: w.version.clone(),
+                    results: w.results,
+                    conflicts: w.conflicts,
+                    last_seen_seconds_ago: w.last_seen_seconds_ago,
+                    jobs_leased: w.jobs_leased,
+                    untrusted: w.untrusted,
+                })
+                .collect(),
+            lease_expiries: self.lease_expiries.unwrap_or(0),
+            uptime_seconds: self.uptime_seconds.unwrap_or(0.0),
+            untrusted_workers: self.untrusted_workers,
+        }
+    }
+
+    /// A live coordinator's status call, as answered by the coordinator at `source`.
+    pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StatusView, WireError> {
+        let run = r.run.ok_or(WireError::Missing("status run"))?;
+        Ok(StatusView {
+            n: run.n,
+            fingerprint: run.fingerprint,
+            source: source.to_owned(),
+            jobs_total: r.jobs_total,
+            jobs_pending: r.jobs_pending,
+            jobs_leased: r.jobs_leased,
+            jobs_done: r.jobs_done,
+            jobs_held: r.jobs_held,
+            jobs_failed: r.jobs_failed,
+            percent_done: percent(r.jobs_done, r.jobs_total),
+            conflicts: r.conflicts,
+            untrusted_workers: r.untrusted_workers,
+            lease_expiries: Some(r.lease_expiries),
+            results_per_second: Some(r.results_per_second),
+            eta_seconds: (r.eta_seconds >= 0.0).then_some(r.eta_seconds),
+            partial_total: r.partial_total,
+            partial_sym180: r.partial_sym180,
+            partial_sym90: r.partial_sym90,
+            nodes: r.nodes,
+            complete: r.complete,
+            result: r.result.map(ResultRecord::try_from).transpose()?,
+            workers: r
+                .workers
+                .into_iter()
+                .map(|w| WorkerView {
+                    worker_id: w.worker_id,
+                    name: w.name,
+                    host: w.host,
+                    cores: w.cores,
+                    version: w.version,
+                    results: w.results,
+                    conflicts: w.conflicts,
+                    jobs_leased: w.jobs_leased,
+                    last_seen_seconds_ago: w.last_seen_seconds_ago,
+                    untrusted: w.untrusted,
+                })
+                .collect(),
+            uptime_seconds: Some(r.uptime_seconds),
+        })
+    }
+}
