@@ -114,14 +114,21 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
         exit_when_done: args.exit_when_done,
         tls,
     };
+    // Settings first: nothing is bound, created or logged for a run that cannot start.
+    config.validate()?;
     runtime()?.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding --listen {}", args.listen))?;
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .with_context(|| format!("binding --listen {}", args.listen))?;
         let metrics = if args.metrics_listen == "off" {
             None
         } else {
-            Some(tokio::net::TcpListener::bind(&args.metrics_listen).await.with_context(|| format!("binding --metrics-listen {}", args.metrics_listen))?)
+            Some(
+                tokio::net::TcpListener::bind(&args.metrics_listen)
+                    .await
+                    .with_context(|| format!("binding --metrics-listen {}", args.metrics_listen))?,
+            )
         };
-        tracing::info!(listen = %listener.local_addr()?, metrics = ?metrics.as_ref().and_then(|m| m.local_addr().ok()), "coordinator listening");
         let record = serve_run(listener, metrics, config, shutdown_signal()).await?;
         if let Some(r) = record {
             println!("{}", r.json_line());

@@ -12,5 +12,5 @@ pub mod status;
 pub mod store;
 pub mod wire;
 
-pub use server::{result_file, serve, ServeConfig, ServeError};
+pub use server::{result_file, serve, ConfigError, ServeConfig, ServeError};
 pub use store::{LocalCheckpoint, Store, StoreError};

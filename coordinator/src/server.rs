@@ -53,6 +53,7 @@ impl Default for ServeConfig {
     }
 }
 
+/// Why `serve` refused to start or stopped. Causes are chained as sources, not repeated.
 #[derive(Debug, Error)]
 pub enum ServeError {
     #[error(transparent)]
@@ -65,12 +66,36 @@ pub enum ServeError {
         "--target-jobs {given:?} does not match the state file, which was split with {stored:?}"
     )]
     OtherSplit { given: Option<u64>, stored: Option<u64> },
-    #[error("invalid setting: {0}")]
-    Config(String),
-    #[error("gRPC server: {0}")]
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("gRPC server")]
     Transport(#[from] tonic::transport::Error),
-    #[error("the engine stopped: {0}")]
-    Engine(String),
+    #[error("the engine stopped: it could not commit")]
+    Engine(#[source] StoreError),
+    #[error("the engine thread panicked")]
+    EnginePanicked,
+}
+
+/// A setting of [`ServeConfig`] that cannot work, found before anything is opened or logged.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ConfigError {
+    #[error("--verify-fraction {0} must be between 0 and 1")]
+    VerifyFraction(f64),
+    #[error("--lease-seconds {0} must be at least 2")]
+    LeaseSeconds(u32),
+}
+
+impl ServeConfig {
+    /// Checks the settings that do not depend on the state file.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(0.0..=1.0).contains(&self.verify_fraction) {
+            return Err(ConfigError::VerifyFraction(self.verify_fraction));
+        }
+        if self.lease_seconds < 2 {
+            return Err(ConfigError::LeaseSeconds(self.lease_seconds));
+        }
+        Ok(())
+    }
 }
 
 /// The result file of a state file: `<state>.result.json`.
@@ -100,15 +125,7 @@ async fn serve_inner(
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Option<ResultRecord>, ServeError> {
-    if !(0.0..=1.0).contains(&config.verify_fraction) {
-        return Err(ServeError::Config(format!(
-            "--verify-fraction {} must be between 0 and 1",
-            config.verify_fraction
-        )));
-    }
-    if config.lease_seconds < 2 {
-        return Err(ServeError::Config("--lease-seconds must be at least 2".into()));
-    }
+    config.validate()?;
 
     // Which run: a new one from --n, or the one in the state file.
     let (n, params) = if config.state.exists() {
@@ -133,7 +150,14 @@ async fn serve_inner(
     let list = job_list(n, &params).map_err(StoreError::from)?;
     let store = Store::open_or_create(&config.state, &list, config.verify_fraction, "cluster")?;
     let run = pb::RunId { n, fingerprint: store.meta().fingerprint.clone() };
-    tracing::info!(n, jobs = list.jobs.len(), fingerprint = %run.fingerprint, "run opened");
+    tracing::info!(
+        n,
+        jobs = list.jobs.len(),
+        fingerprint = %run.fingerprint,
+        listen = ?listener.local_addr().ok(),
+        metrics = ?metrics_listener.as_ref().and_then(|m| m.local_addr().ok()),
+        "run opened; coordinator listening"
+    );
 
     let metrics = Arc::new(Metrics::default());
     let heartbeat_seconds = (config.lease_seconds / 3).max(1);
@@ -217,8 +241,8 @@ async fn serve_inner(
     }
     match joined {
         Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => return Err(ServeError::Engine(e.to_string())),
-        _ => return Err(ServeError::Engine("engine thread panicked".into())),
+        Ok(Ok(Err(e))) => return Err(ServeError::Engine(e)),
+        _ => return Err(ServeError::EnginePanicked),
     }
     served?;
     let record = complete_rx.borrow_and_update().clone();

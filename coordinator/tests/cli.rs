@@ -43,6 +43,45 @@ fn serve_refuses_a_corrupt_state_file() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("corrupt"), "{err}");
+    // A refusal leaves nothing behind: not even the writer's lock file it took first.
+    let left: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec!["junk.db"], "{left:?}");
+}
+
+/// Serves with `args` on a free port without metrics, and returns the exit code and stderr.
+fn serve_fails(args: &[&str]) -> (Option<i32>, String) {
+    let out = coordinator()
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn an_error_and_its_cause_are_printed_once() {
+    let (code, err) = serve_fails(&["--n", "8", "--state", "/nonexistent-dir/run.db"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("cannot open the lock file /nonexistent-dir/run.db.lock"), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
+
+#[test]
+fn bad_settings_are_refused_before_anything_is_logged_or_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let state = state.to_str().unwrap();
+    for (flag, value, message) in [
+        ("--verify-fraction", "2", "--verify-fraction 2 must be between 0 and 1"),
+        ("--lease-seconds", "1", "--lease-seconds 1 must be at least 2"),
+    ] {
+        let (code, err) = serve_fails(&["--n", "8", "--state", state, flag, value]);
+        assert_eq!(code, Some(1), "{err}");
+        assert_eq!(err.trim(), format!("error: {message}"));
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]

@@ -228,6 +228,7 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
 #[test]
 fn held_and_failed_jobs_block_the_run_until_requeued() {
     use nqueens_coordinator::lifecycle::Change;
+    use nqueens_coordinator::state::JobState;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run12.db");
     let coordinator_cmd = |args: &[&str]| {
@@ -255,7 +256,7 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
             errors,
             conflicts,
         };
-        store.apply(&[set(0, "held", 0, 3), set(5, "failed", 3, 0)], &[]).unwrap();
+        store.apply(&[set(0, JobState::Held, 0, 3), set(5, JobState::Failed, 3, 0)], &[]).unwrap();
     }
     assert_eq!(held_and_failed(), (1, 1));
     let text = coordinator_cmd(&["status", "--state"]);

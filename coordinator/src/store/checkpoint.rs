@@ -1,0 +1,102 @@
+//! Checkpointing for the one-machine `solve --state`.
+
+use super::{Store, StoreError};
+use crate::lifecycle::Change;
+use crate::state::{JobState, ResultKind};
+use nqueens_core::{JobCounts, JobList, Tally, Totals};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Checkpointing for the one-machine `solve --state`: the same store, with no leases.
+///
+/// `solve` calls [`LocalCheckpoint::open`], skips [`done_ids`](LocalCheckpoint::done_ids), calls
+/// [`record`](LocalCheckpoint::record) from any thread as jobs finish (committed in batches, at
+/// least every second), and [`finish`](LocalCheckpoint::finish) for totals summed from committed rows.
+pub struct LocalCheckpoint {
+    inner: std::sync::Mutex<LocalInner>,
+}
+
+struct LocalInner {
+    store: Store,
+    buffer: Vec<Change>,
+    last_commit: Instant,
+}
+
+impl LocalCheckpoint {
+    /// Opens or creates the checkpoint of `list` in `path`.
+    pub fn open(path: &Path, list: &JobList) -> Result<LocalCheckpoint, StoreError> {
+        let store = Store::open_or_create(path, list, 0.0, "local")?;
+        Ok(LocalCheckpoint {
+            inner: std::sync::Mutex::new(LocalInner {
+                store,
+                buffer: Vec::new(),
+                last_commit: Instant::now(),
+            }),
+        })
+    }
+
+    /// Ids of the jobs already solved in an earlier (interrupted) run.
+    pub fn done_ids(&self) -> Result<Vec<u64>, StoreError> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let sql = inner.store.sql();
+        let mut q = inner
+            .store
+            .conn
+            .prepare("SELECT job_id FROM results WHERE counted=1 ORDER BY job_id")
+            .map_err(&sql)?;
+        let ids = q
+            .query_map([], |r| r.get::<_, i64>(0))
+            .map_err(&sql)?
+            .map(|r| r.map(|v| v as u64))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(&sql)?;
+        Ok(ids)
+    }
+
+    /// Records one solved job; commits when 512 are buffered or a second has passed.
+    pub fn record(&self, job_id: u64, counts: &JobCounts, seconds: f64) -> Result<(), StoreError> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.buffer.push(Change::Result {
+            job_id,
+            worker_id: 0,
+            lease_id: 0,
+            counts: *counts,
+            seconds,
+            counted: true,
+            kind: ResultKind::Local,
+        });
+        inner.buffer.push(Change::JobState {
+            job_id,
+            state: JobState::Done,
+            lease_id: None,
+            worker_id: None,
+            errors: 0,
+            conflicts: 0,
+        });
+        if inner.buffer.len() >= 1024 || inner.last_commit.elapsed() >= Duration::from_secs(1) {
+            inner.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Commits everything recorded so far.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).commit()
+    }
+
+    /// Flushes, then sums the committed rows: `Some(totals)` once every job is recorded.
+    pub fn finish(&self) -> Result<(Tally, Option<Totals>), StoreError> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.commit()?;
+        Ok((inner.store.tally()?, inner.store.final_totals()?))
+    }
+}
+
+impl LocalInner {
+    fn commit(&mut self) -> Result<(), StoreError> {
+        let changes = std::mem::take(&mut self.buffer);
+        self.store.apply(&changes, &[])?;
+        self.last_commit = Instant::now();
+        Ok(())
+    }
+}

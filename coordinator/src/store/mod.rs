@@ -1,0 +1,145 @@
+//! The durable state of a run: one SQLite file (WAL, synchronous=FULL).
+//!
+//! The store is the single source of truth. Totals are always summed from committed result rows,
+//! never from counters in memory, and a batch of results is committed together with the job-state
+//! changes it causes, in one transaction. Only the engine's writer thread writes; `status --state`
+//! and `solve --state` open their own connections.
+//!
+//! One process at a time may write a state file: a second coordinator (or `solve --state`) on the
+//! same file would lease and count jobs the first one also counts. Writers hold an exclusive lock
+//! on `<state>.lock` for as long as their [`Store`] lives; the kernel drops it when the process
+//! dies, however it dies, so a crash never leaves a stale lock behind.
+
+mod checkpoint;
+mod lock;
+mod open;
+mod rows;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+pub use checkpoint::LocalCheckpoint;
+pub use schema::SCHEMA_VERSION;
+
+use crate::lifecycle::{JobEntry, LeaseRecord};
+use crate::state::JobsByState;
+use nqueens_core::{JobList, Tally};
+use rusqlite::Connection;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+
+/// Why a state file cannot be opened, read or written. Each variant names the file; the cause,
+/// where there is one, is its [`source`](std::error::Error::source), not repeated in the message.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// SQLite refused an operation. Its message is part of ours: rusqlite's errors repeat their
+    /// own text as their source, so they are not chained.
+    #[error("state file {path}: {error}")]
+    Sqlite { path: PathBuf, error: rusqlite::Error },
+    #[error("state file {path} is corrupt or not an nqueens state file: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("state file {path} belongs to another run: {reason}")]
+    OtherRun { path: PathBuf, reason: String },
+    #[error("state file {path} does not exist")]
+    Missing { path: PathBuf },
+    #[error("state file {path} is in use by another process (a coordinator or `solve --state` holds {lock}); stop it first, or read the file with `status --state`")]
+    InUse { path: PathBuf, lock: PathBuf },
+    #[error("cannot open the lock file {lock} of state file {path}")]
+    Lock { path: PathBuf, lock: PathBuf, source: std::io::Error },
+    #[error("building the job list")]
+    Core(#[from] nqueens_core::CoreError),
+}
+
+/// What identifies a run; stored in the `meta` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunMeta {
+    pub n: u8,
+    pub target_jobs: Option<u64>,
+    /// `n<N>-<job list fingerprint>-p<protocol major>`.
+    pub fingerprint: String,
+    pub job_count: u64,
+    pub created_unix: f64,
+    /// "cluster" for `serve`, "local" for `solve --state`.
+    pub kind: String,
+}
+
+/// The run fingerprint named by every request: board size, job list and protocol major version.
+pub fn run_fingerprint(list: &JobList) -> String {
+    format!("n{}-{}-p{}", list.n, list.fingerprint(), nqueens_proto::PROTOCOL_MAJOR)
+}
+
+/// Which jobs are solved twice: a fixed pseudo-random `fraction` of ids, the same on every resume.
+pub fn chosen_for_verification(job_id: u64, fraction: f64) -> bool {
+    if fraction <= 0.0 {
+        return false;
+    }
+    let mut x = job_id.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    (x as f64 / u64::MAX as f64) < fraction
+}
+
+/// A summary of a run computed from committed rows only.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub jobs: JobsByState,
+    pub conflicts: u64,
+    pub workers: u64,
+    pub untrusted_workers: u64,
+    pub tally: Tally,
+    pub first_result_unix: Option<f64>,
+    pub last_result_unix: Option<f64>,
+}
+
+/// Everything needed to rebuild the scheduler after a restart.
+pub struct Loaded {
+    pub jobs: Vec<JobEntry>,
+    pub leases: HashMap<u64, LeaseRecord>,
+    pub next_worker_id: u64,
+    /// Workers that lost a settled verification.
+    pub untrusted: Vec<u64>,
+}
+
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    meta: RunMeta,
+    /// The writer's exclusive lock (see the module doc); `None` for read-only stores. Declared
+    /// after `conn` so that the connection is closed before the lock is let go.
+    _lock: Option<lock::WriterLock>,
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+impl Store {
+    fn sql(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        move |error| StoreError::Sqlite { path: self.path.clone(), error }
+    }
+
+    pub fn meta(&self) -> &RunMeta {
+        &self.meta
+    }
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Wall time since the run was created.
+    pub fn age(&self) -> Duration {
+        Duration::from_secs_f64((now_unix() - self.meta.created_unix).max(0.0))
+    }
+}
+
+/// A worker as stored in the `workers` table.
+#[derive(Debug, Clone)]
+pub struct WorkerRow {
+    pub id: u64,
+    pub name: String,
+    pub host: String,
+    pub cores: u32,
+    pub version: String,
+}
