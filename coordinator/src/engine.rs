@@ -5,13 +5,12 @@
 //! change in ONE transaction, and only then answers. Group commit is what makes thousands of durable
 //! results per second possible with synchronous=FULL; a single writer makes decisions race-free.
 
-use crate::lifecycle::{Change, Lifecycle, ResultOutcome, Standing};
+use crate::lifecycle::{Change, Finding, Lifecycle, ResultOutcome, Standing};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
 use crate::state::JobState;
 use crate::status::{percent, StatusView, WorkerView};
 use crate::store::{Store, StoreError, WorkerRow};
-use nqueens_core::JobCounts;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -62,8 +61,7 @@ pub struct ReportedResult {
     pub worker_id: u64,
     pub lease_id: u64,
     pub job_id: u64,
-    /// The counts and the seconds the job took, or the worker's solver error.
-    pub solved: Result<(JobCounts, f64), String>,
+    pub finding: Finding,
 }
 
 pub enum RegisterReply {
@@ -314,13 +312,13 @@ impl Engine {
             }
             Command::Result { result, reply } => {
                 self.touch(result.worker_id, now);
-                if let Err(error) = &result.solved {
+                if let Finding::SolverError(error) = &result.finding {
                     tracing::warn!(job = result.job_id, worker = result.worker_id, %error, "worker reported a solver error");
                 }
                 let before = changes.len();
-                let ReportedResult { worker_id, lease_id, job_id, ref solved } = result;
+                let ReportedResult { worker_id, lease_id, job_id, ref finding } = result;
                 let outcome =
-                    self.life.result(worker_id, lease_id, job_id, solved.clone(), changes);
+                    self.life.result(worker_id, lease_id, job_id, finding.clone(), changes);
                 self.count_outcome(&result, outcome);
                 for change in &changes[before..] {
                     if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
@@ -345,7 +343,7 @@ impl Engine {
         match outcome {
             ResultOutcome::Accepted | ResultOutcome::Confirmed => {
                 m.results_accepted.fetch_add(1, Ordering::Relaxed);
-                if let Ok((counts, seconds)) = msg.solved {
+                if let Finding::Solved { counts, seconds } = msg.finding {
                     m.nodes.fetch_add(counts.nodes, Ordering::Relaxed);
                     if seconds > 0.0 {
                         let mean = self.mean_job_seconds.get_or_insert(seconds);

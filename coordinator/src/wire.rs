@@ -6,7 +6,7 @@
 //! protocol message, so the engine and the life cycle speak domain types only.
 
 use crate::engine::{Registration, ReportedResult, ResultReply};
-use crate::lifecycle::ResultOutcome;
+use crate::lifecycle::{Finding, ResultOutcome};
 use crate::report::ResultRecord;
 use crate::status::{percent, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};
@@ -28,20 +28,20 @@ impl TryFrom<pb::RegisterRequest> for Registration {
 impl TryFrom<pb::JobResult> for ReportedResult {
     type Error = WireError;
     fn try_from(msg: pb::JobResult) -> Result<Self, WireError> {
-        let solved = if msg.error.is_empty() {
+        let finding = if msg.error.is_empty() {
             let counts = msg.counts.ok_or(WireError::Missing("result counts"))?;
             if !(msg.seconds.is_finite() && msg.seconds >= 0.0) {
                 return Err(WireError::NotANumber { field: "result seconds", value: msg.seconds });
             }
-            Ok((JobCounts::from(counts), msg.seconds))
+            Finding::Solved { counts: JobCounts::from(counts), seconds: msg.seconds }
         } else {
-            Err(msg.error)
+            Finding::SolverError(msg.error)
         };
         Ok(ReportedResult {
             worker_id: msg.worker_id,
             lease_id: msg.lease_id,
             job_id: msg.job_id,
-            solved,
+            finding,
         })
     }
 }

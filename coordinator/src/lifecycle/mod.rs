@@ -126,6 +126,15 @@ pub enum Change {
     },
 }
 
+/// What a worker found for one job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// The job's counts, and the seconds solving it took.
+    Solved { counts: JobCounts, seconds: f64 },
+    /// The worker's solver could not solve the job; its message.
+    SolverError(String),
+}
+
 /// What happened to one incoming result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResultOutcome {
@@ -443,7 +452,7 @@ impl Lifecycle {
         worker_id: u64,
         lease_id: u64,
         job_id: u64,
-        outcome: Result<(JobCounts, f64), String>,
+        finding: Finding,
         changes: &mut Vec<Change>,
     ) -> ResultOutcome {
         if self.is_untrusted(worker_id) {
@@ -456,9 +465,9 @@ impl Lifecycle {
             Some(lease) if lease.worker_id == worker_id && lease.job_ids.contains(&job_id) => {}
             _ => return ResultOutcome::UnknownLease,
         }
-        let (counts, seconds) = match outcome {
-            Ok(found) => found,
-            Err(_) => return self.record_error(job_id, changes),
+        let (counts, seconds) = match finding {
+            Finding::Solved { counts, seconds } => (counts, seconds),
+            Finding::SolverError(_) => return self.record_error(job_id, changes),
         };
         let row = |counted: bool, kind: ResultKind| Change::Result {
             job_id,
@@ -629,260 +638,4 @@ impl Lifecycle {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Another live worker that has given no opinion on anything.
-    const NOBODY: u64 = 999;
-
-    fn counts(s: u64) -> JobCounts {
-        JobCounts { solutions: s, sym180: 0, sym90: 0, nodes: 10 }
-    }
-
-    fn life(n: usize, verify: bool) -> Lifecycle {
-        let jobs = (0..n).map(|i| JobEntry::new(i as u64, verify)).collect();
-        Lifecycle::new(jobs, HashMap::new(), Duration::from_secs(10), Instant::now())
-    }
-
-    #[test]
-    fn leases_longest_first_and_completes() {
-        let mut l = life(5, false);
-        let mut ch = Vec::new();
-        let (lease, ids) = l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
-        assert_eq!(ids, vec![4, 3]);
-        assert_eq!(l.result(1, lease, 4, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::Accepted);
-        assert_eq!(l.result(1, lease, 4, Ok((counts(1), 0.1)), &mut ch), ResultOutcome::Duplicate);
-        assert_eq!(
-            l.result(1, lease, 2, Ok((counts(1), 0.1)), &mut ch),
-            ResultOutcome::UnknownLease
-        );
-        assert_eq!(
-            l.result(1, lease, 99, Ok((counts(1), 0.1)), &mut ch),
-            ResultOutcome::UnknownJob
-        );
-        assert_eq!(l.count(JobState::Done), 1);
-        assert_eq!(l.count(JobState::Leased), 1);
-        assert_eq!(l.count(JobState::Pending), 3);
-    }
-
-    #[test]
-    fn expired_leases_return_jobs() {
-        let mut l = life(3, false);
-        let mut ch = Vec::new();
-        let t0 = Instant::now();
-        l.lease(1, 3, &[NOBODY], t0, &mut ch).unwrap();
-        assert_eq!(l.expire(t0 + Duration::from_secs(11), &mut ch), 1);
-        assert_eq!(l.count(JobState::Pending), 3);
-        assert_eq!(l.lease_expiries, 1);
-    }
-
-    #[test]
-    fn conflicting_duplicate_reruns_job() {
-        let mut l = life(1, false);
-        let mut ch = Vec::new();
-        let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
-        assert_eq!(l.result(1, a, 0, Ok((counts(6), 0.1)), &mut ch), ResultOutcome::Conflict);
-        assert_eq!(l.count(JobState::Pending), 1);
-        // Needs two agreeing workers now; worker 2 agrees with the first result.
-        let (b, ids) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-        assert_eq!(ids, vec![0]);
-        assert_eq!(l.result(2, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
-        assert!(l.is_complete());
-    }
-
-    #[test]
-    fn verified_job_needs_a_second_worker() {
-        let mut l = life(1, true);
-        let mut ch = Vec::new();
-        let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
-        assert!(!l.is_complete());
-        assert!(
-            l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).is_none(),
-            "same worker may not verify"
-        );
-        let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(2, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
-        assert!(l.is_complete());
-    }
-
-    #[test]
-    fn results_that_differ_only_in_work_done_agree() {
-        // Two solver versions place a different number of queens for the same answer.
-        let mut l = life(1, true);
-        let mut ch = Vec::new();
-        let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
-        let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-        let other_version = JobCounts { nodes: 7, ..counts(5) };
-        assert_eq!(l.result(2, b, 0, Ok((other_version, 0.1)), &mut ch), ResultOutcome::Confirmed);
-        assert!(l.is_complete());
-        assert_eq!(l.conflicts_total, 0);
-    }
-
-    #[test]
-    fn release_all_returns_every_job_of_the_worker() {
-        let mut l = life(6, false);
-        let mut ch = Vec::new();
-        l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
-        l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
-        l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.release(1, 0, &[], &mut ch), 4);
-        assert_eq!(l.count(JobState::Leased), 1);
-        assert_eq!(l.count(JobState::Pending), 5);
-    }
-
-    #[test]
-    fn a_lone_worker_verifies_its_own_job_but_a_replay_does_not() {
-        let mut l = life(1, true);
-        let mut ch = Vec::new();
-        let (a, _) = l.lease(1, 1, &[], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
-        assert_eq!(l.result(1, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Duplicate);
-        assert!(!l.is_complete());
-        let (b, _) = l.lease(1, 1, &[], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(1, b, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
-        assert!(l.is_complete());
-    }
-
-    #[test]
-    fn two_disputing_workers_alone_solve_again_and_only_the_other_side_settles() {
-        const A: u64 = 1;
-        const B: u64 = 2;
-        let mut l = life(1, false);
-        let mut ch = Vec::new();
-        let (a, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(A, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Accepted);
-        // B re-solves the done job (a lease lost in a restart, say) and disagrees.
-        l.set_state(0, Standing::Pending, &mut ch);
-        let (b, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(B, b, 0, Ok((counts(6), 0.1)), &mut ch), ResultOutcome::Conflict);
-        // A third worker would get the job; with none, both may solve it again.
-        assert!(l.lease(A, 1, &[B, NOBODY], Instant::now(), &mut ch).is_none());
-        let (a2, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
-        // Repeating its own side of the dispute settles nothing: one more conflict.
-        assert_eq!(l.result(A, a2, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Conflict);
-        assert_eq!(l.count(JobState::Pending), 1);
-        // Agreeing with the other worker settles it.
-        let (b2, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(B, b2, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
-        assert!(l.is_complete());
-        assert_eq!(l.jobs[0].counted.map(|(_, c)| c.solutions), Some(5));
-    }
-
-    #[test]
-    fn a_requeued_held_job_is_not_settled_by_one_worker_alone() {
-        const A: u64 = 1;
-        let mut l = life(1, false);
-        let mut ch = Vec::new();
-        // Three conflicts hold the job (A and two other workers kept disagreeing).
-        for (worker, answer) in [(A, 5), (2, 6), (3, 7), (4, 8)] {
-            l.set_state(0, Standing::Pending, &mut ch);
-            let (lease, _) = l.lease(worker, 1, &[], Instant::now(), &mut ch).unwrap();
-            l.result(worker, lease, 0, Ok((counts(answer), 0.1)), &mut ch);
-        }
-        assert_eq!(l.count(JobState::Held), 1);
-        // Requeued by an operator, with only A around: A's repeat of its own answer holds it again.
-        l.set_state(0, Standing::Pending, &mut ch);
-        let (a, _) = l.lease(A, 1, &[], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(A, a, 0, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Conflict);
-        assert_eq!(l.count(JobState::Held), 1);
-        assert!(!l.is_complete());
-        // Requeued again: agreeing with another worker's answer settles it.
-        l.set_state(0, Standing::Pending, &mut ch);
-        let (a, _) = l.lease(A, 1, &[], Instant::now(), &mut ch).unwrap();
-        assert_eq!(l.result(A, a, 0, Ok((counts(7), 0.1)), &mut ch), ResultOutcome::Confirmed);
-        assert!(l.is_complete());
-    }
-
-    #[test]
-    fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
-        const A: u64 = 1;
-        const B: u64 = 2;
-        const C: u64 = 3;
-        // Jobs 0..=2 are plain, job 3 is the verification job (leased first: largest estimate).
-        let mut jobs: Vec<JobEntry> = (0..3).map(|i| JobEntry::new(i, false)).collect();
-        jobs.push(JobEntry::new(10, true));
-        let mut l = Lifecycle::new(jobs, HashMap::new(), Duration::from_secs(10), Instant::now());
-        let mut ch = Vec::new();
-        let now = Instant::now();
-
-        // A solves the verification job wrongly, then three plain jobs that are counted.
-        let (a1, ids) = l.lease(A, 1, &[NOBODY], now, &mut ch).unwrap();
-        assert_eq!(ids, vec![3]);
-        assert_eq!(l.result(A, a1, 3, Ok((counts(99), 0.1)), &mut ch), ResultOutcome::Accepted);
-        let (a2, ids) = l.lease(A, 3, &[NOBODY], now, &mut ch).unwrap();
-        assert_eq!(ids, vec![2, 1, 0]);
-        for id in [2, 1, 0] {
-            assert_eq!(
-                l.result(A, a2, id, Ok((counts(id), 0.1)), &mut ch),
-                ResultOutcome::Accepted
-            );
-        }
-        assert_eq!(l.count(JobState::Done), 3);
-
-        // B disagrees: a conflict, still no one untrusted.
-        let (b1, ids) = l.lease(B, 1, &[NOBODY], now, &mut ch).unwrap();
-        assert_eq!(ids, vec![3]);
-        assert_eq!(l.result(B, b1, 3, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Conflict);
-        assert!(!l.is_untrusted(A) && !l.is_untrusted(B));
-
-        // C agrees with B: settled, A is untrusted and its counted jobs are re-run.
-        let (c1, ids) = l.lease(C, 1, &[NOBODY], now, &mut ch).unwrap();
-        assert_eq!(ids, vec![3]);
-        ch.clear();
-        assert_eq!(l.result(C, c1, 3, Ok((counts(5), 0.1)), &mut ch), ResultOutcome::Confirmed);
-        assert!(l.is_untrusted(A));
-        assert!(!l.is_untrusted(B) && !l.is_untrusted(C));
-        assert_eq!(l.untrusted_count(), 1);
-        assert_eq!(l.jobs[3].standing, Standing::Done);
-        assert_eq!(l.jobs[3].counted, Some((C, counts(5))));
-        for id in 0..3u64 {
-            assert_eq!(l.jobs[id as usize].standing, Standing::Pending, "job {id}");
-            assert_eq!(l.jobs[id as usize].counted, None, "job {id}");
-            assert!(
-                ch.contains(&Change::Uncount { job_id: id }),
-                "job {id} un-counted in the same batch"
-            );
-        }
-        assert!(ch
-            .iter()
-            .any(|c| matches!(c, Change::Untrust { worker_id: A, job_id: 3, requeued: 3, .. })));
-        assert_eq!(l.count(JobState::Done), 1);
-        assert_eq!(l.count(JobState::Pending), 3);
-
-        // A is refused; the others re-solve its jobs.
-        ch.clear();
-        assert!(l.lease(A, 3, &[NOBODY], now, &mut ch).is_none());
-        assert_eq!(
-            l.result(A, a2, 0, Ok((counts(0), 0.1)), &mut ch),
-            ResultOutcome::UntrustedWorker
-        );
-        assert_eq!(l.heartbeat(A, &[a2], now, &mut ch), vec![a2]);
-        assert!(ch.is_empty(), "refusals change nothing");
-        let (b2, ids) = l.lease(B, 3, &[NOBODY], now, &mut ch).unwrap();
-        assert_eq!(ids, vec![2, 1, 0]);
-        for id in [2, 1, 0] {
-            assert_eq!(
-                l.result(B, b2, id, Ok((counts(id), 0.1)), &mut ch),
-                ResultOutcome::Accepted
-            );
-        }
-        assert!(l.is_complete());
-    }
-
-    #[test]
-    fn errors_fail_a_job_eventually() {
-        let mut l = life(1, false);
-        let mut ch = Vec::new();
-        for _ in 0..MAX_ERRORS {
-            let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-            assert_eq!(
-                l.result(1, a, 0, Err("boom".into()), &mut ch),
-                ResultOutcome::ErrorRecorded
-            );
-        }
-        assert_eq!(l.count(JobState::Failed), 1);
-    }
-}
+mod tests;
