@@ -6,12 +6,12 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nqueens_coordinator::report::ResultRecord;
 use nqueens_coordinator::LocalCheckpoint;
 use nqueens_core::{check_board_size, job_list, parallel, Job, SplitParams, Tally};
+use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tracing::info;
 
@@ -123,19 +123,15 @@ fn solve_one_size(
         let job = &todo[index];
         let outcome = match &checkpoint {
             Some(c) => c.record(job.id, counts, took.as_secs_f64()).map_err(anyhow::Error::from),
-            None => tally
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .add(job.weight, counts)
-                .map_err(anyhow::Error::from),
+            None => tally.lock().add(job.weight, counts).map_err(anyhow::Error::from),
         };
         if let Err(e) = outcome {
-            failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+            failure.lock().get_or_insert(e);
         }
         bar.inc();
     })?;
     bar.finish();
-    if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    if let Some(e) = failure.into_inner() {
         return Err(e);
     }
     // The checkpoint's answer is summed from its committed rows, never from memory.
@@ -145,7 +141,7 @@ fn solve_one_size(
             (tally, totals.context("the checkpoint is missing results after the run")?)
         }
         None => {
-            let tally = tally.into_inner().unwrap_or_else(|p| p.into_inner());
+            let tally = tally.into_inner();
             (tally, tally.totals()?)
         }
     };

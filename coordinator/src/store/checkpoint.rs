@@ -4,6 +4,7 @@ use super::{Store, StoreError};
 use crate::lifecycle::Change;
 use crate::state::{JobState, ResultKind};
 use nqueens_core::{JobCounts, JobList, Tally, Totals};
+use parking_lot::Mutex;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 /// [`record`](LocalCheckpoint::record) from any thread as jobs finish (committed in batches, at
 /// least every second), and [`finish`](LocalCheckpoint::finish) for totals summed from committed rows.
 pub struct LocalCheckpoint {
-    inner: std::sync::Mutex<LocalInner>,
+    inner: Mutex<LocalInner>,
 }
 
 struct LocalInner {
@@ -27,7 +28,7 @@ impl LocalCheckpoint {
     pub fn open(path: &Path, list: &JobList) -> Result<LocalCheckpoint, StoreError> {
         let store = Store::open_or_create(path, list, 0.0, "local")?;
         Ok(LocalCheckpoint {
-            inner: std::sync::Mutex::new(LocalInner {
+            inner: Mutex::new(LocalInner {
                 store,
                 buffer: Vec::new(),
                 last_commit: Instant::now(),
@@ -37,7 +38,7 @@ impl LocalCheckpoint {
 
     /// Ids of the jobs already solved in an earlier (interrupted) run.
     pub fn done_ids(&self) -> Result<Vec<u64>, StoreError> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = self.inner.lock();
         let sql = inner.store.sql();
         let mut q = inner
             .store
@@ -55,7 +56,7 @@ impl LocalCheckpoint {
 
     /// Records one solved job; commits when 512 are buffered or a second has passed.
     pub fn record(&self, job_id: u64, counts: &JobCounts, seconds: f64) -> Result<(), StoreError> {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = self.inner.lock();
         inner.buffer.push(Change::Result {
             job_id,
             worker_id: 0,
@@ -81,12 +82,12 @@ impl LocalCheckpoint {
 
     /// Commits everything recorded so far.
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).commit()
+        self.inner.lock().commit()
     }
 
     /// Flushes, then sums the committed rows: `Some(totals)` once every job is recorded.
     pub fn finish(&self) -> Result<(Tally, Option<Totals>), StoreError> {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = self.inner.lock();
         inner.commit()?;
         Ok((inner.store.tally()?, inner.store.final_totals()?))
     }
