@@ -38,20 +38,7 @@ impl LocalCheckpoint {
 
     /// Ids of the jobs already solved in an earlier (interrupted) run.
     pub fn done_ids(&self) -> Result<Vec<u64>, StoreError> {
-        let inner = self.inner.lock();
-        let sql = inner.store.sql();
-        let mut q = inner
-            .store
-            .conn
-            .prepare("SELECT job_id FROM results WHERE counted=1 ORDER BY job_id")
-            .map_err(&sql)?;
-        let ids = q
-            .query_map([], |r| r.get::<_, i64>(0))
-            .map_err(&sql)?
-            .map(|r| r.map(|v| v as u64))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(&sql)?;
-        Ok(ids)
+        self.inner.lock().store.ids("SELECT job_id FROM results WHERE counted=1 ORDER BY job_id")
     }
 
     /// Records one solved job; commits when 512 are buffered or a second has passed.

@@ -46,10 +46,13 @@ impl Store {
         if table.is_none() {
             return Ok(Vec::new());
         }
-        let mut q = self
-            .conn
-            .prepare("SELECT worker_id FROM untrusted_workers ORDER BY worker_id")
-            .map_err(&sql)?;
+        self.ids("SELECT worker_id FROM untrusted_workers ORDER BY worker_id")
+    }
+
+    /// The ids a one-column `query` selects.
+    pub(super) fn ids(&self, query: &str) -> Result<Vec<u64>, StoreError> {
+        let sql = self.sql();
+        let mut q = self.conn.prepare(query).map_err(&sql)?;
         let ids = q
             .query_map([], |r| r.get::<_, i64>(0))
             .map_err(&sql)?
