@@ -24,9 +24,13 @@ pub struct ServeArgs {
     /// Prometheus metrics listen address (HTTP, any path); "off" disables it.
     #[arg(long, env = "NQ_METRICS_LISTEN", default_value = "0.0.0.0:9447")]
     pub metrics_listen: String,
-    /// Shared secret every worker and status client must send; no check when unset.
+    /// Shared secret every worker and status client must send. Required unless --listen is a
+    /// loopback address or --insecure is given.
     #[arg(long, env = "NQ_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Serve a non-loopback --listen address without a token (only on a network you trust).
+    #[arg(long, env = "NQ_INSECURE", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    pub insecure: bool,
     /// Lease length: a worker silent for this long loses its jobs (heartbeats every third of it).
     #[arg(long, env = "NQ_LEASE_SECONDS", default_value_t = 60)]
     pub lease_seconds: u32,
@@ -113,6 +117,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
         token: args.token.clone().filter(|t| !t.is_empty()),
         exit_when_done: args.exit_when_done,
         tls,
+        insecure: args.insecure,
     };
     // Settings first: nothing is bound, created or logged for a run that cannot start.
     config.validate()?;

@@ -7,7 +7,7 @@
 use crate::engine::{Command, Engine, EngineConfig};
 use crate::metrics::{serve_metrics, Metrics};
 use crate::report::ResultRecord;
-use crate::service::{token_interceptor, CoordinatorService};
+use crate::service::{CoordinatorService, TokenCheck};
 use crate::store::{Store, StoreError};
 use nqueens_core::{job_list, SplitParams};
 use nqueens_proto as pb;
@@ -36,6 +36,9 @@ pub struct ServeConfig {
     pub exit_when_done: bool,
     /// PEM certificate chain and private key: serve TLS when given.
     pub tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// Serve a non-loopback address without a token (anyone who can reach the port can then
+    /// register a worker and report results).
+    pub insecure: bool,
 }
 
 impl Default for ServeConfig {
@@ -49,6 +52,7 @@ impl Default for ServeConfig {
             token: None,
             exit_when_done: false,
             tls: None,
+            insecure: false,
         }
     }
 }
@@ -83,9 +87,19 @@ pub enum ConfigError {
     VerifyFraction(f64),
     #[error("--lease-seconds {0} must be at least 2")]
     LeaseSeconds(u32),
+    #[error("refusing to serve {0} without a token: anyone who can reach it could report results; set --token (NQ_TOKEN) to a long random secret, listen on a loopback address, or pass --insecure (NQ_INSECURE=true) on a network you trust")]
+    NoToken(std::net::SocketAddr),
 }
 
 impl ServeConfig {
+    /// Checks that the coordinator may listen on `addr`: a token is needed off loopback.
+    pub fn validate_listen(&self, addr: std::net::SocketAddr) -> Result<(), ConfigError> {
+        if self.token.is_none() && !self.insecure && !addr.ip().is_loopback() {
+            return Err(ConfigError::NoToken(addr));
+        }
+        Ok(())
+    }
+
     /// Checks the settings that do not depend on the state file.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(0.0..=1.0).contains(&self.verify_fraction) {
@@ -126,6 +140,9 @@ async fn serve_inner(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Option<ResultRecord>, ServeError> {
     config.validate()?;
+    if let Ok(addr) = listener.local_addr() {
+        config.validate_listen(addr)?;
+    }
 
     // Which run: a new one from --n, or the one in the state file.
     let (n, params) = if config.state.exists() {
@@ -197,7 +214,7 @@ async fn serve_inner(
         builder =
             builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
     }
-    let interceptor = token_interceptor(config.token.clone(), metrics.clone());
+    let interceptor = TokenCheck::new(config.token.as_deref(), metrics.clone());
     let router = builder.add_service(health_service).add_service(
         pb::coordinator_server::CoordinatorServer::with_interceptor(service, interceptor),
     );

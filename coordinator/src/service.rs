@@ -10,9 +10,12 @@ use crate::wire::{rejected_ack, result_ack};
 use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, Reason};
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -74,28 +77,67 @@ impl CoordinatorService {
 }
 
 /// The shared-secret check applied to every call of the coordinator service.
-pub fn token_interceptor(
-    token: Option<String>,
+///
+/// Tokens are compared by their SHA-256 digests, in constant time: neither the time taken nor
+/// anything else reveals how much of a wrong token matched, or the right token's length. Refused
+/// calls are logged with the peer's address, at most once per [`REFUSAL_LOG_EVERY`] (with how
+/// many were refused meanwhile), so a client hammering the port cannot flood the log.
+#[derive(Clone)]
+pub struct TokenCheck {
+    expected: Option<[u8; 32]>,
     metrics: Arc<Metrics>,
-) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone {
-    let expected = token.map(|t| format!("Bearer {t}"));
-    move |req: Request<()>| {
-        let Some(expected) = &expected else { return Ok(req) };
+    refusals: Arc<Mutex<RefusalLog>>,
+}
+
+/// How often refused calls are logged at most.
+pub const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct RefusalLog {
+    last: Option<Instant>,
+    unlogged: u64,
+}
+
+fn token_digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl TokenCheck {
+    /// Requires `token` on every call; `None` lets every call through.
+    pub fn new(token: Option<&str>, metrics: Arc<Metrics>) -> Self {
+        TokenCheck { expected: token.map(token_digest), metrics, refusals: Default::default() }
+    }
+
+    fn refuse(&self, peer: Option<std::net::SocketAddr>) -> Status {
+        self.metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
+        let mut log = self.refusals.lock();
+        log.unlogged += 1;
+        if log.last.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_EVERY) {
+            let peer = peer.map_or("unknown".into(), |p| p.to_string());
+            tracing::warn!(%peer, refused = log.unlogged, "call refused: missing or wrong token");
+            log.last = Some(Instant::now());
+            log.unlogged = 0;
+        }
+        status_with_reason(
+            Code::Unauthenticated,
+            Reason::BadToken,
+            "missing or wrong token (set --token / NQ_TOKEN to the coordinator's)",
+        )
+    }
+}
+
+impl tonic::service::Interceptor for TokenCheck {
+    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
+        let Some(expected) = &self.expected else { return Ok(req) };
         let given = req.metadata().get(pb::AUTH_HEADER).and_then(|v| v.to_str().ok());
-        // Compare without an early exit so timing does not reveal how much of the token matched.
-        let ok = given.is_some_and(|g| {
-            g.len() == expected.len()
-                && g.bytes().zip(expected.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-        });
+        let given = given.and_then(|g| g.strip_prefix("Bearer ")).map(token_digest);
+        // Fixed-length digests, compared without an early exit.
+        let ok = given
+            .is_some_and(|g| g.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0);
         if ok {
             Ok(req)
         } else {
-            metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
-            Err(status_with_reason(
-                Code::Unauthenticated,
-                Reason::BadToken,
-                "missing or wrong token (set --token / NQ_TOKEN to the coordinator's)",
-            ))
+            Err(self.refuse(req.remote_addr()))
         }
     }
 }
@@ -309,5 +351,33 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let status = self.ask(|reply| Command::Status { reply }).await?;
         let status = status.map_err(|e| Status::internal(format!("status: {e}")))?;
         Ok(Response::new(status.to_response(&self.run)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::service::Interceptor;
+
+    fn call(check: &mut TokenCheck, header: Option<&str>) -> Result<(), Code> {
+        let mut req = Request::new(());
+        if let Some(h) = header {
+            req.metadata_mut().insert(pb::AUTH_HEADER, h.parse().unwrap());
+        }
+        check.call(req).map(|_| ()).map_err(|s| s.code())
+    }
+
+    #[test]
+    fn only_the_right_token_passes_and_refusals_are_counted() {
+        let metrics = Arc::new(Metrics::default());
+        let mut check = TokenCheck::new(Some("s3cret"), metrics.clone());
+        assert_eq!(call(&mut check, Some("Bearer s3cret")), Ok(()));
+        for wrong in [None, Some("Bearer s3cre"), Some("Bearer s3cret2"), Some("s3cret"), Some("")]
+        {
+            assert_eq!(call(&mut check, wrong), Err(Code::Unauthenticated), "{wrong:?}");
+        }
+        assert_eq!(metrics.auth_failures.load(Ordering::Relaxed), 5);
+        let mut open = TokenCheck::new(None, metrics);
+        assert_eq!(call(&mut open, None), Ok(()));
     }
 }

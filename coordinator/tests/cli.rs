@@ -98,3 +98,45 @@ fn healthcheck_of_nothing_fails() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("UNREACHABLE"));
 }
+
+#[test]
+fn serving_a_network_address_needs_a_token_or_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let state = state.to_str().unwrap();
+    let out = coordinator()
+        .args(["serve", "--n", "8", "--listen", "0.0.0.0:0", "--metrics-listen", "off"])
+        .args(["--state", state])
+        .env_remove("NQ_TOKEN")
+        .env_remove("NQ_INSECURE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to serve 0.0.0.0:") && err.contains("--insecure"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing created");
+
+    // With --insecure it serves: the health check answers on the network address's port.
+    let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+    let mut serve = coordinator()
+        .args(["serve", "--n", "8", "--metrics-listen", "off", "--insecure"])
+        .args(["--listen", &format!("0.0.0.0:{port}"), "--state", state])
+        .env_remove("NQ_TOKEN")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let serving = loop {
+        let out = coordinator()
+            .args(["healthcheck", "--connect", &format!("http://127.0.0.1:{port}")])
+            .output()
+            .unwrap();
+        if out.status.success() || std::time::Instant::now() > deadline {
+            break out.status.success();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    assert!(serving, "the --insecure coordinator never reported SERVING");
+}
