@@ -122,6 +122,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
     // Settings first: nothing is bound, created or logged for a run that cannot start.
     config.validate()?;
     runtime()?.block_on(async move {
+        let shutdown = shutdown_signal();
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("binding --listen {}", args.listen))?;
@@ -134,7 +135,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
                     .with_context(|| format!("binding --metrics-listen {}", args.metrics_listen))?,
             )
         };
-        let record = serve_run(listener, metrics, config, shutdown_signal()).await?;
+        let record = serve_run(listener, metrics, config, shutdown).await?;
         if let Some(r) = record {
             println!("{}", r.json_line());
         }
@@ -224,11 +225,18 @@ pub fn healthcheck(args: HealthcheckArgs) -> Result<ExitCode> {
 }
 
 /// Resolves on SIGTERM or Ctrl-C: how a terminal, systemd, Kubernetes, Slurm or Docker asks the
-/// process to stop.
-async fn shutdown_signal() {
+/// process to stop. The SIGTERM handler is installed when this is called, not when the future is
+/// first polled, so a stop that arrives while the server is still starting is not lost (it would
+/// otherwise kill the process outright). Call it inside the runtime.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} },
-        Err(_) => drop(tokio::signal::ctrl_c().await),
+    let term = signal(SignalKind::terminate());
+    async move {
+        match term {
+            Ok(mut term) => {
+                tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
+            }
+            Err(_) => drop(tokio::signal::ctrl_c().await),
+        }
     }
 }

@@ -26,10 +26,12 @@ const MAX_BATCH: usize = 8192;
 type Reply = Box<dyn FnOnce(&Engine)>;
 
 /// What [`Engine::start`] gives back: the command handle, the final result once the run is
-/// complete, and the engine thread.
+/// complete, a signal that fires when the engine thread has ended (for whatever reason), and the
+/// thread itself.
 type Started = (
     EngineHandle,
     watch::Receiver<Option<ResultRecord>>,
+    oneshot::Receiver<()>,
     std::thread::JoinHandle<Result<(), StoreError>>,
 );
 
@@ -166,11 +168,16 @@ impl Engine {
         );
         engine.publish_gauges();
         let (tx, rx) = mpsc::channel();
+        let (ended_tx, ended_rx) = oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("nq-engine".into())
-            .spawn(move || engine.run(rx))
+            .spawn(move || {
+                let ended = engine.run(rx);
+                let _ = ended_tx.send(());
+                ended
+            })
             .expect("spawn engine thread");
-        Ok((EngineHandle { tx }, complete_rx, thread))
+        Ok((EngineHandle { tx }, complete_rx, ended_rx, thread))
     }
 
     fn run(mut self, rx: mpsc::Receiver<Command>) -> Result<(), StoreError> {

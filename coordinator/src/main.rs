@@ -32,6 +32,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A file-size limit (`ulimit -f`) must fail the write, which the store reports and `serve`
+    // exits on, rather than kill the process with SIGXFSZ in the middle of a transaction.
+    // SAFETY: called before any other thread exists; SIG_IGN installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     let cli = Cli::parse();
     // `solve` prints its answer on stdout and keeps stderr for the progress bar: quiet by default.
     let default_filter = match cli.command {
@@ -55,9 +61,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr, filtered by RUST_LOG (or `default_filter` when it is unset).
+/// Logs go to stderr, filtered by RUST_LOG (or `default_filter` when it is unset), in colour only
+/// on a terminal and never when NO_COLOR is set (log files and `docker logs` stay plain text).
 fn init_tracing(default_filter: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(colour)
+        .init();
 }

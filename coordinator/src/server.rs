@@ -20,6 +20,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 
+/// How long a coordinator whose engine failed keeps answering NOT_SERVING before it exits, so
+/// that health probes see why it is going away.
+pub const NOT_SERVING_LINGER: Duration = Duration::from_secs(2);
+
 /// How long a finished coordinator keeps answering before `exit_when_done` returns, so that polling
 /// workers hear that the run is complete.
 pub const EXIT_LINGER: Duration = Duration::from_secs(3);
@@ -183,7 +187,7 @@ async fn serve_inner(
         heartbeat: Duration::from_secs(heartbeat_seconds as u64),
     };
     let jobs = Arc::new(list.jobs);
-    let (engine, mut complete_rx, engine_thread) = Engine::start(
+    let (engine, mut complete_rx, engine_ended, engine_thread) = Engine::start(
         store,
         Duration::from_secs(config.lease_seconds as u64),
         metrics.clone(),
@@ -236,6 +240,16 @@ async fn serve_inner(
             tokio::select! {
                 _ = shutdown => tracing::info!("shutdown requested: no new calls; committing what arrived"),
                 _ = done => tracing::info!("run complete: exiting as asked (--exit-when-done)"),
+                _ = engine_ended => {
+                    // The engine only ends early when it cannot commit. Nothing uncommitted was
+                    // acknowledged; say so to the probes, then stop so that a supervisor restarts
+                    // the coordinator instead of leaving a process that answers and does nothing.
+                    tracing::error!("the engine stopped (it could not commit); reporting NOT_SERVING and exiting");
+                    for service in ["", "nqueens.v1.Coordinator"] {
+                        health_reporter.set_service_status(service, tonic_health::ServingStatus::NotServing).await;
+                    }
+                    tokio::time::sleep(NOT_SERVING_LINGER).await;
+                }
             }
             let _ = stopping_tx.send(true);
             health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;

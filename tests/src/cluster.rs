@@ -21,8 +21,20 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(name: &str, args: &[String], log: PathBuf) -> Proc {
+        Proc::spawn_with(name, args, log, |_| {})
+    }
+
+    /// Like [`Proc::spawn`], with `configure` applied to the command first (limits, environment).
+    pub fn spawn_with(
+        name: &str,
+        args: &[String],
+        log: PathBuf,
+        configure: impl FnOnce(&mut Command),
+    ) -> Proc {
         let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(binary(name))
+        let mut command = Command::new(binary(name));
+        configure(&mut command);
+        let child = command
             .args(args)
             .env("RUST_LOG", "info")
             .env_remove("NQ_TOKEN")

@@ -1,0 +1,87 @@
+//! A coordinator that cannot write stops loudly: health turns NOT_SERVING, then the process exits
+//! non-zero within seconds, so that systemd, Kubernetes or compose restart it. Restarted with room,
+//! the run ends exact: nothing acknowledged was lost, nothing is counted twice.
+
+use nqueens_coordinator::result_file;
+use nqueens_tests::cluster::*;
+use std::os::unix::process::CommandExt;
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(240);
+
+/// What `healthcheck` says of the coordinator on `port`: SERVING, NOT SERVING or UNREACHABLE.
+fn health(port: u16) -> String {
+    let out = coordinator_output(["healthcheck", "--connect", &format!("http://127.0.0.1:{port}")]);
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn a_write_failure_stops_the_coordinator_loudly_and_a_restart_ends_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run15.db");
+    let port = free_port();
+    let args = serve_args(15, &state, port, &["--verify-fraction", "0", "--target-jobs", "4096"]);
+
+    // The run is created with room to spare, then stopped.
+    let mut create = Proc::spawn("nqueens-coordinator", &args, dir.path().join("create.log"));
+    wait_until(LONG, "the run to be created", || health(port) == "SERVING");
+    create.signal(libc::SIGTERM);
+    assert!(create.wait_exit(LONG).success(), "{}", create.log_text());
+    let jobs = query_count(&state, "SELECT COUNT(*) FROM jobs");
+    assert!(jobs > 1000, "{jobs} jobs");
+
+    // Resumed under a file-size limit a little above the file's size: the write-ahead log soon
+    // runs into it while results arrive.
+    let limit = std::fs::metadata(&state).unwrap().len() + 256 * 1024;
+    let mut cramped =
+        Proc::spawn_with("nqueens-coordinator", &args, dir.path().join("cramped.log"), |c| {
+            // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child before exec.
+            unsafe {
+                c.pre_exec(move || {
+                    let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+                    match libc::setrlimit(libc::RLIMIT_FSIZE, &rl) {
+                        0 => Ok(()),
+                        _ => Err(std::io::Error::last_os_error()),
+                    }
+                });
+            }
+        });
+    wait_until(LONG, "the cramped coordinator to serve", || health(port) == "SERVING");
+    let mut worker =
+        Proc::spawn("nqueens-worker", &worker_args(port, 2, "w", &[]), dir.path().join("w.log"));
+
+    // Health must say NOT SERVING before the process goes, and the process must go soon after.
+    let mut not_serving_at = None;
+    let status = loop {
+        if let Some(status) = cramped.child.try_wait().unwrap() {
+            break status;
+        }
+        let now = Instant::now();
+        if not_serving_at.is_none() && health(port).starts_with("NOT SERVING") {
+            not_serving_at = Some(now);
+        }
+        if let Some(at) = not_serving_at {
+            assert!(at.elapsed() < Duration::from_secs(10), "still up 10 s after NOT SERVING");
+        }
+        assert!(now.elapsed() < LONG);
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = cramped.log_text();
+    assert!(not_serving_at.is_some(), "health never said NOT SERVING; log:\n{log}");
+    assert!(!status.success(), "a coordinator that cannot commit must exit non-zero: {status}");
+    assert!(log.contains("commit failed"), "the cause is in the log:\n{log}");
+    let committed = committed_results(&state);
+    assert!(committed < jobs, "the failure came mid-run ({committed} of {jobs} committed)");
+
+    // With room again, the same worker (still holding its unacknowledged results) finishes the run.
+    let mut resumed = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(15, &state, port, &["--exit-when-done"]),
+        dir.path().join("resumed.log"),
+    );
+    let status = resumed.wait_exit(LONG);
+    assert!(status.success(), "resumed coordinator: {status}\n{}", resumed.log_text());
+    assert_matches_reference(&read_result_file(&result_file(&state)));
+    assert_each_job_counted_once(&state);
+    assert!(worker.wait_exit(LONG).success(), "{}", worker.log_text());
+}
