@@ -12,7 +12,7 @@ use nqueens_proto::Reason;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::sync::{mpsc, Notify};
@@ -98,6 +98,13 @@ pub fn self_test() -> pb::SelfTest {
     }
 }
 
+/// Locks `mutex` even if a thread panicked while holding it. Every critical section here is a
+/// single insert, remove or clone, so the data behind a poisoned lock is still consistent, and a
+/// worker that stopped sending results because of one panic would hold its leases to no end.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// State shared by the solver pool, the collector and the connection sessions.
 #[derive(Default)]
 struct Shared {
@@ -174,7 +181,7 @@ pub async fn run(
 async fn collect(worker: Arc<Worker>, mut rx: mpsc::UnboundedReceiver<(u64, pb::JobResult)>) {
     while let Some((lease_id, result)) = rx.recv().await {
         let sender = {
-            let mut shared = worker.shared.lock().unwrap_or_else(|p| p.into_inner());
+            let mut shared = lock(&worker.shared);
             if let Some(jobs) = shared.held.get_mut(&lease_id) {
                 jobs.remove(&result.job_id);
                 if jobs.is_empty() {
@@ -219,7 +226,7 @@ async fn connect_loop(
     loop {
         let started = Instant::now();
         let ended = session(&worker, &result_tx, &test).await;
-        if let Some(e) = worker.fatal.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(e) = lock(&worker.fatal).take() {
             return Err(e);
         }
         if worker.complete.load(Ordering::SeqCst) {
@@ -238,7 +245,7 @@ async fn connect_loop(
             }
             Ok(()) => tracing::warn!(retry_in = ?backoff, "session ended"),
         }
-        worker.shared.lock().unwrap_or_else(|p| p.into_inner()).stream = None;
+        lock(&worker.shared).stream = None;
         if started.elapsed() > Duration::from_secs(30) {
             backoff = Duration::from_millis(200);
         }
@@ -260,7 +267,7 @@ async fn session(
         .map_err(|e| tonic::Status::unavailable(format!("connect {}: {e}", cfg.connect)))?;
     let mut client = pb::client(channel, cfg.token.as_deref())?;
     let (known_run, previous) = {
-        let s = worker.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let s = lock(&worker.shared);
         (s.run.clone(), s.worker_id)
     };
     let mut request = pb::RegisterRequest {
@@ -286,7 +293,7 @@ async fn session(
     let _guard = span.enter();
     tracing::info!(fingerprint = %run.fingerprint, "registered with the coordinator");
     {
-        let mut s = worker.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = lock(&worker.shared);
         if s.worker_id != worker_id && s.worker_id != 0 {
             // A new identity: unacknowledged results name the old one and its leases.
             for r in s.unacked.values_mut() {
@@ -306,7 +313,7 @@ async fn session(
     let (stream_tx, stream_rx) = mpsc::channel::<pb::JobResult>(4096);
     let mut acks = client.results(ReceiverStream::new(stream_rx)).await?.into_inner();
     let pending: Vec<pb::JobResult> = {
-        let mut s = worker.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = lock(&worker.shared);
         s.stream = Some(stream_tx.clone());
         s.unacked.values().cloned().collect()
     };
@@ -327,19 +334,14 @@ async fn session(
                 let reason = Reason::try_from(ack.reason).unwrap_or(Reason::Unspecified);
                 tracing::error!(job = ack.job_id, lease = ack.lease_id, ?reason, message = %ack.message, "result rejected by the coordinator");
                 if is_fatal(Some(reason)) {
-                    *worker.fatal.lock().unwrap_or_else(|p| p.into_inner()) =
+                    *lock(&worker.fatal) =
                         Some(WorkerError::Refused { reason, message: ack.message.clone() });
                     return Ok(());
                 }
             } else if outcome == pb::Outcome::Conflict {
                 tracing::warn!(job = ack.job_id, "coordinator recorded a conflict for this result");
             }
-            worker
-                .shared
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .unacked
-                .remove(&(ack.job_id, ack.lease_id));
+            lock(&worker.shared).unacked.remove(&(ack.job_id, ack.lease_id));
             if ack.run_complete {
                 worker.complete.store(true, Ordering::SeqCst);
                 return Ok(());
@@ -353,14 +355,7 @@ async fn session(
     let heartbeats = async {
         loop {
             tokio::time::sleep(heartbeat_every).await;
-            let lease_ids: Vec<u64> = worker
-                .shared
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .held
-                .keys()
-                .copied()
-                .collect();
+            let lease_ids: Vec<u64> = lock(&worker.shared).held.keys().copied().collect();
             let reply = hb_client
                 .heartbeat(pb::HeartbeatRequest { run: Some(run.clone()), worker_id, lease_ids })
                 .await?
@@ -431,11 +426,7 @@ impl Worker {
         worker_id: u64,
         result_tx: &mpsc::UnboundedSender<(u64, pb::JobResult)>,
     ) {
-        self.shared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .held
-            .insert(lease_id, specs.iter().map(|s| s.job_id).collect());
+        lock(&self.shared).held.insert(lease_id, specs.iter().map(|s| s.job_id).collect());
         for spec in specs {
             // A spec that does not fit a job is reported as this job's error, like a solver error.
             let job = Job::try_from(spec).map_err(|e| format!("malformed job spec: {e}"));
@@ -482,14 +473,14 @@ impl Worker {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            let unacked = self.shared.lock().unwrap_or_else(|p| p.into_inner()).unacked.len();
+            let unacked = lock(&self.shared).unacked.len();
             if self.running.load(Ordering::SeqCst) == 0 && unacked == 0 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let (run, worker_id) = {
-            let s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+            let s = lock(&self.shared);
             (s.run.clone(), s.worker_id)
         };
         if run.is_none() || worker_id == 0 {
