@@ -19,32 +19,9 @@ use tokio::sync::{mpsc, Notify};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
-#[derive(Debug, Clone)]
-pub struct WorkerConfig {
-    /// Coordinator URL (`http://host:7447`, or `https://` with `tls_ca`).
-    pub connect: String,
-    /// Solver threads.
-    pub threads: usize,
-    pub token: Option<String>,
-    pub name: String,
-    /// PEM of the CA that signed the coordinator's certificate.
-    pub tls_ca: Option<Vec<u8>>,
-    /// Longest wait between reconnect attempts.
-    pub max_backoff: Duration,
-}
+mod config;
 
-impl WorkerConfig {
-    pub fn new(connect: impl Into<String>, threads: usize) -> Self {
-        WorkerConfig {
-            connect: connect.into(),
-            threads: threads.max(1),
-            token: None,
-            name: default_name(),
-            tls_ca: None,
-            max_backoff: Duration::from_secs(5),
-        }
-    }
-}
+pub use config::{ConfigError, WorkerConfig};
 
 /// How a worker ended without error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,23 +32,18 @@ pub enum WorkerExit {
     Stopped,
 }
 
+/// Why a worker stopped with an error.
 #[derive(Debug, Error)]
 pub enum WorkerError {
+    /// The settings cannot work (see [`WorkerConfig::validate`]).
+    #[error("invalid settings")]
+    Config(#[from] ConfigError),
     #[error("solver self-test failed: N={n} gave {found}, expected {expected}")]
     SelfTest { n: u32, found: u64, expected: u64 },
     #[error("the coordinator refused this worker ({reason:?}): {message}")]
     Refused { reason: Reason, message: String },
     #[error("cannot start the solver pool: {0}")]
     Pool(String),
-}
-
-pub fn default_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "worker".into())
 }
 
 /// Known-answer test: the whole N=10 job list through the constellation solver must give the plain
@@ -137,6 +109,7 @@ pub async fn run(
     config: WorkerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<WorkerExit, WorkerError> {
+    config.validate()?;
     let test = tokio::task::spawn_blocking(self_test).await.unwrap_or_default();
     if !test.passed {
         return Err(WorkerError::SelfTest {
@@ -273,7 +246,7 @@ async fn session(
     let mut request = pb::RegisterRequest {
         run: known_run,
         name: cfg.name.clone(),
-        host: default_name(),
+        host: config::host_name(),
         cores: cfg.threads as u32,
         version: env!("CARGO_PKG_VERSION").to_owned(),
         self_test: Some(*test),

@@ -33,3 +33,25 @@ fn help_documents_env_variables() {
         assert!(help.contains(env), "--help lacks {env}:\n{help}");
     }
 }
+
+/// Runs the worker with `args` and returns its exit code and stderr; for settings that must be
+/// refused before anything else happens.
+fn refused(args: &[&str]) -> (Option<i32>, String) {
+    let out = worker().args(args).env_remove("NQ_TOKEN").output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn bad_settings_are_one_error_line_before_any_log() {
+    let missing = "/nonexistent/ca.pem";
+    for (args, expected) in [
+        (&["--connect", ""][..], "no coordinator URL (--connect)"),
+        (&["--connect", "http://127.0.0.1:1", "--tls-ca", missing], "reading --tls-ca"),
+        (&["--connect", "https://127.0.0.1:1"], "no CA certificate was given (--tls-ca)"),
+    ] {
+        let (code, stderr) = refused(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: only the error, no log line: {stderr}");
+    }
+}
