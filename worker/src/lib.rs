@@ -5,6 +5,11 @@
 //! (its own threads) does all networking, so heartbeats keep leases alive however busy the cores
 //! are. Results outlive connections: a result computed while the coordinator is away waits in
 //! `unacked` and is re-sent after the reconnect.
+//!
+//! Here: the pool, the collector and the graceful stop; in `session`: the connection to the
+//! coordinator; in `config`: the settings and their checks; in `error`: the errors.
+
+#![warn(missing_docs)]
 
 use nqueens_core::{reference, Job, SplitParams, Tally};
 use nqueens_proto as pb;
@@ -67,7 +72,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// State shared by the solver pool, the collector and the connection sessions.
 #[derive(Default)]
 struct Shared {
+    /// The run this worker registered for, once it has.
     run: Option<pb::RunId>,
+    /// The id the coordinator gave this worker; 0 until the first registration.
     worker_id: u64,
     /// Jobs leased and not yet solved, by lease.
     held: HashMap<u64, HashSet<u64>>,
@@ -104,10 +111,12 @@ pub async fn run(
 ) -> Result<WorkerExit, WorkerError> {
     config.validate()?;
     let span = tracing::info_span!("worker", coordinator = %config.connect);
-    start(config, shutdown).instrument(span).await
+    run_in_span(config, shutdown).instrument(span).await
 }
 
-async fn start(
+/// The body of [`run`]: self-test, solver pool, result collector, then the reconnect loop until
+/// the run ends or a stop is requested.
+async fn run_in_span(
     config: WorkerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<WorkerExit, WorkerError> {

@@ -44,18 +44,19 @@ pub(crate) async fn connect_loop(
         if let Some(e) = lock(&worker.fatal).take() {
             return Err(e);
         }
+        // 0 until the first registration.
+        let worker_id = lock(&worker.shared).worker_id;
         if worker.complete.load(Ordering::SeqCst) {
-            let worker_id = lock(&worker.shared).worker_id;
             tracing::info!(worker_id, "the coordinator reports the run complete; exiting");
             return Ok(WorkerExit::RunComplete);
         }
-        // 0 until the first registration.
-        let worker_id = lock(&worker.shared).worker_id;
         match ended {
             Err(e) => {
-                if let Some(reason) = e.status().and_then(reason_of).filter(|&r| is_fatal(r)) {
-                    let message = e.status().map(|s| s.message().to_owned()).unwrap_or_default();
-                    return Err(WorkerError::Refused { reason, message });
+                if let Some(status) = e.status() {
+                    if let Some(reason) = reason_of(status).filter(|&r| is_fatal(r)) {
+                        let message = status.message().to_owned();
+                        return Err(WorkerError::Refused { reason, message });
+                    }
                 }
                 tracing::warn!(worker_id, why = e.why(), error = %e.chain(), retry_in = ?backoff, "connection to the coordinator lost");
             }

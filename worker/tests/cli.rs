@@ -55,3 +55,43 @@ fn bad_settings_are_one_error_line_before_any_log() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: only the error, no log line: {stderr}");
     }
 }
+
+/// A coordinator that is not there: the reconnect loop's line says why in plain words, names the
+/// coordinator, gives each cause once, and has no colour codes (stderr is a pipe, not a terminal).
+#[test]
+fn unreachable_coordinator_is_explained_once_without_colour() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    let mut child = worker()
+        .args(["--connect", "http://127.0.0.1:1", "--threads", "1"])
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let line = loop {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) if line.contains("connection to the coordinator lost") => break Ok(line),
+            Ok(_) => continue,
+            Err(e) => break Err(e),
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let line = line.expect("a reconnect line within 30 s");
+    assert!(line.contains("connection refused"), "{line}");
+    assert!(line.contains("coordinator=http://127.0.0.1:1"), "{line}");
+    assert_eq!(line.matches("tcp connect error").count(), 1, "{line}");
+    assert!(!line.contains('\x1b'), "colour codes in a pipe: {line:?}");
+}
