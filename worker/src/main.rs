@@ -3,6 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use nqueens_worker::{run, WorkerConfig, WorkerExit};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -36,19 +37,26 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,nqueens_worker=info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    match start(args) {
+    // Settings are checked before the first log line, so a typo is one clear error and no more.
+    let config = match settings(args) {
+        Ok(config) => config,
+        Err(e) => return fail(e),
+    };
+    init_logging();
+    match start(config) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
-        }
+        Err(e) => fail(e),
     }
 }
 
-fn start(args: Args) -> Result<ExitCode> {
+/// Prints the error chain once, each layer's context followed by its cause; exit code 2.
+fn fail(e: anyhow::Error) -> ExitCode {
+    eprintln!("error: {e:#}");
+    ExitCode::from(2)
+}
+
+/// The worker's settings from the command line, checked: nothing has been logged or connected yet.
+fn settings(args: Args) -> Result<WorkerConfig> {
     let threads = match args.threads {
         Some(0) => anyhow::bail!("--threads must be at least 1"),
         Some(t) => t,
@@ -59,9 +67,30 @@ fn start(args: Args) -> Result<ExitCode> {
     if let Some(name) = args.name {
         config.name = name;
     }
-    config.tls_ca =
-        args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
+    if let Some(path) = &args.tls_ca {
+        let pem =
+            std::fs::read(path).with_context(|| format!("reading --tls-ca {}", path.display()))?;
+        config.tls_ca = Some(pem);
+    }
     config.max_backoff = Duration::from_secs(args.max_backoff_seconds.max(1));
+    config.validate()?;
+    Ok(config)
+}
+
+/// Logs to stderr, filtered by RUST_LOG (default: this crate's info lines and others' warnings);
+/// coloured only on a terminal and never when NO_COLOR is set (https://no-color.org).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,nqueens_worker=info"));
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && !no_color)
+        .init();
+}
+
+fn start(config: WorkerConfig) -> Result<ExitCode> {
     // Networking gets its own two threads, separate from the solver pool, so heartbeats are never
     // starved by the solving.
     let runtime = tokio::runtime::Builder::new_multi_thread()

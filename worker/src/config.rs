@@ -1,0 +1,147 @@
+//! What a worker is told: where the coordinator is, how many threads, how to authenticate; and the
+//! checks that turn a setting that can never work into an error before anything connects.
+
+use nqueens_proto as pb;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Settings of one worker; [`WorkerConfig::validate`] says whether they can work.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Coordinator URL (`http://host:7447`, or `https://` with `tls_ca`; a bare `host:port` means
+    /// http).
+    pub connect: String,
+    /// Solver threads, at least 1.
+    pub threads: usize,
+    /// Shared secret of the coordinator, sent with every call; printable ASCII.
+    pub token: Option<String>,
+    /// Name shown in the coordinator's `status` (default: the host name).
+    pub name: String,
+    /// PEM of the CA that signed the coordinator's certificate.
+    pub tls_ca: Option<Vec<u8>>,
+    /// Longest wait between reconnect attempts.
+    pub max_backoff: Duration,
+}
+
+impl WorkerConfig {
+    /// Settings for `threads` solver threads (0 counts as 1) against `connect`, named after this
+    /// host, without token or TLS, reconnecting at least every 5 s.
+    pub fn new(connect: impl Into<String>, threads: usize) -> Self {
+        WorkerConfig {
+            connect: connect.into(),
+            threads: threads.max(1),
+            token: None,
+            name: host_name(),
+            tls_ca: None,
+            max_backoff: Duration::from_secs(5),
+        }
+    }
+
+    /// Rejects settings that no retry can make work, so that a typo is one clear error at start
+    /// instead of a worker that reconnects forever.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let url = self.connect.trim();
+        if url.is_empty() {
+            return Err(ConfigError::NoUrl);
+        }
+        let full = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
+        tonic::transport::Endpoint::from_shared(full.clone())
+            .map_err(|source| ConfigError::BadUrl { url: url.to_owned(), source })?;
+        if full.starts_with("https://") && self.tls_ca.is_none() {
+            return Err(ConfigError::HttpsWithoutCa { url: url.to_owned() });
+        }
+        if self.tls_ca.as_ref().is_some_and(|pem| !is_pem_certificate(pem)) {
+            return Err(ConfigError::CaNotPem);
+        }
+        if self.threads == 0 {
+            return Err(ConfigError::NoThreads);
+        }
+        if pb::TokenInterceptor::new(self.token.as_deref()).is_err() {
+            return Err(ConfigError::BadToken);
+        }
+        Ok(())
+    }
+}
+
+/// A setting that cannot work, found by [`WorkerConfig::validate`].
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The coordinator URL is empty.
+    #[error("no coordinator URL (--connect), e.g. http://coordinator-host:7447")]
+    NoUrl,
+    /// The coordinator URL does not parse.
+    #[error("the coordinator URL {url:?} is not a valid URL")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it does not parse.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// `https://` needs the CA that signed the coordinator's certificate.
+    #[error("the coordinator URL {url} is https:// but no CA certificate was given (--tls-ca)")]
+    HttpsWithoutCa {
+        /// The URL as given.
+        url: String,
+    },
+    /// The CA file holds no PEM certificate.
+    #[error("the CA file holds no PEM certificate (-----BEGIN CERTIFICATE-----)")]
+    CaNotPem,
+    /// Zero solver threads.
+    #[error("the worker needs at least 1 solver thread")]
+    NoThreads,
+    /// The token cannot be sent as a gRPC header.
+    #[error("the token must be printable ASCII")]
+    BadToken,
+}
+
+fn is_pem_certificate(pem: &[u8]) -> bool {
+    pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----")
+}
+
+/// This machine's host name, as the default worker name and the `host` it registers with.
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "worker".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str) -> WorkerConfig {
+        WorkerConfig::new(url, 1)
+    }
+
+    #[test]
+    fn plain_urls_pass() {
+        for url in ["http://127.0.0.1:7447", "coord:7447", "http://[::1]:7447"] {
+            config(url).validate().unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+    }
+
+    #[test]
+    fn settings_that_cannot_work_are_refused() {
+        assert!(matches!(config("  ").validate(), Err(ConfigError::NoUrl)));
+        assert!(matches!(config("http://a b").validate(), Err(ConfigError::BadUrl { .. })));
+        assert!(matches!(
+            config("https://c:1").validate(),
+            Err(ConfigError::HttpsWithoutCa { .. })
+        ));
+        let mut c = config("https://c:1");
+        c.tls_ca = Some(b"not a certificate".to_vec());
+        assert!(matches!(c.validate(), Err(ConfigError::CaNotPem)));
+        c.tls_ca = Some(b"-----BEGIN CERTIFICATE-----\nMII=\n-----END CERTIFICATE-----\n".to_vec());
+        c.validate().unwrap();
+        let mut c = config("c:1");
+        c.threads = 0;
+        assert!(matches!(c.validate(), Err(ConfigError::NoThreads)));
+        c.threads = 1;
+        c.token = Some("line\nbreak".into());
+        assert!(matches!(c.validate(), Err(ConfigError::BadToken)));
+    }
+}

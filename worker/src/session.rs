@@ -1,0 +1,318 @@
+//! Connections to the coordinator: the reconnect loop, and one session's pieces (connect,
+//! register, result stream, acknowledgements, heartbeats, leases), each in its own function so
+//! each can fail, be read and be logged on its own.
+//!
+//! Deadlines: connecting (TCP, TLS and HTTP/2 handshakes together) gets [`CONNECT_TIMEOUT`], every
+//! unary call and the opening of the result stream [`CALL_TIMEOUT`], so a coordinator that accepts
+//! the connection but never answers ends the session instead of hanging the worker.
+
+use crate::error::SessionError;
+use crate::{lock, FinishedTx, Worker, WorkerError, WorkerExit};
+use nqueens_proto as pb;
+use nqueens_proto::Reason;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tracing::Instrument;
+
+/// Longest wait for a connection to be usable: 10 s. The proto crate's TCP connect timeout (5 s)
+/// does not cover the TLS and HTTP/2 handshakes, which a half-dead coordinator can stall.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest wait for the answer to one call: 15 s. Every call the coordinator serves is a quick
+/// state change; one that takes longer is stuck, and reconnecting is the way out.
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A session that lasted this long counts as healthy: the next reconnect starts from the shortest
+/// backoff again.
+const HEALTHY_SESSION: Duration = Duration::from_secs(30);
+
+/// Keeps the worker connected until the run is complete or the coordinator refuses it for good:
+/// each session ends on the first failure, and the next starts after a growing backoff.
+pub(crate) async fn connect_loop(
+    worker: Arc<Worker>,
+    finished: FinishedTx,
+    test: pb::SelfTest,
+) -> Result<WorkerExit, WorkerError> {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let started = Instant::now();
+        let ended = session(&worker, &finished, &test).await;
+        if let Some(e) = lock(&worker.fatal).take() {
+            return Err(e);
+        }
+        // 0 until the first registration.
+        let worker_id = lock(&worker.shared).worker_id;
+        if worker.complete.load(Ordering::SeqCst) {
+            tracing::info!(worker_id, "the coordinator reports the run complete; exiting");
+            return Ok(WorkerExit::RunComplete);
+        }
+        match ended {
+            Err(e) => {
+                if let Some(status) = e.status() {
+                    if let Some(reason) = reason_of(status).filter(|&r| is_fatal(r)) {
+                        let message = status.message().to_owned();
+                        return Err(WorkerError::Refused { reason, message });
+                    }
+                }
+                tracing::warn!(worker_id, why = e.why(), error = %e.chain(), retry_in = ?backoff, "connection to the coordinator lost");
+            }
+            Ok(()) => tracing::warn!(worker_id, retry_in = ?backoff, "session ended"),
+        }
+        lock(&worker.shared).stream = None;
+        if started.elapsed() > HEALTHY_SESSION {
+            backoff = Duration::from_millis(200);
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(worker.config.max_backoff);
+    }
+}
+
+/// One connection: register, open the result stream and re-send what is unacknowledged, then
+/// lease, heartbeat and read acknowledgements until something fails or the run is complete. All
+/// that follows the registration is logged in a span carrying the worker id.
+async fn session(
+    worker: &Arc<Worker>,
+    finished: &FinishedTx,
+    test: &pb::SelfTest,
+) -> Result<(), SessionError> {
+    let mut client = connect(&worker.config).await?;
+    let registered = register(&mut client, worker, test).await?;
+    let run = registered.run.clone().unwrap_or_default();
+    let worker_id = registered.worker_id;
+    let span = tracing::info_span!("session", worker_id, n = run.n);
+    async move {
+        tracing::info!(fingerprint = %run.fingerprint, "registered with the coordinator");
+        adopt_identity(worker, &run, worker_id);
+        if registered.run_complete {
+            worker.complete.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+        let acks = open_result_stream(&mut client, worker).await?;
+        let heartbeat_every = Duration::from_secs(registered.heartbeat_seconds.max(1) as u64);
+        tokio::select! {
+            r = read_acks(worker, acks) => r,
+            r = heartbeats(worker, client.clone(), &run, worker_id, heartbeat_every) => r,
+            r = lease_loop(worker, client, &run, worker_id, finished) => r,
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Opens a channel to the coordinator and wraps it in a client that sends the token, within
+/// [`CONNECT_TIMEOUT`].
+pub(crate) async fn connect(config: &crate::WorkerConfig) -> Result<pb::Client, SessionError> {
+    let url = &config.connect;
+    let channel =
+        tokio::time::timeout(CONNECT_TIMEOUT, pb::connect_channel(url, config.tls_ca.as_deref()))
+            .await
+            .map_err(|_| SessionError::ConnectTimeout { url: url.clone() })?
+            .map_err(|source| SessionError::Connect { url: url.clone(), source })?;
+    pb::client(channel, config.token.as_deref())
+        .map_err(|source| SessionError::Call { call: "client setup", source })
+}
+
+/// A unary call's request with the [`CALL_TIMEOUT`] deadline (sent as `grpc-timeout` and enforced
+/// by the client's channel as well).
+pub(crate) fn with_deadline<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(CALL_TIMEOUT);
+    request
+}
+
+/// Registers with the coordinator, under the previous identity if there is one, so results and
+/// leases of an earlier session stay this worker's. A coordinator that no longer knows that
+/// identity gets a plain registration instead.
+async fn register(
+    client: &mut pb::Client,
+    worker: &Worker,
+    test: &pb::SelfTest,
+) -> Result<pb::RegisterResponse, SessionError> {
+    let (known_run, previous) = {
+        let s = lock(&worker.shared);
+        (s.run.clone(), s.worker_id)
+    };
+    let mut request = pb::RegisterRequest {
+        run: known_run,
+        name: worker.config.name.clone(),
+        host: crate::config::host_name(),
+        cores: worker.config.threads as u32,
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        self_test: Some(*test),
+        previous_worker_id: previous,
+    };
+    let call = |source| SessionError::Call { call: "register", source };
+    let reply = match client.register(with_deadline(request.clone())).await {
+        Err(s) if reason_of(&s) == Some(Reason::UnknownWorker) => {
+            request.previous_worker_id = 0;
+            client.register(with_deadline(request)).await.map_err(call)?
+        }
+        other => other.map_err(call)?,
+    };
+    Ok(reply.into_inner())
+}
+
+/// Records the run and the worker id this session registered as. A new id (the coordinator forgot
+/// the old one) is written into the unacknowledged results, which name the old one.
+fn adopt_identity(worker: &Worker, run: &pb::RunId, worker_id: u64) {
+    let mut s = lock(&worker.shared);
+    if s.worker_id != worker_id && s.worker_id != 0 {
+        for r in s.unacked.values_mut() {
+            r.worker_id = worker_id;
+        }
+    }
+    s.run = Some(run.clone());
+    s.worker_id = worker_id;
+}
+
+/// Opens the result stream, makes it where new results go, and re-sends every result not yet
+/// acknowledged: results outlive connections. Returns the stream of acknowledgements.
+async fn open_result_stream(
+    client: &mut pb::Client,
+    worker: &Worker,
+) -> Result<tonic::Streaming<pb::ResultAck>, SessionError> {
+    let (stream_tx, stream_rx) = mpsc::channel::<pb::JobResult>(4096);
+    // A deadline on the request would end the whole stream, so only the opening is timed.
+    let acks = tokio::time::timeout(CALL_TIMEOUT, client.results(ReceiverStream::new(stream_rx)))
+        .await
+        .map_err(|_| SessionError::Call {
+            call: "results",
+            source: tonic::Status::deadline_exceeded("no answer to the result stream's opening"),
+        })?
+        .map_err(|source| SessionError::Call { call: "results", source })?
+        .into_inner();
+    let pending: Vec<pb::JobResult> = {
+        let mut s = lock(&worker.shared);
+        s.stream = Some(stream_tx.clone());
+        s.unacked.values().cloned().collect()
+    };
+    if !pending.is_empty() {
+        tracing::info!(results = pending.len(), "re-sending unacknowledged results");
+    }
+    for r in pending {
+        if stream_tx.send(r).await.is_err() {
+            return Err(SessionError::StreamClosed);
+        }
+    }
+    Ok(acks)
+}
+
+/// Reads acknowledgements: an acknowledged result is committed and forgotten here. Ends the
+/// session on a refusal that reconnecting cannot fix (kept in `worker.fatal`) or the run's end.
+async fn read_acks(
+    worker: &Worker,
+    mut acks: tonic::Streaming<pb::ResultAck>,
+) -> Result<(), SessionError> {
+    while let Some(ack) = acks.next().await {
+        let ack = ack.map_err(|source| SessionError::Call { call: "results", source })?;
+        let outcome = pb::Outcome::try_from(ack.outcome).unwrap_or(pb::Outcome::Unspecified);
+        if outcome == pb::Outcome::Rejected {
+            let reason = Reason::try_from(ack.reason).unwrap_or(Reason::Unspecified);
+            tracing::error!(job = ack.job_id, lease = ack.lease_id, ?reason, message = %ack.message, "result rejected by the coordinator");
+            if is_fatal(reason) {
+                *lock(&worker.fatal) =
+                    Some(WorkerError::Refused { reason, message: ack.message.clone() });
+                return Ok(());
+            }
+        } else if outcome == pb::Outcome::Conflict {
+            tracing::warn!(job = ack.job_id, "coordinator recorded a conflict for this result");
+        }
+        lock(&worker.shared).unacked.remove(&(ack.job_id, ack.lease_id));
+        if ack.run_complete {
+            worker.complete.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+    }
+    Err(SessionError::StreamClosed)
+}
+
+/// Tells the coordinator every `every` which leases this worker still holds, so they do not
+/// expire however long their jobs take; learns of leases already lost and of the run's end.
+async fn heartbeats(
+    worker: &Worker,
+    mut client: pb::Client,
+    run: &pb::RunId,
+    worker_id: u64,
+    every: Duration,
+) -> Result<(), SessionError> {
+    loop {
+        tokio::time::sleep(every).await;
+        let lease_ids: Vec<u64> = lock(&worker.shared).held.keys().copied().collect();
+        let request = pb::HeartbeatRequest { run: Some(run.clone()), worker_id, lease_ids };
+        let reply = client
+            .heartbeat(with_deadline(request))
+            .await
+            .map_err(|source| SessionError::Call { call: "heartbeat", source })?
+            .into_inner();
+        if !reply.lost_lease_ids.is_empty() {
+            tracing::warn!(leases = ?reply.lost_lease_ids, "leases lost (expired); results for them are still sent");
+        }
+        if reply.run_complete {
+            worker.complete.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+    }
+}
+
+/// Keeps the solver pool fed: asks for more jobs while no more than one job per thread is queued,
+/// and hands each lease to the pool. Stops asking once the worker is stopping.
+async fn lease_loop(
+    worker: &Arc<Worker>,
+    mut client: pb::Client,
+    run: &pb::RunId,
+    worker_id: u64,
+    finished: &FinishedTx,
+) -> Result<(), SessionError> {
+    let threads = worker.config.threads;
+    loop {
+        if worker.stopping.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if worker.in_flight.load(Ordering::SeqCst) > threads {
+            let wait = worker.job_done.notified();
+            if worker.in_flight.load(Ordering::SeqCst) > threads {
+                let _ = tokio::time::timeout(Duration::from_secs(1), wait).await;
+            }
+            continue;
+        }
+        let request =
+            pb::LeaseRequest { run: Some(run.clone()), worker_id, free_slots: threads as u32 };
+        let reply = client
+            .lease(with_deadline(request))
+            .await
+            .map_err(|source| SessionError::Call { call: "lease", source })?
+            .into_inner();
+        if reply.run_complete {
+            worker.complete.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+        if reply.jobs.is_empty() {
+            let retry_after = Duration::from_millis(reply.retry_after_ms.clamp(50, 5000) as u64);
+            tokio::time::sleep(retry_after).await;
+            continue;
+        }
+        tracing::debug!(lease = reply.lease_id, jobs = reply.jobs.len(), "lease received");
+        worker.start_batch(reply.lease_id, &reply.jobs, run, worker_id, finished);
+    }
+}
+
+/// The typed reason a coordinator's status carries, if any.
+pub(crate) fn reason_of(status: &tonic::Status) -> Option<Reason> {
+    pb::status_reason(status).and_then(|d| Reason::try_from(d.reason).ok())
+}
+
+/// Refusals that reconnecting cannot fix.
+fn is_fatal(reason: Reason) -> bool {
+    matches!(
+        reason,
+        Reason::BadToken
+            | Reason::WrongRun
+            | Reason::VersionMismatch
+            | Reason::SelfTestFailed
+            | Reason::UntrustedWorker
+    )
+}
