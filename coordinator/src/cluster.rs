@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use nqueens_coordinator::status::StatusView;
 use nqueens_coordinator::{serve as serve_run, ServeConfig};
+use nqueens_process::shutdown_signal;
 use nqueens_proto as pb;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -222,21 +223,4 @@ pub fn healthcheck(args: HealthcheckArgs) -> Result<ExitCode> {
             }
         }
     })
-}
-
-/// Resolves on SIGTERM or Ctrl-C: how a terminal, systemd, Kubernetes, Slurm or Docker asks the
-/// process to stop. The SIGTERM handler is installed when this is called, not when the future is
-/// first polled, so a stop that arrives while the server is still starting is not lost (it would
-/// otherwise kill the process outright). Call it inside the runtime.
-fn shutdown_signal() -> impl std::future::Future<Output = ()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let term = signal(SignalKind::terminate());
-    async move {
-        match term {
-            Ok(mut term) => {
-                tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
-            }
-            Err(_) => drop(tokio::signal::ctrl_c().await),
-        }
-    }
 }

@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         Command::Solve(_) => "warn",
         _ => "warn,nqueens_coordinator=info,nqueens_core=info",
     };
-    init_tracing(default_filter);
+    nqueens_process::init_logging(default_filter);
     let result = match cli.command {
         Command::Solve(args) => solve::run(args),
         Command::Serve(args) => cluster::serve(args),
@@ -59,18 +59,4 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// Logs go to stderr, filtered by RUST_LOG (or `default_filter` when it is unset), in colour only
-/// on a terminal and never when NO_COLOR is set (log files and `docker logs` stay plain text).
-fn init_tracing(default_filter: &str) {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(colour)
-        .init();
 }

@@ -13,10 +13,11 @@
 
 use nqueens_core::{reference, Job, SplitParams, Tally};
 use nqueens_proto as pb;
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Notify};
 use tracing::Instrument;
@@ -60,13 +61,6 @@ pub fn self_test() -> pb::SelfTest {
         found_total: found,
         seconds: started.elapsed().as_secs_f64(),
     }
-}
-
-/// Locks `mutex` even if a thread panicked while holding it. Every critical section here is a
-/// single insert, remove or clone, so the data behind a poisoned lock is still consistent, and a
-/// worker that stopped sending results because of one panic would hold its leases to no end.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// State shared by the solver pool, the collector and the connection sessions.
@@ -168,7 +162,7 @@ type FinishedTx = mpsc::UnboundedSender<(u64, pb::JobResult)>;
 async fn collect(worker: Arc<Worker>, mut rx: mpsc::UnboundedReceiver<(u64, pb::JobResult)>) {
     while let Some((lease_id, result)) = rx.recv().await {
         let sender = {
-            let mut shared = lock(&worker.shared);
+            let mut shared = worker.shared.lock();
             if let Some(jobs) = shared.held.get_mut(&lease_id) {
                 jobs.remove(&result.job_id);
                 if jobs.is_empty() {
@@ -196,7 +190,7 @@ impl Worker {
         worker_id: u64,
         finished: &FinishedTx,
     ) {
-        lock(&self.shared).held.insert(lease_id, specs.iter().map(|s| s.job_id).collect());
+        self.shared.lock().held.insert(lease_id, specs.iter().map(|s| s.job_id).collect());
         for spec in specs {
             // A spec that does not fit a job is reported as this job's error, like a solver error.
             let job = Job::try_from(spec).map_err(|e| format!("malformed job spec: {e}"));
@@ -243,14 +237,14 @@ impl Worker {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            let unacked = lock(&self.shared).unacked.len();
+            let unacked = self.shared.lock().unacked.len();
             if self.running.load(Ordering::SeqCst) == 0 && unacked == 0 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let (run, worker_id) = {
-            let s = lock(&self.shared);
+            let s = self.shared.lock();
             (s.run.clone(), s.worker_id)
         };
         if run.is_none() || worker_id == 0 {

@@ -2,8 +2,8 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use nqueens_process::shutdown_signal;
 use nqueens_worker::{run, WorkerConfig, WorkerExit};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(e) => return fail(e),
     };
-    init_logging();
+    nqueens_process::init_logging("warn,nqueens_worker=info");
     match start(config) {
         Ok(code) => code,
         Err(e) => fail(e),
@@ -77,19 +77,6 @@ fn settings(args: Args) -> Result<WorkerConfig> {
     Ok(config)
 }
 
-/// Logs to stderr, filtered by RUST_LOG (default: this crate's info lines and others' warnings);
-/// coloured only on a terminal and never when NO_COLOR is set (https://no-color.org).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,nqueens_worker=info"));
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal() && !no_color)
-        .init();
-}
-
 fn start(config: WorkerConfig) -> Result<ExitCode> {
     // Networking gets its own two threads, separate from the solver pool, so heartbeats are never
     // starved by the solving.
@@ -98,20 +85,10 @@ fn start(config: WorkerConfig) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let outcome = runtime.block_on(run(config, shutdown_signal()))?;
+    let outcome = runtime.block_on(async { run(config, shutdown_signal()).await })?;
     match outcome {
         WorkerExit::RunComplete => eprintln!("run complete"),
         WorkerExit::Stopped => eprintln!("stopped"),
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Resolves on SIGTERM or Ctrl-C: how a terminal, systemd, Kubernetes, Slurm or Docker asks the
-/// process to stop.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} },
-        Err(_) => drop(tokio::signal::ctrl_c().await),
-    }
 }

@@ -7,7 +7,7 @@
 //! the connection but never answers ends the session instead of hanging the worker.
 
 use crate::error::SessionError;
-use crate::{lock, FinishedTx, Worker, WorkerError, WorkerExit};
+use crate::{FinishedTx, Worker, WorkerError, WorkerExit};
 use nqueens_proto as pb;
 use nqueens_proto::Reason;
 use std::sync::atomic::Ordering;
@@ -41,11 +41,11 @@ pub(crate) async fn connect_loop(
     loop {
         let started = Instant::now();
         let ended = session(&worker, &finished, &test).await;
-        if let Some(e) = lock(&worker.fatal).take() {
+        if let Some(e) = worker.fatal.lock().take() {
             return Err(e);
         }
         // 0 until the first registration.
-        let worker_id = lock(&worker.shared).worker_id;
+        let worker_id = worker.shared.lock().worker_id;
         if worker.complete.load(Ordering::SeqCst) {
             tracing::info!(worker_id, "the coordinator reports the run complete; exiting");
             return Ok(WorkerExit::RunComplete);
@@ -62,7 +62,7 @@ pub(crate) async fn connect_loop(
             }
             Ok(()) => tracing::warn!(worker_id, retry_in = ?backoff, "session ended"),
         }
-        lock(&worker.shared).stream = None;
+        worker.shared.lock().stream = None;
         if started.elapsed() > HEALTHY_SESSION {
             backoff = Duration::from_millis(200);
         }
@@ -133,7 +133,7 @@ async fn register(
     test: &pb::SelfTest,
 ) -> Result<pb::RegisterResponse, SessionError> {
     let (known_run, previous) = {
-        let s = lock(&worker.shared);
+        let s = worker.shared.lock();
         (s.run.clone(), s.worker_id)
     };
     let mut request = pb::RegisterRequest {
@@ -159,7 +159,7 @@ async fn register(
 /// Records the run and the worker id this session registered as. A new id (the coordinator forgot
 /// the old one) is written into the unacknowledged results, which name the old one.
 fn adopt_identity(worker: &Worker, run: &pb::RunId, worker_id: u64) {
-    let mut s = lock(&worker.shared);
+    let mut s = worker.shared.lock();
     if s.worker_id != worker_id && s.worker_id != 0 {
         for r in s.unacked.values_mut() {
             r.worker_id = worker_id;
@@ -186,7 +186,7 @@ async fn open_result_stream(
         .map_err(|source| SessionError::Call { call: "results", source })?
         .into_inner();
     let pending: Vec<pb::JobResult> = {
-        let mut s = lock(&worker.shared);
+        let mut s = worker.shared.lock();
         s.stream = Some(stream_tx.clone());
         s.unacked.values().cloned().collect()
     };
@@ -214,14 +214,14 @@ async fn read_acks(
             let reason = Reason::try_from(ack.reason).unwrap_or(Reason::Unspecified);
             tracing::error!(job = ack.job_id, lease = ack.lease_id, ?reason, message = %ack.message, "result rejected by the coordinator");
             if is_fatal(reason) {
-                *lock(&worker.fatal) =
+                *worker.fatal.lock() =
                     Some(WorkerError::Refused { reason, message: ack.message.clone() });
                 return Ok(());
             }
         } else if outcome == pb::Outcome::Conflict {
             tracing::warn!(job = ack.job_id, "coordinator recorded a conflict for this result");
         }
-        lock(&worker.shared).unacked.remove(&(ack.job_id, ack.lease_id));
+        worker.shared.lock().unacked.remove(&(ack.job_id, ack.lease_id));
         if ack.run_complete {
             worker.complete.store(true, Ordering::SeqCst);
             return Ok(());
@@ -241,7 +241,7 @@ async fn heartbeats(
 ) -> Result<(), SessionError> {
     loop {
         tokio::time::sleep(every).await;
-        let lease_ids: Vec<u64> = lock(&worker.shared).held.keys().copied().collect();
+        let lease_ids: Vec<u64> = worker.shared.lock().held.keys().copied().collect();
         let request = pb::HeartbeatRequest { run: Some(run.clone()), worker_id, lease_ids };
         let reply = client
             .heartbeat(with_deadline(request))
