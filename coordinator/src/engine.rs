@@ -19,6 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 
+/// How many of a new worker's answers must agree with another worker's before one of its results
+/// is believed alone (while another worker is around to compare with).
+pub const PROBATION_RESULTS: u32 = 10;
+
 /// Most commands decided and committed in one transaction.
 const MAX_BATCH: usize = 8192;
 
@@ -144,6 +148,7 @@ impl Engine {
     ) -> Result<Started, StoreError> {
         let loaded = store.load()?;
         let mut life = Lifecycle::new(loaded.jobs, loaded.leases, lease_duration, Instant::now());
+        life.set_probation(PROBATION_RESULTS);
         life.restore_untrusted(loaded.untrusted);
         let (complete_tx, complete_rx) = watch::channel(None);
         let done_at_start = life.count(JobState::Done);
@@ -324,8 +329,15 @@ impl Engine {
                 }
                 let before = changes.len();
                 let ReportedResult { worker_id, lease_id, job_id, ref finding } = result;
-                let outcome =
-                    self.life.result(worker_id, lease_id, job_id, finding.clone(), changes);
+                let others = self.other_live_workers(worker_id, now);
+                let outcome = self.life.result(
+                    worker_id,
+                    lease_id,
+                    job_id,
+                    finding.clone(),
+                    &others,
+                    changes,
+                );
                 self.count_outcome(&result, outcome);
                 for change in &changes[before..] {
                     if let Change::Untrust { worker_id, job_id, detail, requeued } = change {

@@ -172,6 +172,11 @@ pub struct Lifecycle {
     /// Workers that disagreed with a settled verification. Their opinions no longer count as
     /// agreement or disagreement, and they get no leases.
     untrusted: HashSet<u64>,
+    /// Per worker: the jobs on which another trusted worker gave the same answer.
+    agreements: HashMap<u64, u32>,
+    /// A worker with fewer agreements than this is on probation: while another worker is around
+    /// to compare with, each of its results waits for a second worker's (adaptive replication).
+    probation: u32,
 }
 
 impl Lifecycle {
@@ -194,6 +199,8 @@ impl Lifecycle {
             lease_expiries: 0,
             conflicts_total: 0,
             untrusted: HashSet::new(),
+            agreements: HashMap::new(),
+            probation: 0,
         };
         for lease in life.leases.values_mut() {
             lease.active = false;
@@ -216,6 +223,21 @@ impl Lifecycle {
                 }
             }
             life.conflicts_total += job.conflicts as u64;
+            if let Some((counted_by, counted)) = job.counted {
+                let mut agreeing: Vec<u64> = job
+                    .opinions
+                    .iter()
+                    .filter(|(w, c)| *w != counted_by && c.same_answer(&counted))
+                    .map(|(w, _)| *w)
+                    .collect();
+                agreeing.sort_unstable();
+                agreeing.dedup();
+                if !agreeing.is_empty() {
+                    for w in agreeing.into_iter().chain([counted_by]) {
+                        *life.agreements.entry(w).or_default() += 1;
+                    }
+                }
+            }
             life.by_state.add(job.standing.state(), 1);
             if job.standing == Standing::Pending {
                 life.queue.push((job.estimate, Reverse(id as u64)));
@@ -243,6 +265,16 @@ impl Lifecycle {
     pub fn restore_untrusted(&mut self, workers: impl IntoIterator<Item = u64>) {
         self.untrusted.extend(workers);
     }
+    /// Puts every worker on probation until `results` of its answers agreed with another
+    /// worker's (0, the default, turns probation off).
+    pub fn set_probation(&mut self, results: u32) {
+        self.probation = results;
+    }
+    /// Whether `worker_id` has yet to agree with others often enough to be believed alone.
+    pub fn on_probation(&self, worker_id: u64) -> bool {
+        self.agreements.get(&worker_id).copied().unwrap_or(0) < self.probation
+    }
+
     pub fn is_untrusted(&self, worker_id: u64) -> bool {
         self.untrusted.contains(&worker_id)
     }
@@ -446,13 +478,15 @@ impl Lifecycle {
     }
 
     /// Takes one result. Unknown jobs and leases that never covered the job are refused without
-    /// any change.
+    /// any change. `others` are the other live, trusted workers: a worker on probation is
+    /// believed alone only when none is around to compare with.
     pub fn result(
         &mut self,
         worker_id: u64,
         lease_id: u64,
         job_id: u64,
         finding: Finding,
+        others: &[u64],
         changes: &mut Vec<Change>,
     ) -> ResultOutcome {
         if self.is_untrusted(worker_id) {
@@ -514,7 +548,9 @@ impl Lifecycle {
         {
             return ResultOutcome::Duplicate;
         }
-        let needed = job.agreeing_needed();
+        let comparable = others.iter().any(|&o| o != worker_id);
+        let needed =
+            if self.on_probation(worker_id) && comparable { 2 } else { job.agreeing_needed() };
         let trusted = |w: &u64| !self.untrusted.contains(w);
         let disagrees: Option<u64> = job
             .opinions
@@ -528,12 +564,14 @@ impl Lifecycle {
         let agrees = job.opinions.iter().any(|(w, c)| {
             trusted(w) && (*w != worker_id || self_confirms) && c.same_answer(&counts)
         });
-        if needed == 1 || agrees {
+        // An answer that contradicts another trusted one is never counted alone.
+        if (needed == 1 && disagrees.is_none()) || agrees {
             changes.push(row(true, if agrees { ResultKind::Verified } else { ResultKind::First }));
             self.jobs[job_id as usize].counted = Some((worker_id, counts));
             self.set_state(job_id, Standing::Done, changes);
-            if agrees && self.jobs[job_id as usize].verify {
-                self.untrust_dissenters(job_id, counts, changes);
+            if agrees {
+                self.credit_agreement(job_id, worker_id, counts);
+                self.untrust_dissenters(job_id, worker_id, counts, changes);
             }
             return if agrees { ResultOutcome::Confirmed } else { ResultOutcome::Accepted };
         }
@@ -558,14 +596,47 @@ impl Lifecycle {
         ResultOutcome::Accepted
     }
 
+    /// `worker_id` and every other trusted worker that gave `agreed` for the job agreed once more.
+    fn credit_agreement(&mut self, job_id: u64, worker_id: u64, agreed: JobCounts) {
+        let mut agreeing: Vec<u64> = self.jobs[job_id as usize]
+            .opinions
+            .iter()
+            .filter(|(w, c)| c.same_answer(&agreed) && !self.untrusted.contains(w))
+            .map(|(w, _)| *w)
+            .chain([worker_id])
+            .collect();
+        agreeing.sort_unstable();
+        agreeing.dedup();
+        if agreeing.len() < 2 {
+            return; // a worker confirming itself proves nothing
+        }
+        for w in agreeing {
+            *self.agreements.entry(w).or_default() += 1;
+        }
+    }
+
     /// A verification settled on `agreed`: every worker that reported something else is no longer
     /// trusted, so its counted results elsewhere are in doubt too. They are un-counted and solved
     /// again by others; its active leases are taken back.
-    fn untrust_dissenters(&mut self, job_id: u64, agreed: JobCounts, changes: &mut Vec<Change>) {
-        let mut dissenters: Vec<(u64, JobCounts)> = self.jobs[job_id as usize]
-            .opinions
+    ///
+    /// A worker that also gave the agreed answer (`settled_by` just did) is not a dissenter: it
+    /// was right this time, and only repeated answers tell a faulty solver from a passing fault.
+    fn untrust_dissenters(
+        &mut self,
+        job_id: u64,
+        settled_by: u64,
+        agreed: JobCounts,
+        changes: &mut Vec<Change>,
+    ) {
+        let opinions = &self.jobs[job_id as usize].opinions;
+        let gave_agreed = |w: u64| {
+            w == settled_by || opinions.iter().any(|(o, c)| *o == w && c.same_answer(&agreed))
+        };
+        let mut dissenters: Vec<(u64, JobCounts)> = opinions
             .iter()
-            .filter(|(w, c)| *c != agreed && !self.untrusted.contains(w))
+            .filter(|(w, c)| {
+                !c.same_answer(&agreed) && !gave_agreed(*w) && !self.untrusted.contains(w)
+            })
             .copied()
             .collect();
         dissenters.sort_by_key(|(w, _)| *w);

@@ -24,10 +24,10 @@ fn leases_longest_first_and_completes() {
     let mut ch = Vec::new();
     let (lease, ids) = l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, vec![4, 3]);
-    assert_eq!(l.result(1, lease, 4, solved(counts(1)), &mut ch), ResultOutcome::Accepted);
-    assert_eq!(l.result(1, lease, 4, solved(counts(1)), &mut ch), ResultOutcome::Duplicate);
-    assert_eq!(l.result(1, lease, 2, solved(counts(1)), &mut ch), ResultOutcome::UnknownLease);
-    assert_eq!(l.result(1, lease, 99, solved(counts(1)), &mut ch), ResultOutcome::UnknownJob);
+    assert_eq!(l.result(1, lease, 4, solved(counts(1)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(1, lease, 4, solved(counts(1)), &[], &mut ch), ResultOutcome::Duplicate);
+    assert_eq!(l.result(1, lease, 2, solved(counts(1)), &[], &mut ch), ResultOutcome::UnknownLease);
+    assert_eq!(l.result(1, lease, 99, solved(counts(1)), &[], &mut ch), ResultOutcome::UnknownJob);
     assert_eq!(l.count(JobState::Done), 1);
     assert_eq!(l.count(JobState::Leased), 1);
     assert_eq!(l.count(JobState::Pending), 3);
@@ -49,13 +49,13 @@ fn conflicting_duplicate_reruns_job() {
     let mut l = life(1, false);
     let mut ch = Vec::new();
     let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(1, a, 0, solved(counts(5)), &mut ch), ResultOutcome::Accepted);
-    assert_eq!(l.result(1, a, 0, solved(counts(6)), &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(1, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(1, a, 0, solved(counts(6)), &[], &mut ch), ResultOutcome::Conflict);
     assert_eq!(l.count(JobState::Pending), 1);
     // Needs two agreeing workers now; worker 2 agrees with the first result.
     let (b, ids) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, vec![0]);
-    assert_eq!(l.result(2, b, 0, solved(counts(5)), &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(2, b, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -64,14 +64,14 @@ fn verified_job_needs_a_second_worker() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(1, a, 0, solved(counts(5)), &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(1, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
     assert!(!l.is_complete());
     assert!(
         l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).is_none(),
         "same worker may not verify"
     );
     let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(2, b, 0, solved(counts(5)), &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(2, b, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -81,10 +81,10 @@ fn results_that_differ_only_in_work_done_agree() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(1, a, 0, solved(counts(5)), &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(1, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
     let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
     let other_version = JobCounts { nodes: 7, ..counts(5) };
-    assert_eq!(l.result(2, b, 0, solved(other_version), &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(2, b, 0, solved(other_version), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
     assert_eq!(l.conflicts_total, 0);
 }
@@ -106,11 +106,11 @@ fn a_lone_worker_verifies_its_own_job_but_a_replay_does_not() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(1, 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(1, a, 0, solved(counts(5)), &mut ch), ResultOutcome::Accepted);
-    assert_eq!(l.result(1, a, 0, solved(counts(5)), &mut ch), ResultOutcome::Duplicate);
+    assert_eq!(l.result(1, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(1, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Duplicate);
     assert!(!l.is_complete());
     let (b, _) = l.lease(1, 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(1, b, 0, solved(counts(5)), &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(1, b, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -121,20 +121,20 @@ fn two_disputing_workers_alone_solve_again_and_only_the_other_side_settles() {
     let mut l = life(1, false);
     let mut ch = Vec::new();
     let (a, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(A, a, 0, solved(counts(5)), &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(A, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
     // B re-solves the done job (a lease lost in a restart, say) and disagrees.
     l.set_state(0, Standing::Pending, &mut ch);
     let (b, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(B, b, 0, solved(counts(6)), &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(B, b, 0, solved(counts(6)), &[], &mut ch), ResultOutcome::Conflict);
     // A third worker would get the job; with none, both may solve it again.
     assert!(l.lease(A, 1, &[B, NOBODY], Instant::now(), &mut ch).is_none());
     let (a2, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
     // Repeating its own side of the dispute settles nothing: one more conflict.
-    assert_eq!(l.result(A, a2, 0, solved(counts(5)), &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(A, a2, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
     assert_eq!(l.count(JobState::Pending), 1);
     // Agreeing with the other worker settles it.
     let (b2, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(B, b2, 0, solved(counts(5)), &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(B, b2, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
     assert_eq!(l.jobs[0].counted.map(|(_, c)| c.solutions), Some(5));
 }
@@ -148,19 +148,19 @@ fn a_requeued_held_job_is_not_settled_by_one_worker_alone() {
     for (worker, answer) in [(A, 5), (2, 6), (3, 7), (4, 8)] {
         l.set_state(0, Standing::Pending, &mut ch);
         let (lease, _) = l.lease(worker, 1, &[], Instant::now(), &mut ch).unwrap();
-        l.result(worker, lease, 0, solved(counts(answer)), &mut ch);
+        l.result(worker, lease, 0, solved(counts(answer)), &[], &mut ch);
     }
     assert_eq!(l.count(JobState::Held), 1);
     // Requeued by an operator, with only A around: A's repeat of its own answer holds it again.
     l.set_state(0, Standing::Pending, &mut ch);
     let (a, _) = l.lease(A, 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(A, a, 0, solved(counts(5)), &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(A, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
     assert_eq!(l.count(JobState::Held), 1);
     assert!(!l.is_complete());
     // Requeued again: agreeing with another worker's answer settles it.
     l.set_state(0, Standing::Pending, &mut ch);
     let (a, _) = l.lease(A, 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(A, a, 0, solved(counts(7)), &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(A, a, 0, solved(counts(7)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -179,25 +179,25 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     // A solves the verification job wrongly, then three plain jobs that are counted.
     let (a1, ids) = l.lease(A, 1, &[NOBODY], now, &mut ch).unwrap();
     assert_eq!(ids, vec![3]);
-    assert_eq!(l.result(A, a1, 3, solved(counts(99)), &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(A, a1, 3, solved(counts(99)), &[], &mut ch), ResultOutcome::Accepted);
     let (a2, ids) = l.lease(A, 3, &[NOBODY], now, &mut ch).unwrap();
     assert_eq!(ids, vec![2, 1, 0]);
     for id in [2, 1, 0] {
-        assert_eq!(l.result(A, a2, id, solved(counts(id)), &mut ch), ResultOutcome::Accepted);
+        assert_eq!(l.result(A, a2, id, solved(counts(id)), &[], &mut ch), ResultOutcome::Accepted);
     }
     assert_eq!(l.count(JobState::Done), 3);
 
     // B disagrees: a conflict, still no one untrusted.
     let (b1, ids) = l.lease(B, 1, &[NOBODY], now, &mut ch).unwrap();
     assert_eq!(ids, vec![3]);
-    assert_eq!(l.result(B, b1, 3, solved(counts(5)), &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(B, b1, 3, solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
     assert!(!l.is_untrusted(A) && !l.is_untrusted(B));
 
     // C agrees with B: settled, A is untrusted and its counted jobs are re-run.
     let (c1, ids) = l.lease(C, 1, &[NOBODY], now, &mut ch).unwrap();
     assert_eq!(ids, vec![3]);
     ch.clear();
-    assert_eq!(l.result(C, c1, 3, solved(counts(5)), &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(C, c1, 3, solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_untrusted(A));
     assert!(!l.is_untrusted(B) && !l.is_untrusted(C));
     assert_eq!(l.untrusted_count(), 1);
@@ -220,13 +220,13 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     // A is refused; the others re-solve its jobs.
     ch.clear();
     assert!(l.lease(A, 3, &[NOBODY], now, &mut ch).is_none());
-    assert_eq!(l.result(A, a2, 0, solved(counts(0)), &mut ch), ResultOutcome::UntrustedWorker);
+    assert_eq!(l.result(A, a2, 0, solved(counts(0)), &[], &mut ch), ResultOutcome::UntrustedWorker);
     assert_eq!(l.heartbeat(A, &[a2], now, &mut ch), vec![a2]);
     assert!(ch.is_empty(), "refusals change nothing");
     let (b2, ids) = l.lease(B, 3, &[NOBODY], now, &mut ch).unwrap();
     assert_eq!(ids, vec![2, 1, 0]);
     for id in [2, 1, 0] {
-        assert_eq!(l.result(B, b2, id, solved(counts(id)), &mut ch), ResultOutcome::Accepted);
+        assert_eq!(l.result(B, b2, id, solved(counts(id)), &[], &mut ch), ResultOutcome::Accepted);
     }
     assert!(l.is_complete());
 }
@@ -238,9 +238,57 @@ fn errors_fail_a_job_eventually() {
     for _ in 0..MAX_ERRORS {
         let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(
-            l.result(1, a, 0, Finding::SolverError("boom".into()), &mut ch),
+            l.result(1, a, 0, Finding::SolverError("boom".into()), &[], &mut ch),
             ResultOutcome::ErrorRecorded
         );
     }
     assert_eq!(l.count(JobState::Failed), 1);
+}
+
+#[test]
+fn a_new_worker_is_believed_alone_only_after_agreeing_with_others() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    const C: u64 = 3;
+    let mut l = life(4, false);
+    l.set_probation(1);
+    let mut ch = Vec::new();
+    // A is new and B is around: A's answer waits for B's.
+    let (a, ids) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
+    let job = ids[0];
+    assert_eq!(l.result(A, a, job, solved(counts(5)), &[B], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.count(JobState::Done), 0);
+    let (b, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(B, b, job, solved(counts(5)), &[A], &mut ch), ResultOutcome::Confirmed);
+    assert!(!l.on_probation(A) && !l.on_probation(B));
+    // Proven, A's next answer counts at once.
+    let (a, ids) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(A, a, ids[0], solved(counts(1)), &[B], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.count(JobState::Done), 2);
+    // C is new and lies: its answer waits, B contradicts it, A settles it, C is untrusted.
+    let (c, ids) = l.lease(C, 1, &[A, B], Instant::now(), &mut ch).unwrap();
+    let job = ids[0];
+    assert_eq!(l.result(C, c, job, solved(counts(9)), &[A, B], &mut ch), ResultOutcome::Accepted);
+    let (b, ids) = l.lease(B, 4, &[A, C], Instant::now(), &mut ch).unwrap();
+    assert!(ids.contains(&job));
+    assert_eq!(l.result(B, b, job, solved(counts(8)), &[A, C], &mut ch), ResultOutcome::Conflict);
+    l.release(B, b, &[], &mut ch);
+    let (a, ids) = l.lease(A, 4, &[B, C], Instant::now(), &mut ch).unwrap();
+    assert!(ids.contains(&job));
+    assert_eq!(l.result(A, a, job, solved(counts(8)), &[B, C], &mut ch), ResultOutcome::Confirmed);
+    assert!(l.is_untrusted(C) && !l.is_untrusted(A) && !l.is_untrusted(B));
+    assert_eq!(l.jobs[job as usize].counted.map(|(_, c)| c.solutions), Some(8));
+}
+
+#[test]
+fn a_worker_alone_is_believed_while_nobody_can_compare() {
+    let mut l = life(2, false);
+    l.set_probation(10);
+    let mut ch = Vec::new();
+    let (a, ids) = l.lease(1, 2, &[], Instant::now(), &mut ch).unwrap();
+    for id in ids {
+        assert_eq!(l.result(1, a, id, solved(counts(id)), &[], &mut ch), ResultOutcome::Accepted);
+    }
+    assert!(l.is_complete());
+    assert!(l.on_probation(1), "agreeing with itself proves nothing");
 }
