@@ -19,7 +19,11 @@
 use crate::board::Cell;
 use crate::constellation::Constellation;
 use crate::tail::{allowed, gather_portable, PermSet, TailConflicts, TAIL};
+#[cfg(test)]
+use crate::tail6::gather6_portable;
+use crate::tail6::{Conflicts6, PermSet6, ALLOWED_LEN, ROWS6};
 use crate::CoreError;
+use std::sync::Arc;
 
 /// Arrays are 32 long (one slot per possible row); indexing with `& SLOT` keeps them in bounds.
 const SLOT: usize = 31;
@@ -45,6 +49,11 @@ pub(crate) struct Layout {
     tail_reach: Lanes,
     tail_blocked: Lanes,
     tail_conflicts: TailConflicts,
+    /// The diagonal conflicts of row `last` and the tail together, for the six-row closed form,
+    /// and the distance from row `last` and the blocked mask of each of those six rows.
+    six: Option<Arc<Conflicts6>>,
+    six_reach: Lanes,
+    six_blocked: Lanes,
 }
 
 /// The masks at one depth of the search: occupied columns and the two diagonal directions
@@ -81,6 +90,9 @@ impl Layout {
             tail_reach: Lanes([0; LANES]),
             tail_blocked: Lanes([!0; LANES]),
             tail_conflicts: TailConflicts::placeholder(),
+            six: None,
+            six_reach: Lanes([0; LANES]),
+            six_blocked: Lanes([!0; LANES]),
         };
         // Rows are searched bottom-up. Canonical constellations have their top queen near a corner,
         // where it constrains few squares; starting next to the bottom queen prunes far more
@@ -115,6 +127,12 @@ impl Layout {
                 offset[i] = layout.tail_reach.0[i] - layout.tail_reach.0[0];
             }
             layout.tail_conflicts = TailConflicts::new(&offset);
+            for i in 0..ROWS6 {
+                layout.six_reach.0[i] = (layout.row_of[last] - layout.row_of[last + i]) as u32;
+                layout.six_blocked.0[i] = layout.blocked[last + i];
+            }
+            let six: [u32; ROWS6] = std::array::from_fn(|i| layout.six_reach.0[i]);
+            layout.six = Conflicts6::new(&six);
         }
         layout
     }
@@ -198,6 +216,24 @@ impl Layout {
     /// Counts the completions of `start`: the number of ways to fill every remaining searched row.
     pub fn count(&self, start: &State) -> Found {
         #[cfg(target_arch = "x86_64")]
+        // The six-row tables exist when there are more than `TAIL` rows, so `last` is defined.
+        if let (Some(six), true) = (&self.six, self.six.is_some() && start.depth <= self.last()) {
+            if std::arch::is_x86_feature_detected!("bmi1")
+                && std::arch::is_x86_feature_detected!("bmi2")
+                && std::arch::is_x86_feature_detected!("popcnt")
+                && std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512bitalg")
+                && std::arch::is_x86_feature_detected!("avx512vbmi2")
+                && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
+            {
+                // SAFETY: the CPU supports the features the function is compiled for (checked above).
+                return unsafe { self.count_avx512(start, six) };
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("bmi1")
             && std::arch::is_x86_feature_detected!("bmi2")
             && std::arch::is_x86_feature_detected!("popcnt")
@@ -240,35 +276,147 @@ impl Layout {
         })
     }
 
+    /// The search with the six-row closed form, compiled for AVX-512 (F, VL, BITALG, VBMI2,
+    /// VPOPCNTDQ) and BMI2. One state of row `last` costs some seventy instructions and no branch:
+    /// - the six rows' free squares in one vector (`vpsllvd`, `vpsrlvd`), widened to 64-bit lanes;
+    /// - the open columns' positions as bytes (`vpcompressb` of 0, 1, 2, ...), and every row's
+    ///   bits at those positions at once (`vpshufbitqmb`, a `pext` of eight lanes);
+    /// - the gaps between neighbouring open columns as bytes (`vpsubb`, `vpminub`), packed into
+    ///   the three conflict-table indices by `pext`;
+    /// - six 768-bit table rows ANDed, three ORed, and `vpopcntq` into a running vector sum.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(
+        enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
+    )]
+    unsafe fn count_avx512(&self, start: &State, six: &Conflicts6) -> Found {
+        use std::arch::x86_64::*;
+        let allowed: &[PermSet6; ALLOWED_LEN] = &crate::tail6::ALLOWED;
+        let (first, second, middle) = (&*six.first, &*six.second, &*six.middle);
+        let lanes = |l: &Lanes| _mm256_load_si256(l.0.as_ptr() as *const __m256i);
+        let (reach, blocked) = (lanes(&self.six_reach), lanes(&self.six_blocked));
+        let iota = _mm512_loadu_si512(IOTA.0.as_ptr() as *const __m512i);
+        let clip = _mm_set1_epi8(six.clip as i8);
+        let one = _mm_set1_epi8(1);
+        let board = self.board;
+        let load = |set: &PermSet6| {
+            let p = set.0.as_ptr();
+            (_mm512_loadu_si512(p as *const __m512i), _mm256_load_si256(p.add(8) as *const __m256i))
+        };
+        let mut sum = _mm512_setzero_si512();
+        let nodes = self.count_body6(start, |cols, right, left| {
+            let q = |x: u32| _mm256_set1_epi32(x as i32);
+            let taken = _mm256_or_si256(
+                _mm256_or_si256(q(cols), blocked),
+                _mm256_or_si256(
+                    _mm256_sllv_epi32(q(right), reach),
+                    _mm256_srlv_epi32(q(left), reach),
+                ),
+            );
+            let rows = _mm512_cvtepu32_epi64(_mm256_xor_si256(taken, _mm256_set1_epi32(-1)));
+            let open = !cols & board;
+            let position = _mm512_maskz_compress_epi8(open as u64, iota);
+            let low = _mm512_castsi512_si128(position);
+            let compressed = _mm512_bitshuffle_epi64_mask(rows, _mm512_broadcastq_epi64(low));
+            // Byte i: the gap between open columns i and i + 1, clipped, less one (bytes 0..5).
+            let gap =
+                _mm_sub_epi8(_mm_min_epu8(_mm_sub_epi8(_mm_srli_si128::<1>(low), low), clip), one);
+            let gap = _mm_cvtsi128_si64(gap) as u64;
+            let span = (((gap >> 8) & 0x07_0707).wrapping_mul(0x01_0101) >> 16) & 0xff;
+            let span = (span + 2).min(six.clip as u64 - 1);
+            let key_middle = (gap & 7) | span << 3 | ((gap >> 32) & 7) << 6;
+            let key = |k: u64| k as usize & (crate::tail6::TABLE_LEN - 1);
+            let (f0, f1) = load(&first[key(_pext_u64(gap, 0x07_0707))]);
+            let (s0, s1) = load(&second[key(_pext_u64(gap >> 16, 0x07_0707))]);
+            let (m0, m1) = load(&middle[key(key_middle)]);
+            let (mut alive0, mut alive1) = (
+                _mm512_ternarylogic_epi64::<0xfe>(f0, s0, m0),
+                _mm256_ternarylogic_epi64::<0xfe>(f1, s1, m1),
+            );
+            // `alive` holds the conflicts so far; each row's allowed set is ANDed in below, and
+            // the conflicts are taken out on the first of them (ternary 0x30: b and not a).
+            let row = |i: usize| &allowed[(i << ROWS6) | ((compressed >> (8 * i)) as usize & 63)];
+            let (a0, a1) = load(row(0));
+            alive0 = _mm512_andnot_si512(alive0, a0);
+            alive1 = _mm256_andnot_si256(alive1, a1);
+            for i in 1..ROWS6 {
+                let (a0, a1) = load(row(i));
+                alive0 = _mm512_and_si512(alive0, a0);
+                alive1 = _mm256_and_si256(alive1, a1);
+            }
+            let counts = _mm512_add_epi64(
+                _mm512_popcnt_epi64(alive0),
+                _mm512_zextsi256_si512(_mm256_popcnt_epi64(alive1)),
+            );
+            sum = _mm512_add_epi64(sum, counts);
+        });
+        Found { solutions: _mm512_reduce_add_epi64(sum) as u64, nodes }
+    }
+
+    /// The search with the six-row closed form, with no special instructions: for the tests.
+    #[cfg(test)]
+    fn count_portable6(&self, start: &State, six: &Conflicts6) -> Found {
+        let mut solutions = 0;
+        let nodes = self.count_body6(start, |cols, right, left| {
+            let mut rows = [0; ROWS6];
+            for (i, row) in rows.iter_mut().enumerate() {
+                let d = self.six_reach.0[i];
+                *row = !(cols | (right << d) | (left >> d) | self.six_blocked.0[i]);
+            }
+            let allowed = &crate::tail6::ALLOWED;
+            solutions += six.completions(allowed, !cols & self.board, &rows, gather6_portable);
+        });
+        Found { solutions, nodes }
+    }
+
+    /// Walks the search from `start` down to the states of row `last`, handing each to `six_rows`
+    /// (its occupied columns and diagonals as seen in row `last`), which counts its completions
+    /// through the last six rows. Returns the nodes.
     #[inline(always)]
-    fn count_body(
+    fn count_body6(&self, start: &State, mut six_rows: impl FnMut(u32, u32, u32)) -> u64 {
+        let base = start.depth;
+        assert!(self.rows > TAIL && base <= self.last(), "six-row count below row last");
+        let last = self.last();
+        let free = self.free(start);
+        if base == last {
+            six_rows(start.cols, start.down_right, start.down_left);
+            return free.count_ones() as u64;
+        }
+        let s = self.shift[(last - 1) & SLOT];
+        let blocked = self.blocked[last & SLOT];
+        let mut penultimate =
+            |found: &mut Found, cols: u32, right: u32, left: u32, mut free: u32| {
+                while free != 0 {
+                    let bit = free & free.wrapping_neg();
+                    free ^= bit;
+                    let (c, r, l) = (cols | bit, (right | bit) << s, (left | bit) >> s);
+                    found.nodes += 1 + (!(c | r | l | blocked)).count_ones() as u64;
+                    six_rows(c, r, l);
+                }
+            };
+        let mut found = Found::default();
+        if base + 1 == last {
+            penultimate(&mut found, start.cols, start.down_right, start.down_left, free);
+        } else {
+            self.search(start, &mut found, penultimate);
+        }
+        found.nodes
+    }
+
+    /// The main loop of the search from `start` (at least three rows above row `last`): every
+    /// state of searched row `last - 1` is handed to `at_penultimate` with its masks and free
+    /// squares.
+    #[inline(always)]
+    fn search(
         &self,
         start: &State,
-        rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy,
-    ) -> Found {
-        let rows = self.rows;
-        let base = start.depth;
-        if rows < TAIL + 2 || base > self.last() {
-            return Found { solutions: self.count_partial(start, rows), nodes: 0 };
-        }
+        found: &mut Found,
+        mut at_penultimate: impl FnMut(&mut Found, u32, u32, u32, u32),
+    ) {
         let last = self.last();
+        let base = start.depth;
         let mut stack = [Frame::default(); 32];
         let (mut k, mut cols, mut right, mut left, mut free) =
             (base, start.cols, start.down_right, start.down_left, self.free(start));
-        let mut pending = Pending::new();
-        if base == last {
-            self.queue(&mut pending, cols, right, left, free);
-            return Found {
-                solutions: self.flush(&mut pending, rows_allow),
-                nodes: free.count_ones() as u64,
-            };
-        }
-        let mut found = Found::default();
-        if base + 1 == last {
-            self.penultimate(&mut pending, &mut found, cols, right, left, free, rows_allow);
-            found.solutions += self.flush(&mut pending, rows_allow);
-            return found;
-        }
         loop {
             if free == 0 {
                 if k == base {
@@ -288,7 +436,7 @@ impl Layout {
             let l = (left | bit) >> s;
             let next_free = !(c | r | l | self.blocked[(k + 1) & SLOT]);
             if k + 2 == last {
-                self.penultimate(&mut pending, &mut found, c, r, l, next_free, rows_allow);
+                at_penultimate(found, c, r, l, next_free);
                 continue;
             }
             // The row after next, before its own predecessor's queen is known: a superset of what
@@ -301,6 +449,39 @@ impl Layout {
                 (cols, right, left, free) = (c, r, l, next_free);
             }
         }
+    }
+
+    #[inline(always)]
+    fn count_body(
+        &self,
+        start: &State,
+        rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy,
+    ) -> Found {
+        let rows = self.rows;
+        let base = start.depth;
+        if rows < TAIL + 2 || base > self.last() {
+            return Found { solutions: self.count_partial(start, rows), nodes: 0 };
+        }
+        let last = self.last();
+        let (cols, right, left, free) =
+            (start.cols, start.down_right, start.down_left, self.free(start));
+        let mut pending = Pending::new();
+        if base == last {
+            self.queue(&mut pending, cols, right, left, free);
+            return Found {
+                solutions: self.flush(&mut pending, rows_allow),
+                nodes: free.count_ones() as u64,
+            };
+        }
+        let mut found = Found::default();
+        if base + 1 == last {
+            self.penultimate(&mut pending, &mut found, cols, right, left, free, rows_allow);
+            found.solutions += self.flush(&mut pending, rows_allow);
+            return found;
+        }
+        self.search(start, &mut found, |found, c, r, l, f| {
+            self.penultimate(&mut pending, found, c, r, l, f, rows_allow)
+        });
         found.solutions += self.flush(&mut pending, rows_allow);
         found
     }
@@ -406,6 +587,22 @@ fn rows_allow_portable(bit: u32, above: &Lanes, reach: &Lanes, open: u32) -> Per
     allowed(open, &rows, gather_portable)
 }
 
+/// The bytes 0, 1, ..., 63: compressed by a column mask, the positions of its columns.
+#[cfg(target_arch = "x86_64")]
+#[repr(C, align(64))]
+struct Iota([u8; 64]);
+
+#[cfg(target_arch = "x86_64")]
+static IOTA: Iota = {
+    let mut bytes = [0; 64];
+    let mut i = 0;
+    while i < 64 {
+        bytes[i] = i as u8;
+        i += 1;
+    }
+    Iota(bytes)
+};
+
 /// One value per tail row, padded to a vector of eight so that all rows are computed at once.
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(32))]
@@ -508,6 +705,28 @@ mod tests {
                             want,
                             "portable, n={n}"
                         );
+                        let (Some(six), true) = (&layout.six, state.depth <= layout.last()) else {
+                            continue;
+                        };
+                        // Same solutions; same nodes too, but where the five-row build has too few
+                        // rows for its tail and counts without placing.
+                        let five = layout.count_body(state, rows_allow_portable);
+                        let five = (want, (layout.rows() >= TAIL + 2).then_some(five.nodes));
+                        let found = |f: Found| (f.solutions, five.1.map(|_| f.nodes));
+                        assert_eq!(
+                            found(layout.count_portable6(state, six)),
+                            five,
+                            "six rows, n={n}"
+                        );
+                        #[cfg(target_arch = "x86_64")]
+                        if std::arch::is_x86_feature_detected!("avx512vbmi2")
+                            && std::arch::is_x86_feature_detected!("avx512bitalg")
+                            && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
+                        {
+                            // SAFETY: the CPU has the features (AVX-512F, VL and BW come with these).
+                            let fast6 = unsafe { layout.count_avx512(state, six) };
+                            assert_eq!(found(fast6), five, "six rows, AVX-512, n={n}");
+                        }
                     }
                     states = deeper;
                 }
