@@ -295,6 +295,8 @@ impl Layout {
         let lanes = |l: &Lanes| _mm256_load_si256(l.0.as_ptr() as *const __m256i);
         let (reach, blocked) = (lanes(&self.six_reach), lanes(&self.six_blocked));
         let iota = _mm512_loadu_si512(IOTA.0.as_ptr() as *const __m512i);
+        let beyond = _mm512_set1_epi8(63);
+        let row_base = _mm512_setr_epi64(0, 6144, 12288, 18432, 24576, 30720, 0, 0);
         let clip = _mm_set1_epi8(six.clip as i8);
         let one = _mm_set1_epi8(1);
         let board = self.board;
@@ -314,32 +316,38 @@ impl Layout {
             );
             let rows = _mm512_cvtepu32_epi64(_mm256_xor_si256(taken, _mm256_set1_epi32(-1)));
             let open = !cols & board;
-            let position = _mm512_maskz_compress_epi8(open as u64, iota);
+            // The open columns' positions in bytes 0..6; the other bytes are 63, a bit that is 0
+            // in every widened row, so that each byte of `compressed` holds one row's six bits.
+            let position = _mm512_mask_compress_epi8(beyond, open as u64, iota);
             let low = _mm512_castsi512_si128(position);
             let compressed = _mm512_bitshuffle_epi64_mask(rows, _mm512_broadcastq_epi64(low));
-            // Byte i: the gap between open columns i and i + 1, clipped, less one (bytes 0..5).
-            let gap =
-                _mm_sub_epi8(_mm_min_epu8(_mm_sub_epi8(_mm_srli_si128::<1>(low), low), clip), one);
-            let gap = _mm_cvtsi128_si64(gap) as u64;
-            let span = (((gap >> 8) & 0x07_0707).wrapping_mul(0x01_0101) >> 16) & 0xff;
-            let span = (span + 2).min(six.clip as u64 - 1);
-            let key_middle = (gap & 7) | span << 3 | ((gap >> 32) & 7) << 6;
+            // The byte offset of each row's entry of `allowed`: row * 64 * 96 + free * 96.
+            let compressed = compressed & 0x3f3f_3f3f_3f3f_3f3f;
+            let free = _mm512_cvtepu8_epi64(_mm_cvtsi64_si128(compressed as i64));
+            let offset: [u64; 8] = std::mem::transmute(_mm512_add_epi64(
+                _mm512_add_epi64(_mm512_slli_epi64::<6>(free), _mm512_slli_epi64::<5>(free)),
+                row_base,
+            ));
+            // Byte i of `gap`: the gap between open columns i and i + 1, clipped, less one; byte
+            // 1 of `mixed`: the same for columns 1 and 4. `pext` packs three such 3-bit digits
+            // into each table index.
+            let digits = |d: __m128i| _mm_sub_epi8(_mm_min_epu8(_mm_sub_epi8(d, low), clip), one);
+            let gap = digits(_mm_srli_si128::<1>(low));
+            let mixed = _mm_mask_blend_epi8(0b10, gap, digits(_mm_srli_si128::<3>(low)));
+            let (gap, mixed) = (_mm_cvtsi128_si64(gap) as u64, _mm_cvtsi128_si64(mixed) as u64);
             let key = |k: u64| k as usize & (crate::tail6::TABLE_LEN - 1);
             let (f0, f1) = load(&first[key(_pext_u64(gap, 0x07_0707))]);
-            let (s0, s1) = load(&second[key(_pext_u64(gap >> 16, 0x07_0707))]);
-            let (m0, m1) = load(&middle[key(key_middle)]);
-            let (mut alive0, mut alive1) = (
-                _mm512_ternarylogic_epi64::<0xfe>(f0, s0, m0),
-                _mm256_ternarylogic_epi64::<0xfe>(f1, s1, m1),
-            );
-            // `alive` holds the conflicts so far; each row's allowed set is ANDed in below, and
-            // the conflicts are taken out on the first of them (ternary 0x30: b and not a).
-            let row = |i: usize| &allowed[(i << ROWS6) | ((compressed >> (8 * i)) as usize & 63)];
-            let (a0, a1) = load(row(0));
-            alive0 = _mm512_andnot_si512(alive0, a0);
-            alive1 = _mm256_andnot_si256(alive1, a1);
+            let (s0, s1) = load(&second[key(_pext_u64(gap, 0x07_0707_0000))]);
+            let (m0, m1) = load(&middle[key(_pext_u64(mixed, 0x07_0000_0707))]);
+            let conflicts0 = _mm512_ternarylogic_epi64::<0xfe>(f0, s0, m0);
+            let conflicts1 = _mm256_ternarylogic_epi64::<0xfe>(f1, s1, m1);
+            // SAFETY: each offset is below 6 * 64 * 96, inside `allowed` (each byte masked to 63).
+            let row = |i: usize| load(&*allowed.as_ptr().byte_add(offset[i] as usize));
+            let (a0, a1) = row(0);
+            let mut alive0 = _mm512_andnot_si512(conflicts0, a0);
+            let mut alive1 = _mm256_andnot_si256(conflicts1, a1);
             for i in 1..ROWS6 {
-                let (a0, a1) = load(row(i));
+                let (a0, a1) = row(i);
                 alive0 = _mm512_and_si512(alive0, a0);
                 alive1 = _mm256_and_si256(alive1, a1);
             }
