@@ -6,11 +6,19 @@
 //! no recursion, no allocation, and every array index is masked to the array's size so the
 //! compiler emits no bounds checks.
 //!
-//! The bottom of the tree, where nearly all the time would go, is not searched queen by queen:
+//! The bottom of the tree, where nearly all the time would go, is not searched queen by queen.
+//! On CPUs with AVX-512 (F, VL, BW, BITALG, VBMI2, VPOPCNTDQ) and BMI2:
+//! - the last six searched rows, row `last` and the [`TAIL`] rows below it, are counted in closed
+//!   form ([`crate::tail6`]), one state of row `last` per evaluation, without a branch;
+//! - the row above them (`last - 1`) runs in a loop of its own, without the stack.
+//!
+//! Elsewhere (the BMI2/AVX2 build and the portable build):
 //! - the last [`TAIL`] searched rows are counted in closed form ([`crate::tail`]);
 //! - the queens of the row above them (`last`) are queued, four slots written without a branch,
 //!   and counted in batches: a loop over one or two squares would mispredict its exit every time;
 //! - the row above that (`last - 1`) runs in a loop of its own, without the stack.
+//!
+//! The tests check every build that the CPU can run against a plain count, from every depth.
 
 // The hot loops index several fixed-size arrays in step; that reads more plainly than zipped
 // iterators and compiles to the same unrolled code.
@@ -215,9 +223,9 @@ impl Layout {
 
     /// Counts the completions of `start`: the number of ways to fill every remaining searched row.
     pub fn count(&self, start: &State) -> Found {
+        // The six-row tables exist only when there are more than `TAIL` rows (`last` is defined).
         #[cfg(target_arch = "x86_64")]
-        // The six-row tables exist when there are more than `TAIL` rows, so `last` is defined.
-        if let (Some(six), true) = (&self.six, self.six.is_some() && start.depth <= self.last()) {
+        if let Some(six) = self.six.as_deref().filter(|_| start.depth <= self.last()) {
             if std::arch::is_x86_feature_detected!("bmi1")
                 && std::arch::is_x86_feature_detected!("bmi2")
                 && std::arch::is_x86_feature_detected!("popcnt")
