@@ -226,27 +226,13 @@ impl Layout {
         // The six-row tables exist only when there are more than `TAIL` rows (`last` is defined).
         #[cfg(target_arch = "x86_64")]
         if let Some(six) = self.six.as_deref().filter(|_| start.depth <= self.last()) {
-            if std::arch::is_x86_feature_detected!("bmi1")
-                && std::arch::is_x86_feature_detected!("bmi2")
-                && std::arch::is_x86_feature_detected!("popcnt")
-                && std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512vl")
-                && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::arch::is_x86_feature_detected!("avx512bitalg")
-                && std::arch::is_x86_feature_detected!("avx512vbmi2")
-                && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
-            {
+            if has_avx512_six() {
                 // SAFETY: the CPU supports the features the function is compiled for (checked above).
                 return unsafe { self.count_avx512(start, six) };
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("bmi1")
-            && std::arch::is_x86_feature_detected!("bmi2")
-            && std::arch::is_x86_feature_detected!("popcnt")
-            && std::arch::is_x86_feature_detected!("avx2")
-        {
+        if has_bmi() {
             // SAFETY: the CPU supports the features the function is compiled for (checked above).
             return unsafe { self.count_bmi(start) };
         }
@@ -284,8 +270,9 @@ impl Layout {
         })
     }
 
-    /// The search with the six-row closed form, compiled for AVX-512 (F, VL, BITALG, VBMI2,
-    /// VPOPCNTDQ) and BMI2. One state of row `last` costs some seventy instructions and no branch:
+    /// The search with the six-row closed form, compiled for AVX-512 (F, VL, BW, BITALG, VBMI2,
+    /// VPOPCNTDQ) and BMI2 (see [`has_avx512_six`]). One state of row `last` costs about 95
+    /// instructions and no branch:
     /// - the six rows' free squares in one vector (`vpsllvd`, `vpsrlvd`), widened to 64-bit lanes;
     /// - the open columns' positions as bytes (`vpcompressb` of 0, 1, 2, ...), and every row's
     ///   bits at those positions at once (`vpshufbitqmb`, a `pext` of eight lanes);
@@ -603,6 +590,29 @@ fn rows_allow_portable(bit: u32, above: &Lanes, reach: &Lanes, open: u32) -> Per
     allowed(open, &rows, gather_portable)
 }
 
+/// Whether the CPU has every feature that [`Layout::count_bmi`] is compiled for.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_bmi() -> bool {
+    std::arch::is_x86_feature_detected!("bmi1")
+        && std::arch::is_x86_feature_detected!("bmi2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Whether the CPU has every feature that [`Layout::count_avx512`] is compiled for.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_avx512_six() -> bool {
+    has_bmi()
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512bitalg")
+        && std::arch::is_x86_feature_detected!("avx512vbmi2")
+        && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
+}
+
 /// The bytes 0, 1, ..., 63: compressed by a column mask, the positions of its columns.
 #[cfg(target_arch = "x86_64")]
 #[repr(C, align(64))]
@@ -695,7 +705,7 @@ mod tests {
     }
 
     #[test]
-    fn every_start_depth_and_both_builds_match_a_plain_count() {
+    fn every_start_depth_and_every_build_match_a_plain_count() {
         for n in [9u32, 11, 12] {
             for job in job_list(n, &SplitParams::with_target(1)).unwrap().jobs {
                 let (layout, start) = job.prepare().unwrap();
@@ -721,27 +731,28 @@ mod tests {
                             want,
                             "portable, n={n}"
                         );
+                        #[cfg(target_arch = "x86_64")]
+                        if has_bmi() {
+                            // SAFETY: the CPU supports the features (checked just above).
+                            let bmi = unsafe { layout.count_bmi(state) };
+                            assert_eq!(bmi.solutions, want, "BMI, n={n}");
+                        }
                         let (Some(six), true) = (&layout.six, state.depth <= layout.last()) else {
                             continue;
                         };
-                        // Same solutions; same nodes too, but where the five-row build has too few
-                        // rows for its tail and counts without placing.
+                        // The six-row builds: the same solutions, and the same nodes as the
+                        // five-row build where it has rows enough for its tail (with fewer, it
+                        // counts without placing).
                         let five = layout.count_body(state, rows_allow_portable);
-                        let five = (want, (layout.rows() >= TAIL + 2).then_some(five.nodes));
-                        let found = |f: Found| (f.solutions, five.1.map(|_| f.nodes));
-                        assert_eq!(
-                            found(layout.count_portable6(state, six)),
-                            five,
-                            "six rows, n={n}"
-                        );
+                        let expected = (want, (layout.rows() >= TAIL + 2).then_some(five.nodes));
+                        let found = |f: Found| (f.solutions, expected.1.map(|_| f.nodes));
+                        let portable6 = layout.count_portable6(state, six);
+                        assert_eq!(found(portable6), expected, "six rows, portable, n={n}");
                         #[cfg(target_arch = "x86_64")]
-                        if std::arch::is_x86_feature_detected!("avx512vbmi2")
-                            && std::arch::is_x86_feature_detected!("avx512bitalg")
-                            && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
-                        {
-                            // SAFETY: the CPU has the features (AVX-512F, VL and BW come with these).
+                        if has_avx512_six() {
+                            // SAFETY: the CPU supports the features (checked just above).
                             let fast6 = unsafe { layout.count_avx512(state, six) };
-                            assert_eq!(found(fast6), five, "six rows, AVX-512, n={n}");
+                            assert_eq!(found(fast6), expected, "six rows, AVX-512, n={n}");
                         }
                     }
                     states = deeper;
