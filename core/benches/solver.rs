@@ -122,6 +122,9 @@ fn main() {
             cell(median(&mut scaling), 9, 2, "x"),
         );
     }
+    if let Some(exe) = baseline {
+        let _ = std::fs::remove_file(exe);
+    }
 }
 
 /// `N` or a range `A..B` (both ends included).
