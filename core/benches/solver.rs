@@ -1,15 +1,22 @@
 //! Solver benchmark against the plain C bitboard counter in `shared/bench/baseline.c`.
 //!
-//!     cargo bench -p nqueens-core --bench solver -- [N ...] [--runs R]
+//!     cargo bench -p nqueens-core --bench solver -- [N ...] [--runs R] [--threads 1] [--no-baseline]
 //!
-//! For each N (default 16 and 17) it runs R rounds (default 5) of: the C baseline (one thread), then
-//! this solver on one thread and on two threads (in turn first). Each round gives two ratios from
-//! runs taken back to back; the table shows the median time of each column and the median of the per-round
-//! ratios (every round is also printed to stderr). Ratios measured side by side are what to quote:
-//! these machines are shared, and their speed drifts by a third or more within minutes.
-//! `NQ_BASELINE_SRC` overrides the baseline's path.
+//! For each N (default 16 to 19; `A..B` names a range) it runs R rounds (default 3) of: the C
+//! baseline (one thread), then this solver on one thread and on two threads (in turn first;
+//! `--threads 1` leaves out the two-thread runs). Each round gives ratios from runs taken back to
+//! back; the table shows the median time of each column, the nodes (queens placed by the search)
+//! and nanoseconds per solution of both programs, and the median of the per-round ratios (every
+//! round is also printed to stderr). Ratios measured side by side are what to quote: these machines
+//! are shared, and their speed drifts by a third or more within minutes.
+//!
+//! The baseline prints no node count, so that column is ours only. Without the baseline's source
+//! (or a C compiler), or with `--no-baseline`, its columns are left out with a message.
+//! `NQ_BASELINE_SRC` overrides the baseline's path. Every total is checked against the reference
+//! table (`NQ_KNOWN_COUNTS`, or `shared/reference/known-counts.tsv`) where it has the board.
 
 use nqueens_core::{job_list, parallel, SplitParams, Tally};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
@@ -17,82 +24,166 @@ use std::time::Instant;
 
 fn main() {
     let mut sizes = Vec::new();
-    let mut runs = 5usize;
+    let mut runs = 3usize;
+    let mut two_threads = true;
+    let mut want_baseline = true;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--runs" => {
                 runs = args.next().and_then(|r| r.parse().ok()).expect("--runs takes a number")
             }
+            "--threads" => match args.next().as_deref() {
+                Some("1") => two_threads = false,
+                Some("2") => two_threads = true,
+                other => panic!("--threads takes 1 or 2, not {other:?}"),
+            },
+            "--no-baseline" => want_baseline = false,
             "--bench" => {}
-            other => sizes
-                .push(other.parse::<u32>().unwrap_or_else(|_| panic!("not a board size: {other}"))),
+            other => sizes.extend(parse_sizes(other)),
         }
     }
     if sizes.is_empty() {
-        sizes = vec![16, 17];
+        sizes = (16..=19).collect();
     }
-    let baseline = build_baseline();
+    let runs = runs.max(1);
+    let baseline = if want_baseline { build_baseline() } else { None };
+    let known = known_totals();
     println!(
-        "{:>3} {:>12} {:>12} {:>12} {:>14} {:>14}",
-        "N", "baseline s", "1 thread s", "2 threads s", "1T vs baseline", "2T vs 1T"
+        "{:>3} {:>15} {:>11} {:>9} {:>11} {:>14} {:>9} {:>12} {:>11} {:>9}",
+        "N",
+        "total",
+        "baseline s",
+        "ns/sol",
+        "1 thread s",
+        "nodes",
+        "ns/sol",
+        "vs baseline",
+        "2 threads s",
+        "2T vs 1T"
     );
     for n in sizes {
         let (mut base, mut one, mut two) = (Vec::new(), Vec::new(), Vec::new());
         let (mut speedup, mut scaling) = (Vec::new(), Vec::new());
+        let mut result = None;
         for round in 1..=runs {
-            let b = run_baseline(&baseline, n);
+            let b = baseline.as_ref().map(|exe| run_baseline(exe, n));
             // Swap the order of the two solver runs every round, so neither always runs first.
-            let (o, t) = if round % 2 == 1 {
-                (run_solver(n, 1), run_solver(n, 2))
-            } else {
-                let t = run_solver(n, 2);
-                (run_solver(n, 1), t)
+            let (o, t) = match (two_threads, round % 2 == 1) {
+                (false, _) => (run_solver(n, 1), None),
+                (true, true) => {
+                    let o = run_solver(n, 1);
+                    (o, Some(run_solver(n, 2)))
+                }
+                (true, false) => {
+                    let t = run_solver(n, 2);
+                    (run_solver(n, 1), Some(t))
+                }
             };
+            let fmt = |x: Option<f64>| x.map_or("-".to_string(), |s| format!("{s:.3} s"));
             eprintln!(
-                "N={n} round {round}: baseline {b:.3} s, 1 thread {o:.3} s, 2 threads {t:.3} s"
+                "N={n} round {round}: baseline {}, 1 thread {:.3} s, 2 threads {}",
+                fmt(b.map(|b| b.1)),
+                o.seconds,
+                fmt(t.map(|t| t.seconds))
             );
-            base.push(b);
-            one.push(o);
-            two.push(t);
-            speedup.push(b / o);
-            scaling.push(o / t);
+            for r in std::iter::once(&o).chain(&t) {
+                check(n, r.total, &known, "solver");
+            }
+            if let Some((total, s)) = b {
+                check(n, total, &known, "baseline");
+                base.push(s);
+                speedup.push(s / o.seconds);
+            }
+            one.push(o.seconds);
+            if let Some(t) = t {
+                two.push(t.seconds);
+                scaling.push(o.seconds / t.seconds);
+            }
+            result = Some(o);
         }
-        let (b, o, t) = (median(&mut base), median(&mut one), median(&mut two));
-        let (speedup, scaling) = (median(&mut speedup), median(&mut scaling));
-        println!("{n:>3} {b:>12.3} {o:>12.3} {t:>12.3} {speedup:>13.2}x {scaling:>13.2}x");
+        let result = result.expect("at least one round");
+        let ns = |seconds: f64| seconds * 1e9 / result.total.max(1) as f64;
+        let o = median(&mut one).unwrap();
+        let cell = |x: Option<f64>, width: usize, digits: usize, unit: &str| match x {
+            Some(x) => format!("{:>w$}", format!("{x:.digits$}{unit}"), w = width),
+            None => format!("{:>width$}", "-"),
+        };
+        let b = median(&mut base);
+        println!(
+            "{n:>3} {:>15} {} {} {o:>11.3} {:>14} {:>9.1} {} {} {}",
+            result.total,
+            cell(b, 11, 3, ""),
+            cell(b.map(ns), 9, 1, ""),
+            result.nodes,
+            ns(o),
+            cell(median(&mut speedup), 12, 2, "x"),
+            cell(median(&mut two), 11, 3, ""),
+            cell(median(&mut scaling), 9, 2, "x"),
+        );
+    }
+    if let Some(exe) = baseline {
+        let _ = std::fs::remove_file(exe);
     }
 }
 
-fn build_baseline() -> PathBuf {
+/// `N` or a range `A..B` (both ends included).
+fn parse_sizes(arg: &str) -> Vec<u32> {
+    let size = |s: &str| s.parse::<u32>().unwrap_or_else(|_| panic!("not a board size: {arg}"));
+    match arg.split_once("..") {
+        Some((a, b)) => (size(a)..=size(b)).collect(),
+        None => vec![size(arg)],
+    }
+}
+
+/// The compiled baseline, or `None` (with a message) if its source or a C compiler is missing.
+fn build_baseline() -> Option<PathBuf> {
     let src = std::env::var_os("NQ_BASELINE_SRC").map(PathBuf::from).unwrap_or_else(|| {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/baseline.c")
     });
+    if !src.is_file() {
+        eprintln!(
+            "baseline source {} not found (set NQ_BASELINE_SRC): baseline columns skipped",
+            src.display()
+        );
+        return None;
+    }
     let exe = std::env::temp_dir().join(format!("nqueens-baseline-{}", std::process::id()));
-    let status = Command::new("cc")
-        .args(["-O3", "-march=native", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .expect("a C compiler (cc) to build the baseline");
-    assert!(status.success(), "could not compile {}", src.display());
-    exe
+    match Command::new("cc").args(["-O3", "-march=native", "-o"]).arg(&exe).arg(&src).status() {
+        Ok(status) if status.success() => Some(exe),
+        Ok(status) => {
+            eprintln!("cc {} failed ({status}): baseline columns skipped", src.display());
+            None
+        }
+        Err(e) => {
+            eprintln!("no C compiler (cc: {e}): baseline columns skipped");
+            None
+        }
+    }
 }
 
-/// Seconds the baseline reports for itself (its own clock, around the search only).
-fn run_baseline(exe: &PathBuf, n: u32) -> f64 {
+/// The total and the seconds that the baseline reports for itself (its own clock, around the
+/// search only).
+fn run_baseline(exe: &PathBuf, n: u32) -> (u64, f64) {
     let out = Command::new(exe).arg(n.to_string()).output().expect("run the baseline");
     let text = String::from_utf8_lossy(&out.stdout);
     let fields: Vec<&str> = text.split_whitespace().collect();
-    fields
-        .get(2)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected baseline output {text:?}"))
+    match (fields.get(1).and_then(|s| s.parse().ok()), fields.get(2).and_then(|s| s.parse().ok())) {
+        (Some(total), Some(seconds)) => (total, seconds),
+        _ => panic!("unexpected baseline output {text:?}"),
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SolverRun {
+    seconds: f64,
+    total: u64,
+    nodes: u64,
 }
 
 /// Seconds for the whole job: building the job list, solving every job, adding up (and checking
 /// the symmetry identities of) the result.
-fn run_solver(n: u32, threads: usize) -> f64 {
+fn run_solver(n: u32, threads: usize) -> SolverRun {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
     let started = Instant::now();
     let list = pool.install(|| job_list(n, &SplitParams::default())).unwrap();
@@ -101,13 +192,37 @@ fn run_solver(n: u32, threads: usize) -> f64 {
         tally.lock().unwrap().add(list.jobs[i].weight, counts).unwrap();
     })
     .unwrap();
-    let totals = tally.into_inner().unwrap().totals().unwrap();
+    let tally = tally.into_inner().unwrap();
+    let totals = tally.totals().unwrap();
     let seconds = started.elapsed().as_secs_f64();
-    std::hint::black_box(totals);
-    seconds
+    SolverRun { seconds, total: totals.total, nodes: tally.nodes }
 }
 
-fn median(xs: &mut [f64]) -> f64 {
+/// Total solutions by board size from the reference table, if it can be read.
+fn known_totals() -> HashMap<u32, u64> {
+    let path = std::env::var_os("NQ_KNOWN_COUNTS").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/known-counts.tsv")
+    });
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("reference table {} not found: totals not checked", path.display());
+        return HashMap::new();
+    };
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut fields = l.split('\t');
+            Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn check(n: u32, total: u64, known: &HashMap<u32, u64>, who: &str) {
+    if let Some(&want) = known.get(&n) {
+        assert_eq!(total, want, "N={n}: the {who} counted {total}, the reference table {want}");
+    }
+}
+
+fn median(xs: &mut [f64]) -> Option<f64> {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    xs[xs.len() / 2]
+    xs.get(xs.len() / 2).copied()
 }

@@ -28,6 +28,7 @@ pub mod reference;
 mod search;
 mod symmetric;
 mod tail;
+mod tail6;
 mod totals;
 
 pub use board::{check_board_size, MAX_N, MIN_N};

@@ -6,11 +6,19 @@
 //! no recursion, no allocation, and every array index is masked to the array's size so the
 //! compiler emits no bounds checks.
 //!
-//! The bottom of the tree, where nearly all the time would go, is not searched queen by queen:
+//! The bottom of the tree, where nearly all the time would go, is not searched queen by queen.
+//! On CPUs with AVX-512 (F, VL, BW, BITALG, VBMI2, VPOPCNTDQ) and BMI2:
+//! - the last six searched rows, row `last` and the [`TAIL`] rows below it, are counted in closed
+//!   form ([`crate::tail6`]), one state of row `last` per evaluation, without a branch;
+//! - the row above them (`last - 1`) runs in a loop of its own, without the stack.
+//!
+//! Elsewhere (the BMI2/AVX2 build and the portable build):
 //! - the last [`TAIL`] searched rows are counted in closed form ([`crate::tail`]);
 //! - the queens of the row above them (`last`) are queued, four slots written without a branch,
 //!   and counted in batches: a loop over one or two squares would mispredict its exit every time;
 //! - the row above that (`last - 1`) runs in a loop of its own, without the stack.
+//!
+//! The tests check every build that the CPU can run against a plain count, from every depth.
 
 // The hot loops index several fixed-size arrays in step; that reads more plainly than zipped
 // iterators and compiles to the same unrolled code.
@@ -19,7 +27,11 @@
 use crate::board::Cell;
 use crate::constellation::Constellation;
 use crate::tail::{allowed, gather_portable, PermSet, TailConflicts, TAIL};
+#[cfg(test)]
+use crate::tail6::gather6_portable;
+use crate::tail6::{Conflicts6, PermSet6, ALLOWED_LEN, ROWS6};
 use crate::CoreError;
+use std::sync::Arc;
 
 /// Arrays are 32 long (one slot per possible row); indexing with `& SLOT` keeps them in bounds.
 const SLOT: usize = 31;
@@ -45,6 +57,11 @@ pub(crate) struct Layout {
     tail_reach: Lanes,
     tail_blocked: Lanes,
     tail_conflicts: TailConflicts,
+    /// The diagonal conflicts of row `last` and the tail together, for the six-row closed form,
+    /// and the distance from row `last` and the blocked mask of each of those six rows.
+    six: Option<Arc<Conflicts6>>,
+    six_reach: Lanes,
+    six_blocked: Lanes,
 }
 
 /// The masks at one depth of the search: occupied columns and the two diagonal directions
@@ -81,6 +98,9 @@ impl Layout {
             tail_reach: Lanes([0; LANES]),
             tail_blocked: Lanes([!0; LANES]),
             tail_conflicts: TailConflicts::placeholder(),
+            six: None,
+            six_reach: Lanes([0; LANES]),
+            six_blocked: Lanes([!0; LANES]),
         };
         // Rows are searched bottom-up. Canonical constellations have their top queen near a corner,
         // where it constrains few squares; starting next to the bottom queen prunes far more
@@ -115,6 +135,12 @@ impl Layout {
                 offset[i] = layout.tail_reach.0[i] - layout.tail_reach.0[0];
             }
             layout.tail_conflicts = TailConflicts::new(&offset);
+            for i in 0..ROWS6 {
+                layout.six_reach.0[i] = (layout.row_of[last] - layout.row_of[last + i]) as u32;
+                layout.six_blocked.0[i] = layout.blocked[last + i];
+            }
+            let six: [u32; ROWS6] = std::array::from_fn(|i| layout.six_reach.0[i]);
+            layout.six = Conflicts6::new(&six);
         }
         layout
     }
@@ -197,12 +223,16 @@ impl Layout {
 
     /// Counts the completions of `start`: the number of ways to fill every remaining searched row.
     pub fn count(&self, start: &State) -> Found {
+        // The six-row tables exist only when there are more than `TAIL` rows (`last` is defined).
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("bmi1")
-            && std::arch::is_x86_feature_detected!("bmi2")
-            && std::arch::is_x86_feature_detected!("popcnt")
-            && std::arch::is_x86_feature_detected!("avx2")
-        {
+        if let Some(six) = self.six.as_deref().filter(|_| start.depth <= self.last()) {
+            if has_avx512_six() {
+                // SAFETY: the CPU supports the features the function is compiled for (checked above).
+                return unsafe { self.count_avx512(start, six) };
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if has_bmi() {
             // SAFETY: the CPU supports the features the function is compiled for (checked above).
             return unsafe { self.count_bmi(start) };
         }
@@ -240,35 +270,156 @@ impl Layout {
         })
     }
 
+    /// The search with the six-row closed form, compiled for AVX-512 (F, VL, BW, BITALG, VBMI2,
+    /// VPOPCNTDQ) and BMI2 (see [`has_avx512_six`]). One state of row `last` costs about 95
+    /// instructions and no branch:
+    /// - the six rows' free squares in one vector (`vpsllvd`, `vpsrlvd`), widened to 64-bit lanes;
+    /// - the open columns' positions as bytes (`vpcompressb` of 0, 1, 2, ...), and every row's
+    ///   bits at those positions at once (`vpshufbitqmb`, a `pext` of eight lanes);
+    /// - the gaps between neighbouring open columns as bytes (`vpsubb`, `vpminub`), packed into
+    ///   the three conflict-table indices by `pext`;
+    /// - six 768-bit table rows ANDed, three ORed, and `vpopcntq` into a running vector sum.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(
+        enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
+    )]
+    unsafe fn count_avx512(&self, start: &State, six: &Conflicts6) -> Found {
+        use std::arch::x86_64::*;
+        let allowed: &[PermSet6; ALLOWED_LEN] = &crate::tail6::ALLOWED;
+        let (first, second, middle) = (&*six.first, &*six.second, &*six.middle);
+        let lanes = |l: &Lanes| _mm256_load_si256(l.0.as_ptr() as *const __m256i);
+        let (reach, blocked) = (lanes(&self.six_reach), lanes(&self.six_blocked));
+        let iota = _mm512_loadu_si512(IOTA.0.as_ptr() as *const __m512i);
+        let beyond = _mm512_set1_epi8(63);
+        let row_base = _mm512_setr_epi64(0, 6144, 12288, 18432, 24576, 30720, 0, 0);
+        let clip = _mm_set1_epi8(six.clip as i8);
+        let one = _mm_set1_epi8(1);
+        let board = self.board;
+        let load = |set: &PermSet6| {
+            let p = set.0.as_ptr();
+            (_mm512_loadu_si512(p as *const __m512i), _mm256_load_si256(p.add(8) as *const __m256i))
+        };
+        let mut sum = _mm512_setzero_si512();
+        let nodes = self.count_body6(start, |cols, right, left| {
+            let q = |x: u32| _mm256_set1_epi32(x as i32);
+            let taken = _mm256_or_si256(
+                _mm256_or_si256(q(cols), blocked),
+                _mm256_or_si256(
+                    _mm256_sllv_epi32(q(right), reach),
+                    _mm256_srlv_epi32(q(left), reach),
+                ),
+            );
+            let rows = _mm512_cvtepu32_epi64(_mm256_xor_si256(taken, _mm256_set1_epi32(-1)));
+            let open = !cols & board;
+            // The open columns' positions in bytes 0..6; the other bytes are 63, a bit that is 0
+            // in every widened row, so that each byte of `compressed` holds one row's six bits.
+            let position = _mm512_mask_compress_epi8(beyond, open as u64, iota);
+            let low = _mm512_castsi512_si128(position);
+            let compressed = _mm512_bitshuffle_epi64_mask(rows, _mm512_broadcastq_epi64(low));
+            // The byte offset of each row's entry of `allowed`: row * 64 * 96 + free * 96.
+            let compressed = compressed & 0x3f3f_3f3f_3f3f_3f3f;
+            let free = _mm512_cvtepu8_epi64(_mm_cvtsi64_si128(compressed as i64));
+            let offset: [u64; 8] = std::mem::transmute(_mm512_add_epi64(
+                _mm512_add_epi64(_mm512_slli_epi64::<6>(free), _mm512_slli_epi64::<5>(free)),
+                row_base,
+            ));
+            // Byte i of `gap`: the gap between open columns i and i + 1, clipped, less one; byte
+            // 1 of `mixed`: the same for columns 1 and 4. `pext` packs three such 3-bit digits
+            // into each table index.
+            let digits = |d: __m128i| _mm_sub_epi8(_mm_min_epu8(_mm_sub_epi8(d, low), clip), one);
+            let gap = digits(_mm_srli_si128::<1>(low));
+            let mixed = _mm_mask_blend_epi8(0b10, gap, digits(_mm_srli_si128::<3>(low)));
+            let (gap, mixed) = (_mm_cvtsi128_si64(gap) as u64, _mm_cvtsi128_si64(mixed) as u64);
+            let key = |k: u64| k as usize & (crate::tail6::TABLE_LEN - 1);
+            let (f0, f1) = load(&first[key(_pext_u64(gap, 0x07_0707))]);
+            let (s0, s1) = load(&second[key(_pext_u64(gap, 0x07_0707_0000))]);
+            let (m0, m1) = load(&middle[key(_pext_u64(mixed, 0x07_0000_0707))]);
+            let conflicts0 = _mm512_ternarylogic_epi64::<0xfe>(f0, s0, m0);
+            let conflicts1 = _mm256_ternarylogic_epi64::<0xfe>(f1, s1, m1);
+            // SAFETY: each offset is below 6 * 64 * 96, inside `allowed` (each byte masked to 63).
+            let row = |i: usize| load(&*allowed.as_ptr().byte_add(offset[i] as usize));
+            let (a0, a1) = row(0);
+            let mut alive0 = _mm512_andnot_si512(conflicts0, a0);
+            let mut alive1 = _mm256_andnot_si256(conflicts1, a1);
+            for i in 1..ROWS6 {
+                let (a0, a1) = row(i);
+                alive0 = _mm512_and_si512(alive0, a0);
+                alive1 = _mm256_and_si256(alive1, a1);
+            }
+            let counts = _mm512_add_epi64(
+                _mm512_popcnt_epi64(alive0),
+                _mm512_zextsi256_si512(_mm256_popcnt_epi64(alive1)),
+            );
+            sum = _mm512_add_epi64(sum, counts);
+        });
+        Found { solutions: _mm512_reduce_add_epi64(sum) as u64, nodes }
+    }
+
+    /// The search with the six-row closed form, with no special instructions: for the tests.
+    #[cfg(test)]
+    fn count_portable6(&self, start: &State, six: &Conflicts6) -> Found {
+        let mut solutions = 0;
+        let nodes = self.count_body6(start, |cols, right, left| {
+            let mut rows = [0; ROWS6];
+            for (i, row) in rows.iter_mut().enumerate() {
+                let d = self.six_reach.0[i];
+                *row = !(cols | (right << d) | (left >> d) | self.six_blocked.0[i]);
+            }
+            let allowed = &crate::tail6::ALLOWED;
+            solutions += six.completions(allowed, !cols & self.board, &rows, gather6_portable);
+        });
+        Found { solutions, nodes }
+    }
+
+    /// Walks the search from `start` down to the states of row `last`, handing each to `six_rows`
+    /// (its occupied columns and diagonals as seen in row `last`), which counts its completions
+    /// through the last six rows. Returns the nodes.
     #[inline(always)]
-    fn count_body(
+    fn count_body6(&self, start: &State, mut six_rows: impl FnMut(u32, u32, u32)) -> u64 {
+        let base = start.depth;
+        assert!(self.rows > TAIL && base <= self.last(), "six-row count below row last");
+        let last = self.last();
+        let free = self.free(start);
+        if base == last {
+            six_rows(start.cols, start.down_right, start.down_left);
+            return free.count_ones() as u64;
+        }
+        let s = self.shift[(last - 1) & SLOT];
+        let blocked = self.blocked[last & SLOT];
+        let mut penultimate =
+            |found: &mut Found, cols: u32, right: u32, left: u32, mut free: u32| {
+                while free != 0 {
+                    let bit = free & free.wrapping_neg();
+                    free ^= bit;
+                    let (c, r, l) = (cols | bit, (right | bit) << s, (left | bit) >> s);
+                    found.nodes += 1 + (!(c | r | l | blocked)).count_ones() as u64;
+                    six_rows(c, r, l);
+                }
+            };
+        let mut found = Found::default();
+        if base + 1 == last {
+            penultimate(&mut found, start.cols, start.down_right, start.down_left, free);
+        } else {
+            self.search(start, &mut found, penultimate);
+        }
+        found.nodes
+    }
+
+    /// The main loop of the search from `start` (at least three rows above row `last`): every
+    /// state of searched row `last - 1` is handed to `at_penultimate` with its masks and free
+    /// squares.
+    #[inline(always)]
+    fn search(
         &self,
         start: &State,
-        rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy,
-    ) -> Found {
-        let rows = self.rows;
-        let base = start.depth;
-        if rows < TAIL + 2 || base > self.last() {
-            return Found { solutions: self.count_partial(start, rows), nodes: 0 };
-        }
+        found: &mut Found,
+        mut at_penultimate: impl FnMut(&mut Found, u32, u32, u32, u32),
+    ) {
         let last = self.last();
+        let base = start.depth;
         let mut stack = [Frame::default(); 32];
         let (mut k, mut cols, mut right, mut left, mut free) =
             (base, start.cols, start.down_right, start.down_left, self.free(start));
-        let mut pending = Pending::new();
-        if base == last {
-            self.queue(&mut pending, cols, right, left, free);
-            return Found {
-                solutions: self.flush(&mut pending, rows_allow),
-                nodes: free.count_ones() as u64,
-            };
-        }
-        let mut found = Found::default();
-        if base + 1 == last {
-            self.penultimate(&mut pending, &mut found, cols, right, left, free, rows_allow);
-            found.solutions += self.flush(&mut pending, rows_allow);
-            return found;
-        }
         loop {
             if free == 0 {
                 if k == base {
@@ -288,7 +439,7 @@ impl Layout {
             let l = (left | bit) >> s;
             let next_free = !(c | r | l | self.blocked[(k + 1) & SLOT]);
             if k + 2 == last {
-                self.penultimate(&mut pending, &mut found, c, r, l, next_free, rows_allow);
+                at_penultimate(found, c, r, l, next_free);
                 continue;
             }
             // The row after next, before its own predecessor's queen is known: a superset of what
@@ -301,6 +452,39 @@ impl Layout {
                 (cols, right, left, free) = (c, r, l, next_free);
             }
         }
+    }
+
+    #[inline(always)]
+    fn count_body(
+        &self,
+        start: &State,
+        rows_allow: impl Fn(u32, &Lanes, &Lanes, u32) -> PermSet + Copy,
+    ) -> Found {
+        let rows = self.rows;
+        let base = start.depth;
+        if rows < TAIL + 2 || base > self.last() {
+            return Found { solutions: self.count_partial(start, rows), nodes: 0 };
+        }
+        let last = self.last();
+        let (cols, right, left, free) =
+            (start.cols, start.down_right, start.down_left, self.free(start));
+        let mut pending = Pending::new();
+        if base == last {
+            self.queue(&mut pending, cols, right, left, free);
+            return Found {
+                solutions: self.flush(&mut pending, rows_allow),
+                nodes: free.count_ones() as u64,
+            };
+        }
+        let mut found = Found::default();
+        if base + 1 == last {
+            self.penultimate(&mut pending, &mut found, cols, right, left, free, rows_allow);
+            found.solutions += self.flush(&mut pending, rows_allow);
+            return found;
+        }
+        self.search(start, &mut found, |found, c, r, l, f| {
+            self.penultimate(&mut pending, found, c, r, l, f, rows_allow)
+        });
         found.solutions += self.flush(&mut pending, rows_allow);
         found
     }
@@ -406,6 +590,45 @@ fn rows_allow_portable(bit: u32, above: &Lanes, reach: &Lanes, open: u32) -> Per
     allowed(open, &rows, gather_portable)
 }
 
+/// Whether the CPU has every feature that [`Layout::count_bmi`] is compiled for.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_bmi() -> bool {
+    std::arch::is_x86_feature_detected!("bmi1")
+        && std::arch::is_x86_feature_detected!("bmi2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Whether the CPU has every feature that [`Layout::count_avx512`] is compiled for.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_avx512_six() -> bool {
+    has_bmi()
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512bitalg")
+        && std::arch::is_x86_feature_detected!("avx512vbmi2")
+        && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
+}
+
+/// The bytes 0, 1, ..., 63: compressed by a column mask, the positions of its columns.
+#[cfg(target_arch = "x86_64")]
+#[repr(C, align(64))]
+struct Iota([u8; 64]);
+
+#[cfg(target_arch = "x86_64")]
+static IOTA: Iota = {
+    let mut bytes = [0; 64];
+    let mut i = 0;
+    while i < 64 {
+        bytes[i] = i as u8;
+        i += 1;
+    }
+    Iota(bytes)
+};
+
 /// One value per tail row, padded to a vector of eight so that all rows are computed at once.
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(32))]
@@ -482,7 +705,7 @@ mod tests {
     }
 
     #[test]
-    fn every_start_depth_and_both_builds_match_a_plain_count() {
+    fn every_start_depth_and_every_build_match_a_plain_count() {
         for n in [9u32, 11, 12] {
             for job in job_list(n, &SplitParams::with_target(1)).unwrap().jobs {
                 let (layout, start) = job.prepare().unwrap();
@@ -508,6 +731,29 @@ mod tests {
                             want,
                             "portable, n={n}"
                         );
+                        #[cfg(target_arch = "x86_64")]
+                        if has_bmi() {
+                            // SAFETY: the CPU supports the features (checked just above).
+                            let bmi = unsafe { layout.count_bmi(state) };
+                            assert_eq!(bmi.solutions, want, "BMI, n={n}");
+                        }
+                        let (Some(six), true) = (&layout.six, state.depth <= layout.last()) else {
+                            continue;
+                        };
+                        // The six-row builds: the same solutions, and the same nodes as the
+                        // five-row build where it has rows enough for its tail (with fewer, it
+                        // counts without placing).
+                        let five = layout.count_body(state, rows_allow_portable);
+                        let expected = (want, (layout.rows() >= TAIL + 2).then_some(five.nodes));
+                        let found = |f: Found| (f.solutions, expected.1.map(|_| f.nodes));
+                        let portable6 = layout.count_portable6(state, six);
+                        assert_eq!(found(portable6), expected, "six rows, portable, n={n}");
+                        #[cfg(target_arch = "x86_64")]
+                        if has_avx512_six() {
+                            // SAFETY: the CPU supports the features (checked just above).
+                            let fast6 = unsafe { layout.count_avx512(state, six) };
+                            assert_eq!(found(fast6), expected, "six rows, AVX-512, n={n}");
+                        }
                     }
                     states = deeper;
                 }
