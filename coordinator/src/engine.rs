@@ -296,7 +296,10 @@ impl Engine {
                     return;
                 }
                 let others = self.other_live_workers(worker_id, now);
-                let size = self.life.batch_size(free_slots, self.mean_job_seconds);
+                // A worker gets no more slots than the threads it registered with, whatever it
+                // asks for now: one client cannot take the whole run in one call.
+                let cores = self.workers.get(&worker_id).map_or(1, |w| w.row.cores);
+                let size = self.life.batch_size(free_slots.min(cores), self.mean_job_seconds);
                 let granted = self.life.lease(worker_id, size, &others, now, changes);
                 let (lease_id, job_ids) = granted.unwrap_or_default();
                 if lease_id != 0 {

@@ -12,6 +12,10 @@ use crate::status::{percent, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::{self as pb, convert::narrow, Outcome, Reason, WireError};
 
+/// The most solver threads one worker is believed to have; more is clamped (the lease size
+/// follows the registered threads).
+pub const MAX_CORES: u32 = 1024;
+
 impl TryFrom<pb::RegisterRequest> for Registration {
     type Error = WireError;
     fn try_from(req: pb::RegisterRequest) -> Result<Self, WireError> {
@@ -19,7 +23,7 @@ impl TryFrom<pb::RegisterRequest> for Registration {
             previous_worker_id: (req.previous_worker_id != 0).then_some(req.previous_worker_id),
             name: req.name,
             host: req.host,
-            cores: req.cores,
+            cores: req.cores.clamp(1, MAX_CORES),
             version: req.version,
         })
     }

@@ -5,8 +5,8 @@
 //! is free, and the run ends on the cheapest jobs instead of waiting on one big straggler.
 
 use crate::{CoreError, Job, JobCounts};
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The order in which to run `jobs`: indices sorted by decreasing estimate, then by id.
@@ -32,13 +32,13 @@ where
         match jobs[index].solve() {
             Ok(counts) => on_result(index, &counts, started.elapsed()),
             Err(e) => {
-                failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                failure.lock().get_or_insert(e);
                 cursor.store(order.len(), Ordering::Relaxed);
                 break;
             }
         }
     });
-    match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    match failure.into_inner() {
         Some(e) => Err(e),
         None => Ok(()),
     }
@@ -52,11 +52,9 @@ pub fn solve_one(
 ) -> Result<JobCounts, CoreError> {
     let parts = job.split(extra_rows)?;
     let found = Mutex::new(Vec::with_capacity(parts.len()));
-    solve_all(pool, &parts, |_, counts, _| {
-        found.lock().unwrap_or_else(|p| p.into_inner()).push(*counts)
-    })?;
+    solve_all(pool, &parts, |_, counts, _| found.lock().push(*counts))?;
     let mut total = JobCounts::default();
-    for counts in found.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    for counts in found.into_inner() {
         total.merge(&counts)?;
     }
     Ok(total)

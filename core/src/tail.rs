@@ -7,7 +7,8 @@
 //! columns are. This replaces the deepest and busiest levels of the search tree, and the branch
 //! mispredictions that dominate them, with some eighty straight-line instructions.
 
-use std::sync::{Arc, LazyLock, Mutex};
+use parking_lot::Mutex;
+use std::sync::{Arc, LazyLock};
 
 /// Searched rows counted in closed form at the end of every search.
 pub(crate) const TAIL: usize = 5;
@@ -134,7 +135,7 @@ impl TailConflicts {
     pub fn new(offset: &[u32; TAIL]) -> TailConflicts {
         let pattern = offset.iter().fold(0u32, |m, &o| m | 1 << (o & 31));
         let clip = offset[TAIL - 1] + 1;
-        let mut tables = TABLES.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tables = TABLES.lock();
         let by_gaps = match tables.iter().find(|(p, _)| *p == pattern) {
             Some((_, table)) => table.clone(),
             None => {

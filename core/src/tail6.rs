@@ -23,7 +23,8 @@
 //! the same form measured no faster than the five-row build (N=16, 1.04x slower), so the builds
 //! without AVX-512 keep the five-row form.
 
-use std::sync::{Arc, LazyLock, Mutex};
+use parking_lot::Mutex;
+use std::sync::{Arc, LazyLock};
 
 /// Rows counted in closed form: row `last` and the five below it.
 pub(crate) const ROWS6: usize = 6;
@@ -127,7 +128,7 @@ impl Conflicts6 {
             return None;
         }
         let pattern = offset.iter().fold(0u32, |m, &o| m | 1 << (o & 31));
-        let mut tables = TABLES.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tables = TABLES.lock();
         if let Some((_, table)) = tables.iter().find(|(p, _)| *p == pattern) {
             return Some(table.clone());
         }
