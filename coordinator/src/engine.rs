@@ -23,6 +23,9 @@ use tokio::sync::{oneshot, watch};
 /// is believed alone (while another worker is around to compare with).
 pub const PROBATION_RESULTS: u32 = 10;
 
+/// The most jobs one lease gives a worker on probation (one per thread, at most this many).
+pub const PROBATION_LEASE: u32 = 64;
+
 /// Most commands decided and committed in one transaction.
 const MAX_BATCH: usize = 8192;
 
@@ -299,7 +302,11 @@ impl Engine {
                 // A worker gets no more slots than the threads it registered with, whatever it
                 // asks for now: one client cannot take the whole run in one call.
                 let cores = self.workers.get(&worker_id).map_or(1, |w| w.row.cores);
-                let size = self.life.batch_size(free_slots.min(cores), self.mean_job_seconds);
+                let mut size = self.life.batch_size(free_slots.min(cores), self.mean_job_seconds);
+                if self.life.on_probation(worker_id) {
+                    // Trust grows with agreement: an unproven worker holds little at a time.
+                    size = size.min(free_slots.min(cores).min(PROBATION_LEASE) as usize);
+                }
                 let granted = self.life.lease(worker_id, size, &others, now, changes);
                 let (lease_id, job_ids) = granted.unwrap_or_default();
                 if lease_id != 0 {

@@ -8,6 +8,7 @@ use crate::store::{Store, StoreError};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::time::Duration;
 
 /// One worker as `status` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -61,10 +62,15 @@ impl StatusView {
         let meta = store.meta();
         let done = s.jobs.get(JobState::Done);
         let complete = done == meta.job_count;
+        // A finished run took until its last counted result, however long ago that was.
+        let took = match s.last_result_unix {
+            Some(last) => Duration::from_secs_f64((last - meta.created_unix).max(0.0)),
+            None => store.age(),
+        };
         let result = if complete {
             store
                 .final_totals()?
-                .map(|t| ResultRecord::new(&t, meta.job_count, store.age(), s.tally.nodes))
+                .map(|t| ResultRecord::new(&t, meta.job_count, took, s.tally.nodes))
         } else {
             None
         };
@@ -95,7 +101,7 @@ impl StatusView {
             nodes: s.tally.nodes,
             complete,
             result,
-            workers: Vec::new(),
+            workers: store.worker_views()?,
             uptime_seconds: None,
         })
     }

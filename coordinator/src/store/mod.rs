@@ -17,6 +17,7 @@ mod rows;
 mod schema;
 #[cfg(test)]
 mod tests;
+mod workers;
 
 pub use checkpoint::LocalCheckpoint;
 pub use schema::SCHEMA_VERSION;

@@ -1,0 +1,70 @@
+//! The workers that took part in a run, as its rows record them (for `status --state`, which has
+//! no live coordinator to ask).
+
+use super::{now_unix, Store, StoreError};
+use crate::state::JobState;
+use crate::status::WorkerView;
+use std::collections::HashMap;
+
+impl Store {
+    /// Every worker that registered with the run: its counted results, conflicts, leased jobs,
+    /// last result and whether it lost a verification.
+    pub fn worker_views(&self) -> Result<Vec<WorkerView>, StoreError> {
+        let sql = self.sql();
+        let per_worker = |query: &str| -> Result<HashMap<u64, (u64, f64)>, StoreError> {
+            let mut q = self.conn.prepare(query).map_err(&sql)?;
+            let rows = q
+                .query_map([], |r| {
+                    Ok((r.get::<_, i64>(0)? as u64, (r.get::<_, i64>(1)? as u64, r.get(2)?)))
+                })
+                .map_err(&sql)?;
+            rows.collect::<Result<_, _>>().map_err(&sql)
+        };
+        let results =
+            per_worker("SELECT worker_id, SUM(counted), MAX(at) FROM results GROUP BY worker_id")?;
+        let conflicts = per_worker(
+            "SELECT w, COUNT(*), 0.0 FROM (SELECT worker_a AS w FROM conflicts
+             UNION ALL SELECT worker_b FROM conflicts) GROUP BY w",
+        )?;
+        let leased = per_worker(&format!(
+            "SELECT worker_id, COUNT(*), 0.0 FROM jobs WHERE state='{}' GROUP BY worker_id",
+            JobState::Leased.as_str()
+        ))?;
+        let untrusted = self.untrusted_workers()?;
+        let now = now_unix();
+        let mut q = self
+            .conn
+            .prepare("SELECT id, name, host, cores, version, registered FROM workers ORDER BY id")
+            .map_err(&sql)?;
+        let rows = q
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)? as u64,
+                    r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    r.get::<_, Option<i64>>(3)?.unwrap_or(0) as u32,
+                    r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+                    r.get::<_, Option<f64>>(5)?.unwrap_or(0.0),
+                ))
+            })
+            .map_err(&sql)?;
+        let mut views = Vec::new();
+        for row in rows {
+            let (id, name, host, cores, version, registered) = row.map_err(&sql)?;
+            let (counted, last_result) = results.get(&id).copied().unwrap_or((0, registered));
+            views.push(WorkerView {
+                worker_id: id,
+                name,
+                host,
+                cores,
+                version,
+                results: counted,
+                conflicts: conflicts.get(&id).map_or(0, |c| c.0),
+                jobs_leased: leased.get(&id).map_or(0, |c| c.0),
+                last_seen_seconds_ago: (now - last_result.max(registered)).max(0.0),
+                untrusted: untrusted.contains(&id),
+            });
+        }
+        Ok(views)
+    }
+}
