@@ -49,7 +49,7 @@ pub enum Command {
     Heartbeat { worker_id: u64, lease_ids: Vec<u64>, reply: oneshot::Sender<HeartbeatReply> },
     Result { result: ReportedResult, reply: oneshot::Sender<ResultReply> },
     Release { worker_id: u64, lease_id: u64, job_ids: Vec<u64>, reply: oneshot::Sender<u32> },
-    Status { reply: oneshot::Sender<Result<StatusView, StoreError>> },
+    Status { reply: oneshot::Sender<StatusView> },
     Shutdown,
 }
 
@@ -484,8 +484,10 @@ impl Engine {
         Ok(())
     }
 
-    fn status(&self) -> Result<StatusView, StoreError> {
-        let tally = self.store.tally()?;
+    /// The run's progress as the engine knows it. The partial totals and the result are left
+    /// empty: they are summed from committed rows by the caller, on its own read connection, so
+    /// that a status poll never holds up leases and results (see `CoordinatorService::status`).
+    fn status(&self) -> StatusView {
         let now = Instant::now();
         let elapsed = self.started.elapsed().as_secs_f64().max(1e-3);
         let jobs = self.life.by_state();
@@ -495,13 +497,6 @@ impl Engine {
         let eta =
             if remaining == 0 { Some(0.0) } else { (rate > 0.0).then(|| remaining as f64 / rate) };
         let complete = self.life.is_complete();
-        let result = if complete {
-            self.store.final_totals()?.map(|t| {
-                ResultRecord::new(&t, self.life.total_jobs(), self.store.age(), tally.nodes)
-            })
-        } else {
-            None
-        };
         let mut leased_by: HashMap<u64, u64> = HashMap::new();
         for job in &self.life.jobs {
             if let Standing::Leased { worker_id, .. } = job.standing {
@@ -526,7 +521,7 @@ impl Engine {
             .collect();
         workers.sort_by_key(|w| w.worker_id);
         let meta = self.store.meta();
-        Ok(StatusView {
+        StatusView {
             n: meta.n.into(),
             fingerprint: meta.fingerprint.clone(),
             source: String::new(),
@@ -542,14 +537,14 @@ impl Engine {
             lease_expiries: Some(self.life.lease_expiries),
             results_per_second: Some(rate),
             eta_seconds: eta,
-            partial_total: tally.total,
-            partial_sym180: tally.sym180,
-            partial_sym90: tally.sym90,
-            nodes: tally.nodes,
+            partial_total: 0,
+            partial_sym180: 0,
+            partial_sym90: 0,
+            nodes: 0,
             complete,
-            result,
+            result: None,
             workers,
             uptime_seconds: Some(elapsed),
-        })
+        }
     }
 }

@@ -7,7 +7,7 @@
 use crate::engine::{Command, Engine, EngineConfig};
 use crate::metrics::{serve_metrics, Metrics};
 use crate::report::ResultRecord;
-use crate::service::{CoordinatorService, TokenCheck};
+use crate::service::{CoordinatorService, StatusReader, TokenCheck};
 use crate::store::{Store, StoreError};
 use nqueens_core::{job_list, SplitParams};
 use nqueens_proto as pb;
@@ -200,6 +200,7 @@ async fn serve_inner(
         engine: engine.clone(),
         run,
         jobs: jobs.clone(),
+        reader: Arc::new(StatusReader::new(config.state.clone())),
         lease_seconds: config.lease_seconds,
         heartbeat_seconds,
         stopping: stopping_rx.clone(),

@@ -6,12 +6,15 @@ use crate::engine::{
     Command, EngineHandle, LeaseReply, RegisterReply, Registration, ReportedResult,
 };
 use crate::metrics::Metrics;
+use crate::report::ResultRecord;
+use crate::store::{Store, StoreError};
 use crate::wire::{rejected_ack, result_ack};
-use nqueens_core::Job;
+use nqueens_core::{Job, Tally};
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, Reason};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,11 +29,51 @@ pub struct CoordinatorService {
     pub run: pb::RunId,
     /// The run's job list, to send leased jobs by id.
     pub jobs: Arc<Vec<Job>>,
+    /// Sums committed rows for `status`, off the engine thread.
+    pub reader: Arc<StatusReader>,
     pub lease_seconds: u32,
     pub heartbeat_seconds: u32,
     /// Flips to true when the coordinator starts shutting down; open result streams end then.
     pub stopping: watch::Receiver<bool>,
     pub metrics: Arc<Metrics>,
+}
+
+/// A read-only connection to the state file that sums committed rows for the status call, so that
+/// the engine thread (which alone writes, and answers leases and results) never does it.
+pub struct StatusReader {
+    path: PathBuf,
+    store: Mutex<Option<Store>>,
+}
+
+/// What [`StatusReader::sums`] found in the committed rows.
+pub struct Sums {
+    pub tally: Tally,
+    /// The run's result, once it is complete.
+    pub result: Option<ResultRecord>,
+}
+
+impl StatusReader {
+    /// A reader of the state file at `path`, opened on first use.
+    pub fn new(path: PathBuf) -> Self {
+        StatusReader { path, store: Mutex::new(None) }
+    }
+
+    /// The weighted sums of the counted rows, and with `complete` the final result. Blocking.
+    pub fn sums(&self, complete: bool) -> Result<Sums, StoreError> {
+        let mut guard = self.store.lock();
+        let store = match &mut *guard {
+            Some(store) => store,
+            empty => empty.insert(Store::open_existing(&self.path)?),
+        };
+        let tally = store.tally()?;
+        let result = match complete {
+            true => store
+                .final_totals()?
+                .map(|t| ResultRecord::new(&t, store.meta().job_count, store.age(), tally.nodes)),
+            false => None,
+        };
+        Ok(Sums { tally, result })
+    }
 }
 
 /// Why a request naming `named` does not belong to the run `ours`, if it does not.
@@ -348,9 +391,17 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         &self,
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        let status = self.ask(|reply| Command::Status { reply }).await?;
-        let status = status.map_err(|e| Status::internal(format!("status: {e}")))?;
-        Ok(Response::new(status.to_response(&self.run)))
+        let mut view = self.ask(|reply| Command::Status { reply }).await?;
+        let reader = self.reader.clone();
+        let complete = view.complete;
+        let summed = tokio::task::spawn_blocking(move || reader.sums(complete))
+            .await
+            .map_err(|e| Status::internal(format!("status: {e}")))?
+            .map_err(|e| Status::internal(format!("status: {e}")))?;
+        (view.partial_total, view.partial_sym180, view.partial_sym90, view.nodes) =
+            (summed.tally.total, summed.tally.sym180, summed.tally.sym90, summed.tally.nodes);
+        view.result = summed.result;
+        Ok(Response::new(view.to_response(&self.run)))
     }
 }
 
