@@ -238,7 +238,7 @@ fn probe(path: &Path) -> Result<Probe, StoreError> {
         }
     }
     if got < header.len() || &header[..16] != b"SQLite format 3\0" {
-        return Err(not_ours("it is not a SQLite database".into()));
+        return Err(not_ours("it is not a SQLite database (a text file, or a corrupt one)".into()));
     }
     let app_id = i32::from_be_bytes([header[68], header[69], header[70], header[71]]);
     if app_id == APPLICATION_ID {
