@@ -77,6 +77,29 @@ impl Store {
         Ok(out)
     }
 
+    /// The workers that registered with the run.
+    pub fn workers(&self) -> Result<Vec<WorkerRow>, StoreError> {
+        let sql = self.sql();
+        let mut q = self
+            .conn
+            .prepare("SELECT id, name, host, cores, version FROM workers ORDER BY id")
+            .map_err(&sql)?;
+        let rows = q
+            .query_map([], |r| {
+                Ok(WorkerRow {
+                    id: r.get::<_, i64>(0)? as u64,
+                    name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    host: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    cores: r.get::<_, Option<u32>>(3)?.unwrap_or_default(),
+                    version: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+                })
+            })
+            .map_err(&sql)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(&sql)?;
+        Ok(rows)
+    }
+
     /// Whether this file's rows carry checksums (false for a schema 1 file read as it is).
     pub fn has_checksums(&self) -> bool {
         self.mac.is_some()
