@@ -279,3 +279,39 @@ fn schema_1_files_still_open_and_are_migrated_when_written() {
     let id: i32 = store.conn.query_row("PRAGMA application_id", [], |r| r.get(0)).unwrap();
     assert_eq!(id, APPLICATION_ID);
 }
+
+/// How long checking every row costs at the scale of N=27 (~750k rows):
+/// `cargo test --release -p nqueens-coordinator --lib -- --ignored --nocapture tally_cost`.
+#[test]
+#[ignore]
+fn tally_cost_at_n27_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.db");
+    let list = job_list(10, &SplitParams::default()).unwrap();
+    let mut store = Store::open_or_create(&path, &list, 0.0, "local").unwrap();
+    let rows = 750_000u64;
+    let counts = nqueens_core::JobCounts { solutions: 1, sym180: 0, sym90: 0, nodes: 10 };
+    let started = std::time::Instant::now();
+    for chunk in (0..rows).collect::<Vec<_>>().chunks(50_000) {
+        let changes: Vec<Change> = chunk
+            .iter()
+            .map(|&i| Change::Result {
+                job_id: i % list.jobs.len() as u64,
+                worker_id: 1,
+                lease_id: 1,
+                counts,
+                seconds: 0.0,
+                counted: true,
+                kind: crate::state::ResultKind::First,
+            })
+            .collect();
+        store.apply(&changes, &[]).unwrap();
+    }
+    eprintln!("wrote {rows} rows in {:?}", started.elapsed());
+    let started = std::time::Instant::now();
+    let tally = store.tally().unwrap();
+    eprintln!("tally of {} rows, each checked, in {:?}", tally.jobs, started.elapsed());
+    let started = std::time::Instant::now();
+    store.load().unwrap();
+    eprintln!("load in {:?}", started.elapsed());
+}
