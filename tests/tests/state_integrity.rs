@@ -177,3 +177,50 @@ fn files_that_are_not_ours_are_refused_by_every_command_and_left_untouched() {
     let rows: i64 = c.query_row("SELECT COUNT(*) FROM invoices", [], |r| r.get(0)).unwrap();
     assert_eq!(rows, 2);
 }
+
+#[test]
+fn a_cluster_run_with_a_damaged_row_solves_its_job_again_and_ends_exact() {
+    use nqueens_tests::cluster::{free_port, read_result_file, serve_args, worker_args, Proc};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("cluster.db");
+    let run = |tag: &str| {
+        let port = free_port();
+        let mut coord = Proc::spawn(
+            "nqueens-coordinator",
+            &serve_args(12, &state, port, &["--exit-when-done", "--verify-fraction", "0"]),
+            dir.path().join(format!("coord-{tag}.log")),
+        );
+        let _worker = Proc::spawn(
+            "nqueens-worker",
+            &worker_args(port, 2, &format!("w-{tag}"), &[]),
+            dir.path().join(format!("worker-{tag}.log")),
+        );
+        let status = coord.wait_exit(Duration::from_secs(60));
+        assert!(status.success(), "{}", coord.log_text());
+        coord.log_text()
+    };
+    run("first");
+    let expected = known_counts()[&12].total;
+    assert_eq!(read_result_file(&nqueens_coordinator::result_file(&state)).total, expected);
+    let job: i64 = {
+        let c = rusqlite::Connection::open(&state).unwrap();
+        let (row, job): (i64, i64) = c
+            .query_row(
+                "SELECT id, job_id FROM results WHERE counted=1 AND solutions>0 ORDER BY id LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        c.execute("UPDATE results SET solutions=solutions+1 WHERE id=?1", [row]).unwrap();
+        job
+    };
+    std::fs::remove_file(nqueens_coordinator::result_file(&state)).unwrap();
+    let log = run("second");
+    assert!(log.contains("fail their checksum"), "{log}");
+    assert!(log.contains(&job.to_string()), "the warning names job {job}: {log}");
+    assert_eq!(read_result_file(&nqueens_coordinator::result_file(&state)).total, expected);
+    let status = coordinator_output(["status", "--json", "--state", arg(&state)]);
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!((v["bad_rows"].as_u64(), v["complete"].as_bool()), (Some(1), Some(true)), "{v}");
+}
