@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use nqueens_coordinator::status::StatusView;
+use nqueens_coordinator::status::{StateStatus, StatusView};
 use nqueens_coordinator::{serve as serve_run, ServeConfig};
 use nqueens_process::shutdown_signal;
 use nqueens_proto as pb;
@@ -146,7 +146,15 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
 
 pub fn status(args: StatusArgs) -> Result<ExitCode> {
     let view = match (&args.state, &args.connect) {
-        (Some(path), _) => StatusView::from_state(path)?,
+        (Some(path), _) => {
+            let status = StateStatus::read(path)?;
+            if args.json {
+                println!("{}", status.json());
+            } else {
+                print!("{}", status.text());
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         (None, Some(url)) => {
             let ca =
                 args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;

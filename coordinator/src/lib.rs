@@ -10,6 +10,7 @@ pub mod service;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod verify;
 pub mod wire;
 
 pub use server::{result_file, serve, ConfigError, ServeConfig, ServeError};

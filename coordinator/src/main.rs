@@ -27,6 +27,9 @@ enum Command {
     Status(cluster::StatusArgs),
     /// Give held and failed jobs of a stopped run another attempt (all of them, or --held / --failed).
     Requeue(cluster::RequeueArgs),
+    /// Solve a sample (or all) of a run's counted jobs again and compare; list rows whose checksum
+    /// fails. Exit 0 only if everything agrees. Read-only: safe beside a running coordinator.
+    Verify(VerifyArgs),
     /// Exit 0 if the coordinator's gRPC health service reports SERVING (for container health checks).
     Healthcheck(cluster::HealthcheckArgs),
 }
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Status(args) => cluster::status(args),
         Command::Requeue(args) => cluster::requeue(args),
         Command::Healthcheck(args) => cluster::healthcheck(args),
+        Command::Verify(args) => verify(args),
     };
     match result {
         Ok(code) => code,
@@ -59,4 +63,38 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+#[derive(clap::Args, Debug)]
+struct VerifyArgs {
+    /// The run's state file (opened read-only).
+    #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
+    state: std::path::PathBuf,
+    /// How many counted jobs to solve again, chosen by a fixed pseudo-random order.
+    #[arg(long, default_value_t = 64, conflicts_with = "all")]
+    sample: usize,
+    /// Solve every counted job again.
+    #[arg(long)]
+    all: bool,
+    /// Solver threads [default: all cores].
+    #[arg(long, env = "NQ_THREADS")]
+    threads: Option<usize>,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    use nqueens_coordinator::verify::{verify_state, Sample};
+    let threads =
+        args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    anyhow::ensure!(threads > 0, "--threads must be at least 1");
+    let sample = if args.all { Sample::All } else { Sample::Jobs(args.sample) };
+    let report = verify_state(&args.state, sample, threads)?;
+    if args.json {
+        println!("{}", report.json());
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

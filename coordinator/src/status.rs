@@ -54,11 +54,62 @@ pub struct StatusView {
     pub uptime_seconds: Option<f64>,
 }
 
+/// `status --state`: the [`StatusView`] of a state file, and what only the file can tell: result
+/// rows whose checksum fails (`bad_rows`; never counted) and whether its rows carry checksums at
+/// all (`checksums`; false for a schema 1 file not yet opened for writing).
+#[derive(Debug, Clone, Serialize)]
+pub struct StateStatus {
+    #[serde(flatten)]
+    pub view: StatusView,
+    pub bad_rows: u64,
+    pub checksums: bool,
+}
+
+impl StateStatus {
+    pub fn read(path: &Path) -> Result<StateStatus, StoreError> {
+        let store = Store::open_existing(path)?;
+        let summary = store.summary()?;
+        Ok(StateStatus {
+            bad_rows: summary.bad_rows,
+            checksums: store.has_checksums(),
+            view: StatusView::from_store(&store, summary, path)?,
+        })
+    }
+
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).expect("status serializes")
+    }
+
+    pub fn text(&self) -> String {
+        let mut o = self.view.text();
+        let _ = if !self.checksums {
+            writeln!(o, "rows     no checksums (schema 1 file; the next `serve` or `solve --state` on it adds them)")
+        } else if self.bad_rows > 0 {
+            writeln!(
+                o,
+                "rows     {} bad_rows: result rows fail their checksum (damaged or edited); they are not counted and their jobs are solved again; `verify --state {}` lists them",
+                self.bad_rows, self.view.source
+            )
+        } else {
+            writeln!(o, "rows     0 bad_rows (every result row's checksum holds)")
+        };
+        o
+    }
+}
+
 impl StatusView {
     /// Offline, from the committed rows of a state file.
     pub fn from_state(path: &Path) -> Result<StatusView, StoreError> {
         let store = Store::open_existing(path)?;
-        let s = store.summary()?;
+        let summary = store.summary()?;
+        Self::from_store(&store, summary, path)
+    }
+
+    fn from_store(
+        store: &Store,
+        s: crate::store::Summary,
+        path: &Path,
+    ) -> Result<StatusView, StoreError> {
         let meta = store.meta();
         let done = s.jobs.get(JobState::Done);
         let complete = done == meta.job_count;

@@ -226,7 +226,7 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
         let reg = client
             .register(pb::RegisterRequest {
                 name: name.into(),
-                cores: 2,
+                cores: 4,
                 ..register_request(None, env!("CARGO_PKG_VERSION"))
             })
             .await
@@ -268,9 +268,10 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
                 .unwrap()
         };
     }
+    // New workers get one job per free thread: B takes two, A four (B's two and two new ones).
     let lease = |client: &mut pb::Client, worker_id: u64| {
-        // New workers get one job per free thread: two, as the old default batch of one slot.
-        let req = pb::LeaseRequest { run: Some(run.clone()), worker_id, free_slots: 2 };
+        let free_slots = if worker_id == a { 4 } else { 2 };
+        let req = pb::LeaseRequest { run: Some(run.clone()), worker_id, free_slots };
         let mut client = client.clone();
         async move { client.lease(req).await }
     };

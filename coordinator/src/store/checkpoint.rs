@@ -36,9 +36,25 @@ impl LocalCheckpoint {
         })
     }
 
-    /// Ids of the jobs already solved in an earlier (interrupted) run.
+    /// Ids of the jobs already solved in an earlier (interrupted) run: those with a counted row
+    /// whose checksum holds. A job whose row fails is solved again.
     pub fn done_ids(&self) -> Result<Vec<u64>, StoreError> {
-        self.inner.lock().store.ids("SELECT job_id FROM results WHERE counted=1 ORDER BY job_id")
+        let inner = self.inner.lock();
+        let rows = inner.store.results()?;
+        let bad: Vec<u64> = rows.iter().filter(|r| !r.intact).map(|r| r.job_id).collect();
+        if !bad.is_empty() {
+            tracing::warn!(
+                state = %inner.store.path().display(),
+                bad_rows = bad.len(),
+                jobs = ?&bad[..bad.len().min(20)],
+                "result rows fail their checksum (damaged or edited): not counted, their jobs are solved again"
+            );
+        }
+        let mut ids: Vec<u64> =
+            rows.iter().filter(|r| r.intact && r.counted).map(|r| r.job_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
     }
 
     /// Records one solved job; commits when 512 are buffered or a second has passed.

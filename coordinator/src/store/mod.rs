@@ -11,6 +11,7 @@
 //! dies, however it dies, so a crash never leaves a stale lock behind.
 
 mod checkpoint;
+mod checksum;
 mod lock;
 mod open;
 mod rows;
@@ -20,6 +21,8 @@ mod tests;
 mod workers;
 
 pub use checkpoint::LocalCheckpoint;
+pub use open::APPLICATION_ID;
+pub use rows::StoredResult;
 pub use schema::SCHEMA_VERSION;
 
 use crate::lifecycle::{JobEntry, LeaseRecord};
@@ -39,6 +42,12 @@ pub enum StoreError {
     /// own text as their source, so they are not chained.
     #[error("state file {path}: {error}")]
     Sqlite { path: PathBuf, error: rusqlite::Error },
+    #[error("{path} is not an nqueens state file, refused and left untouched: {reason}")]
+    NotOurs { path: PathBuf, reason: String },
+    #[error("cannot read state file {path}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot make the checksum key of state file {path}")]
+    Random { path: PathBuf, source: getrandom::Error },
     #[error("state file {path} is corrupt or not an nqueens state file: {reason}")]
     Corrupt { path: PathBuf, reason: String },
     #[error("state file {path} belongs to another run: {reason}")]
@@ -90,6 +99,8 @@ pub struct Summary {
     pub conflicts: u64,
     pub workers: u64,
     pub untrusted_workers: u64,
+    /// Result rows whose checksum fails: damaged or edited, never counted.
+    pub bad_rows: u64,
     pub tally: Tally,
     pub first_result_unix: Option<f64>,
     pub last_result_unix: Option<f64>,
@@ -108,6 +119,8 @@ pub struct Store {
     conn: Connection,
     path: PathBuf,
     meta: RunMeta,
+    /// The run's row checksums; `None` only for a schema 1 file opened read-only.
+    mac: Option<checksum::RowMac>,
     /// The writer's exclusive lock (see the module doc); `None` for read-only stores. Declared
     /// after `conn` so that the connection is closed before the lock is let go.
     _lock: Option<lock::WriterLock>,

@@ -1,13 +1,39 @@
-//! Opening a state file: the connection settings (WAL, synchronous=FULL), and the checks that it is
-//! a valid state file of the expected run before anything is written.
+//! Opening a state file: first the checks that the file is ours, made without writing a byte (a
+//! read-only look at the SQLite header, then at its tables), and only then the writer's connection
+//! settings (WAL, synchronous=FULL), the checks that it is the expected run, and the migration of an
+//! older schema.
+//!
+//! A state file is marked at creation with [`APPLICATION_ID`] and `PRAGMA user_version` =
+//! [`SCHEMA_VERSION`](super::SCHEMA_VERSION). A file that is not ours (another program's database,
+//! a text file, another application id) is refused and left exactly as it was: no table, no WAL
+//! switch, no `-wal`/`-shm`/`.lock` file. A missing or empty (0-byte) file becomes a new run. Files
+//! made before the mark existed (application id 0, our `meta` table) still open, and get marked
+//! when opened for writing.
 
+use super::checksum::{from_hex, RowMac, KEY_LEN};
 use super::lock::WriterLock;
 use super::schema::UNTRUSTED_TABLE;
-use super::{now_unix, run_fingerprint, RunMeta, Store, StoreError};
+use super::{now_unix, run_fingerprint, RunMeta, Store, StoreError, SCHEMA_VERSION};
 use nqueens_core::JobList;
-use rusqlite::{Connection, OpenFlags};
-use std::path::Path;
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// `PRAGMA application_id` of every nqueens state file: "NQCS".
+pub const APPLICATION_ID: i32 = 0x4E51_4353;
+
+/// What a look at a file, without writing to it, found.
+#[derive(Debug, PartialEq)]
+enum Probe {
+    Missing,
+    /// 0 bytes: may become a new run.
+    Empty,
+    /// Marked with our application id.
+    Ours,
+    /// Application id 0 but our `meta` table: made before the mark existed.
+    Unmarked,
+}
 
 impl Store {
     /// Opens the run in `path`, creating it from `list` if the file does not exist. Refuses a file
@@ -35,10 +61,12 @@ impl Store {
         kind: &str,
     ) -> Result<Store, StoreError> {
         let fingerprint = run_fingerprint(list);
-        let exists = path.exists();
-        let conn = open_conn(path, false)?;
+        let probe = probe(path)?;
+        let fresh = matches!(probe, Probe::Missing | Probe::Empty);
+        let conn = open_conn(path, Mode::Write { fresh })?;
         let mut store = Store {
             conn,
+            mac: None,
             _lock: None,
             path: path.to_owned(),
             meta: RunMeta {
@@ -50,7 +78,7 @@ impl Store {
                 kind: kind.to_owned(),
             },
         };
-        if exists && store.has_meta()? {
+        if !fresh && store.has_meta()? {
             let stored = store.read_meta()?;
             if stored.n != list.n {
                 return Err(StoreError::OtherRun {
@@ -83,8 +111,11 @@ impl Store {
             store.meta = stored;
             // Added after schema 1 shipped; created on open so older state files keep working.
             store.conn.execute_batch(UNTRUSTED_TABLE).map_err(store.sql())?;
+            store.upgrade()?;
             return Ok(store);
         }
+        // A marked file without metadata is a creation that was interrupted before its one
+        // transaction committed.
         store.create(list, verify_fraction)?;
         Ok(store)
     }
@@ -101,8 +132,15 @@ impl Store {
     }
 
     fn open_existing_file(path: &Path, write: bool) -> Result<Store, StoreError> {
-        if !path.exists() {
-            return Err(StoreError::Missing { path: path.into() });
+        match probe(path)? {
+            Probe::Missing => return Err(StoreError::Missing { path: path.into() }),
+            Probe::Empty => {
+                return Err(StoreError::NotOurs {
+                    path: path.into(),
+                    reason: "it is empty (0 bytes), not a run".into(),
+                })
+            }
+            Probe::Ours | Probe::Unmarked => {}
         }
         let lock = if write { Some(WriterLock::acquire(path)?) } else { None };
         match Self::open_existing_locked(path, write) {
@@ -117,9 +155,10 @@ impl Store {
     }
 
     fn open_existing_locked(path: &Path, write: bool) -> Result<Store, StoreError> {
-        let conn = open_conn(path, !write)?;
+        let conn = open_conn(path, if write { Mode::Write { fresh: false } } else { Mode::Read })?;
         let mut store = Store {
             conn,
+            mac: None,
             _lock: None,
             path: path.into(),
             meta: RunMeta {
@@ -138,8 +177,153 @@ impl Store {
             });
         }
         store.meta = store.read_meta()?;
+        if write {
+            store.upgrade()?;
+        } else {
+            store.load_key()?;
+        }
         Ok(store)
     }
+
+    /// Reads the run's checksum key (none in a schema 1 file opened read-only).
+    pub(super) fn load_key(&mut self) -> Result<(), StoreError> {
+        let hex: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key='checksum_key'", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| corrupt_or_sql(&self.path, e))?;
+        self.mac = match hex {
+            None if self.stored_schema()? < 2 => None,
+            None => {
+                return Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: "meta key checksum_key missing".into(),
+                })
+            }
+            Some(hex) => match from_hex(&hex) {
+                Some(key) if key.len() == KEY_LEN => {
+                    Some(RowMac::new(&key, &self.meta.fingerprint))
+                }
+                _ => {
+                    return Err(StoreError::Corrupt {
+                        path: self.path.clone(),
+                        reason: "bad meta value checksum_key".into(),
+                    })
+                }
+            },
+        };
+        Ok(())
+    }
+}
+
+/// Looks at `path` without changing it, nor leaving anything beside it: is it missing, empty, or
+/// one of our state files? Anything else is [`StoreError::NotOurs`].
+fn probe(path: &Path) -> Result<Probe, StoreError> {
+    let io = |source| StoreError::Io { path: path.into(), source };
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Probe::Missing),
+        Err(e) => return Err(io(e)),
+    };
+    if file.metadata().map_err(io)?.len() == 0 {
+        return Ok(Probe::Empty);
+    }
+    let not_ours = |reason: String| StoreError::NotOurs { path: path.into(), reason };
+    let mut header = [0u8; 100];
+    let mut got = 0;
+    while got < header.len() {
+        match file.read(&mut header[got..]).map_err(io)? {
+            0 => break,
+            k => got += k,
+        }
+    }
+    if got < header.len() || &header[..16] != b"SQLite format 3\0" {
+        return Err(not_ours("it is not a SQLite database (a text file, or a corrupt one)".into()));
+    }
+    let app_id = i32::from_be_bytes([header[68], header[69], header[70], header[71]]);
+    if app_id == APPLICATION_ID {
+        return Ok(Probe::Ours);
+    }
+    if app_id != 0 {
+        return Err(not_ours(format!(
+            "its SQLite application_id is {app_id:#010x}, not nqueens' {APPLICATION_ID:#010x}"
+        )));
+    }
+    // Application id 0: a state file made before the mark, or another program's database. Look at
+    // its tables read-only. Without a `-wal` beside it the file is complete on its own and is read
+    // as immutable, which creates no `-wal`/`-shm` (a plain read-only open of a WAL database would).
+    let sql = |e| corrupt_or_sql(path, e);
+    let conn = if wal_path(path, "-wal").exists() {
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+    } else {
+        Connection::open_with_flags(
+            immutable_uri(path),
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+        )
+    }
+    .map_err(sql)?;
+    // Through the WAL, the header may already carry the mark (a migration not yet checkpointed).
+    let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(sql)?;
+    if app_id == APPLICATION_ID {
+        return Ok(Probe::Ours);
+    }
+    let schema: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key='schema' AND EXISTS (SELECT 1 FROM sqlite_master WHERE type='table' AND name='jobs')",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .or_else(|e| match e {
+            // No `meta` table at all.
+            rusqlite::Error::SqliteFailure(_, Some(ref m)) if m.starts_with("no such table") => {
+                Ok(None)
+            }
+            e => Err(e),
+        })
+        .map_err(sql)?;
+    match schema {
+        Some(_) => Ok(Probe::Unmarked),
+        None => {
+            let mut q = conn
+                .prepare("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name LIMIT 6")
+                .map_err(sql)?;
+            let tables = q
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(sql)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(sql)?;
+            Err(not_ours(if tables.is_empty() {
+                "it is a SQLite database without tables, not a run".into()
+            } else {
+                format!(
+                    "it is another program's SQLite database (tables {}), without nqueens run metadata",
+                    tables.join(", ")
+                )
+            }))
+        }
+    }
+}
+
+fn wal_path(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// `file:<path>?mode=ro&immutable=1`, the path percent-encoded.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?mode=ro&immutable=1");
+    uri
 }
 
 pub(super) fn corrupt_or_sql(path: &Path, e: rusqlite::Error) -> StoreError {
@@ -151,7 +335,17 @@ pub(super) fn corrupt_or_sql(path: &Path, e: rusqlite::Error) -> StoreError {
     }
 }
 
-fn open_conn(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
+/// How [`open_conn`] opens a file that [`probe`] accepted.
+enum Mode {
+    Read,
+    /// `fresh`: a missing or empty file, marked as ours before anything else is written.
+    Write {
+        fresh: bool,
+    },
+}
+
+fn open_conn(path: &Path, mode: Mode) -> Result<Connection, StoreError> {
+    let read_only = matches!(mode, Mode::Read);
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY
     } else {
@@ -160,6 +354,12 @@ fn open_conn(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
     let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .map_err(|e| corrupt_or_sql(path, e))?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(|e| corrupt_or_sql(path, e))?;
+    if let Mode::Write { fresh: true } = mode {
+        conn.execute_batch(&format!(
+            "PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version={SCHEMA_VERSION};"
+        ))
+        .map_err(|e| corrupt_or_sql(path, e))?;
+    }
     if !read_only {
         // Fails on a file that is not a database, which is reported as corrupt.
         let mode: String = conn

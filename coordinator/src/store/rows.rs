@@ -1,6 +1,7 @@
 //! Reading and writing a run's rows: reloading the scheduler, committing its changes, and the
 //! totals and summaries summed from committed rows.
 
+use super::checksum::RowClaim;
 use super::{now_unix, Loaded, Store, StoreError, Summary, WorkerRow};
 use crate::lifecycle::{Change, JobEntry, LeaseRecord, Standing};
 use crate::state::JobState;
@@ -9,7 +10,120 @@ use rusqlite::{params, OptionalExtension};
 use std::collections::HashMap;
 use std::time::Instant;
 
+/// One row of `results` and whether its checksum holds.
+#[derive(Debug, Clone)]
+pub struct StoredResult {
+    pub row_id: u64,
+    pub job_id: u64,
+    pub worker_id: u64,
+    pub counted: bool,
+    pub kind: String,
+    pub counts: JobCounts,
+    /// The checksum matches (always true in a schema 1 file read as it is: nothing to check).
+    pub intact: bool,
+}
+
+impl StoredResult {
+    fn claim(&self) -> RowClaim<'_> {
+        RowClaim {
+            job_id: self.job_id,
+            worker_id: self.worker_id,
+            counted: self.counted,
+            kind: &self.kind,
+            counts: self.counts,
+        }
+    }
+}
+
 impl Store {
+    /// Every result row, its checksum checked. A row that fails is damaged or was edited: it must
+    /// never be counted.
+    pub fn results(&self) -> Result<Vec<StoredResult>, StoreError> {
+        let sql = self.sql();
+        let has_checksum = self.mac.is_some();
+        let query = if has_checksum {
+            "SELECT id, job_id, worker_id, counted, kind, solutions, sym180, sym90, nodes, checksum FROM results ORDER BY id"
+        } else {
+            "SELECT id, job_id, worker_id, counted, kind, solutions, sym180, sym90, nodes, NULL FROM results ORDER BY id"
+        };
+        let mut q = self.conn.prepare(query).map_err(&sql)?;
+        let mut rows = q.query([]).map_err(&sql)?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(&sql)? {
+            let mut row = StoredResult {
+                row_id: r.get::<_, i64>(0).map_err(&sql)? as u64,
+                job_id: r.get::<_, i64>(1).map_err(&sql)? as u64,
+                worker_id: r.get::<_, i64>(2).map_err(&sql)? as u64,
+                counted: r.get(3).map_err(&sql)?,
+                kind: r.get(4).map_err(&sql)?,
+                counts: JobCounts {
+                    solutions: r.get::<_, i64>(5).map_err(&sql)? as u64,
+                    sym180: r.get::<_, i64>(6).map_err(&sql)? as u64,
+                    sym90: r.get::<_, i64>(7).map_err(&sql)? as u64,
+                    nodes: r.get::<_, i64>(8).map_err(&sql)? as u64,
+                },
+                intact: true,
+            };
+            if let Some(mac) = &self.mac {
+                // A checksum that is not a blob (NULL, or edited into text) fails.
+                let tag = match r.get_ref(9).map_err(&sql)? {
+                    rusqlite::types::ValueRef::Blob(b) => Some(b),
+                    _ => None,
+                };
+                row.intact = mac.verify(&row.claim(), tag);
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+
+    /// The workers that registered with the run.
+    pub fn workers(&self) -> Result<Vec<WorkerRow>, StoreError> {
+        let sql = self.sql();
+        let mut q = self
+            .conn
+            .prepare("SELECT id, name, host, cores, version FROM workers ORDER BY id")
+            .map_err(&sql)?;
+        let rows = q
+            .query_map([], |r| {
+                Ok(WorkerRow {
+                    id: r.get::<_, i64>(0)? as u64,
+                    name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    host: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    cores: r.get::<_, Option<u32>>(3)?.unwrap_or_default(),
+                    version: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+                })
+            })
+            .map_err(&sql)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(&sql)?;
+        Ok(rows)
+    }
+
+    /// Whether this file's rows carry checksums (false for a schema 1 file read as it is).
+    pub fn has_checksums(&self) -> bool {
+        self.mac.is_some()
+    }
+
+    /// The weight of every job, by id.
+    fn weights(&self) -> Result<Vec<u8>, StoreError> {
+        let sql = self.sql();
+        let mut q = self.conn.prepare("SELECT id, weight FROM jobs ORDER BY id").map_err(&sql)?;
+        let mut rows = q.query([]).map_err(&sql)?;
+        let mut weights = Vec::with_capacity(self.meta.job_count as usize);
+        while let Some(r) = rows.next().map_err(&sql)? {
+            let id: i64 = r.get(0).map_err(&sql)?;
+            if id as usize != weights.len() {
+                return Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("job ids not contiguous at {id}"),
+                });
+            }
+            weights.push(r.get(1).map_err(&sql)?);
+        }
+        Ok(weights)
+    }
+
     /// Returns the jobs that are `held` (results kept disagreeing) and/or `failed` (the solver
     /// kept reporting errors) to the queue, and says how many of each. Their results and conflicts
     /// stay on record, and so do their counters: each requeue buys one more attempt, and a new
@@ -106,31 +220,39 @@ impl Store {
                 jobs.push(entry);
             }
         }
-        {
-            let mut q = self.conn.prepare("SELECT job_id, worker_id, solutions, sym180, sym90, nodes, counted, kind FROM results ORDER BY id").map_err(&sql)?;
-            let mut rows = q.query([]).map_err(&sql)?;
-            while let Some(r) = rows.next().map_err(&sql)? {
-                let job_id = r.get::<_, i64>(0).map_err(&sql)? as usize;
-                let worker = r.get::<_, i64>(1).map_err(&sql)? as u64;
-                let counts = JobCounts {
-                    solutions: r.get::<_, i64>(2).map_err(&sql)? as u64,
-                    sym180: r.get::<_, i64>(3).map_err(&sql)? as u64,
-                    sym90: r.get::<_, i64>(4).map_err(&sql)? as u64,
-                    nodes: r.get::<_, i64>(5).map_err(&sql)? as u64,
-                };
-                let counted: bool = r.get(6).map_err(&sql)?;
-                let Some(job) = jobs.get_mut(job_id) else {
-                    return Err(StoreError::Corrupt {
-                        path: self.path.clone(),
-                        reason: format!("result for unknown job {job_id}"),
-                    });
-                };
-                if counted {
-                    job.counted = Some((worker, counts));
-                } else {
-                    job.opinions.push((worker, counts));
-                }
+        let mut bad = Vec::new();
+        for row in self.results()? {
+            let Some(job) = jobs.get_mut(row.job_id as usize) else {
+                return Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("result for unknown job {}", row.job_id),
+                });
+            };
+            if !row.intact {
+                bad.push(row.job_id);
+            } else if row.counted {
+                job.counted = Some((row.worker_id, row.counts));
+            } else {
+                job.opinions.push((row.worker_id, row.counts));
             }
+        }
+        // A done job whose counted row failed its checksum is solved again.
+        let mut requeued = Vec::new();
+        for &id in &bad {
+            let job = &mut jobs[id as usize];
+            if job.counted.is_none() && job.standing == Standing::Done {
+                job.standing = Standing::Pending;
+                requeued.push(id);
+            }
+        }
+        if !bad.is_empty() {
+            tracing::warn!(
+                state = %self.path.display(),
+                bad_rows = bad.len(),
+                jobs = %id_list(&bad),
+                requeued = %id_list(&requeued),
+                "result rows fail their checksum (damaged or edited): they are not counted, and their done jobs are solved again"
+            );
         }
         let mut leases = HashMap::new();
         {
@@ -169,18 +291,30 @@ impl Store {
         let path = self.path.clone();
         let sql = move |error| StoreError::Sqlite { path: path.clone(), error };
         let at = now_unix();
+        let Some(mac) = self.mac.clone() else {
+            return Err(StoreError::Corrupt {
+                path: self.path.clone(),
+                reason: "no checksum key (a schema 1 file must be opened for writing to migrate)"
+                    .into(),
+            });
+        };
         let tx = self.conn.transaction().map_err(&sql)?;
         {
             let mut set_state = tx.prepare_cached("UPDATE jobs SET state=?2, lease_id=?3, worker_id=?4, errors=?5, conflicts=?6 WHERE id=?1").map_err(&sql)?;
             let mut insert_result = tx
                 .prepare_cached(
-                    "INSERT INTO results(job_id, worker_id, lease_id, solutions, sym180, sym90, nodes, seconds, counted, kind, at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    "INSERT INTO results(job_id, worker_id, lease_id, solutions, sym180, sym90, nodes, seconds, counted, kind, at, checksum)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 )
                 .map_err(&sql)?;
-            let mut uncount = tx
-                .prepare_cached("UPDATE results SET counted=0 WHERE job_id=?1 AND counted=1")
+            let mut uncount_rows = tx
+                .prepare_cached("SELECT id, worker_id, kind, solutions, sym180, sym90, nodes, checksum FROM results WHERE job_id=?1 AND counted=1")
                 .map_err(&sql)?;
+            let mut uncount = tx
+                .prepare_cached("UPDATE results SET counted=0, checksum=?2 WHERE id=?1")
+                .map_err(&sql)?;
+            let mut uncount_bad =
+                tx.prepare_cached("UPDATE results SET counted=0 WHERE id=?1").map_err(&sql)?;
             let mut insert_lease = tx
                 .prepare_cached(
                     "INSERT INTO leases(id, worker_id, job_ids, at) VALUES (?1, ?2, ?3, ?4)",
@@ -221,6 +355,13 @@ impl Store {
                         counted,
                         kind,
                     } => {
+                        let tag = mac.tag(&RowClaim {
+                            job_id: *job_id,
+                            worker_id: *worker_id,
+                            counted: *counted,
+                            kind: kind.as_str(),
+                            counts: *counts,
+                        });
                         insert_result
                             .execute(params![
                                 *job_id as i64,
@@ -233,12 +374,49 @@ impl Store {
                                 seconds,
                                 counted,
                                 kind.as_str(),
-                                at
+                                at,
+                                tag
                             ])
                             .map_err(&sql)?;
                     }
                     Change::Uncount { job_id } => {
-                        uncount.execute(params![*job_id as i64]).map_err(&sql)?;
+                        // Each row's checksum follows its counted flag; a row that already
+                        // fails keeps failing (its checksum is left as it is).
+                        let mut q = uncount_rows.query(params![*job_id as i64]).map_err(&sql)?;
+                        let mut rows = Vec::new();
+                        while let Some(r) = q.next().map_err(&sql)? {
+                            let kind: String = r.get(2).map_err(&sql)?;
+                            let counts = JobCounts {
+                                solutions: r.get::<_, i64>(3).map_err(&sql)? as u64,
+                                sym180: r.get::<_, i64>(4).map_err(&sql)? as u64,
+                                sym90: r.get::<_, i64>(5).map_err(&sql)? as u64,
+                                nodes: r.get::<_, i64>(6).map_err(&sql)? as u64,
+                            };
+                            let worker_id = r.get::<_, i64>(1).map_err(&sql)? as u64;
+                            let claim = RowClaim {
+                                job_id: *job_id,
+                                worker_id,
+                                counted: true,
+                                kind: &kind,
+                                counts,
+                            };
+                            let tag = match r.get_ref(7).map_err(&sql)? {
+                                rusqlite::types::ValueRef::Blob(b) => Some(b),
+                                _ => None,
+                            };
+                            let new_tag = mac
+                                .verify(&claim, tag)
+                                .then(|| mac.tag(&RowClaim { counted: false, ..claim }));
+                            rows.push((r.get::<_, i64>(0).map_err(&sql)?, new_tag));
+                        }
+                        drop(q);
+                        for (row_id, tag) in rows {
+                            match tag {
+                                Some(tag) => uncount.execute(params![row_id, tag]),
+                                None => uncount_bad.execute(params![row_id]),
+                            }
+                            .map_err(&sql)?;
+                        }
                     }
                     Change::Lease { lease_id, worker_id, job_ids } => {
                         let ids =
@@ -276,33 +454,32 @@ impl Store {
         Ok(())
     }
 
-    /// The weighted sums of all counted (committed) results. Sums per weight class in SQL, then the
-    /// overflow-checked [`Tally`] applies the weights.
+    /// The weighted sums of the counted (committed) results whose checksum holds. Each row is
+    /// checked here, in Rust: a row that fails is never counted, whatever its `counted` flag says.
     pub fn tally(&self) -> Result<Tally, StoreError> {
-        let sql = self.sql();
+        Ok(self.tally_and_bad(&self.results()?)?.0)
+    }
+
+    /// The tally of `rows`, and how many of them fail their checksum.
+    fn tally_and_bad(&self, rows: &[StoredResult]) -> Result<(Tally, u64), StoreError> {
+        let weights = self.weights()?;
         let mut tally = Tally::new(self.meta.n as u32)?;
-        let mut q = self
-            .conn
-            .prepare(
-                "SELECT j.weight, COUNT(*), SUM(r.solutions), SUM(r.sym180), SUM(r.sym90), SUM(r.nodes)
-                 FROM results r JOIN jobs j ON j.id = r.job_id WHERE r.counted = 1 GROUP BY j.weight",
-            )
-            .map_err(&sql)?;
-        let mut rows = q.query([]).map_err(&sql)?;
-        let mut jobs = 0u64;
-        while let Some(r) = rows.next().map_err(&sql)? {
-            let weight: u8 = r.get(0).map_err(&sql)?;
-            jobs += r.get::<_, i64>(1).map_err(&sql)? as u64;
-            let counts = JobCounts {
-                solutions: r.get::<_, i64>(2).map_err(&sql)? as u64,
-                sym180: r.get::<_, i64>(3).map_err(&sql)? as u64,
-                sym90: r.get::<_, i64>(4).map_err(&sql)? as u64,
-                nodes: r.get::<_, i64>(5).map_err(&sql)? as u64,
-            };
-            tally.add(weight, &counts)?;
+        let mut bad = 0;
+        for row in rows {
+            if !row.intact {
+                bad += 1;
+                continue;
+            }
+            if !row.counted {
+                continue;
+            }
+            let weight = *weights.get(row.job_id as usize).ok_or_else(|| StoreError::Corrupt {
+                path: self.path.clone(),
+                reason: format!("result for unknown job {}", row.job_id),
+            })?;
+            tally.add(weight, &row.counts)?;
         }
-        tally.jobs = jobs;
-        Ok(tally)
+        Ok((tally, bad))
     }
 
     /// The final totals, if every job has a counted result.
@@ -317,7 +494,9 @@ impl Store {
     /// Progress from committed rows (for `status --state` and the status call).
     pub fn summary(&self) -> Result<Summary, StoreError> {
         let sql = self.sql();
-        let mut s = Summary { tally: self.tally()?, ..Summary::default() };
+        let results = self.results()?;
+        let (tally, bad_rows) = self.tally_and_bad(&results)?;
+        let mut s = Summary { tally, bad_rows, ..Summary::default() };
         let mut q =
             self.conn.prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state").map_err(&sql)?;
         let mut rows = q.query([]).map_err(&sql)?;
@@ -329,6 +508,24 @@ impl Store {
                 reason: format!("unknown job state {state}"),
             })?;
             s.jobs.add(state, count);
+        }
+        // A done job whose only counted row fails its checksum is pending again (a writer's
+        // `load` puts it back in the queue).
+        if bad_rows > 0 {
+            let intact: std::collections::HashSet<u64> =
+                results.iter().filter(|r| r.intact && r.counted).map(|r| r.job_id).collect();
+            let broken: std::collections::BTreeSet<u64> = results
+                .iter()
+                .filter(|r| !r.intact && r.counted && !intact.contains(&r.job_id))
+                .map(|r| r.job_id)
+                .collect();
+            let done: std::collections::HashSet<u64> = self
+                .ids(&format!("SELECT id FROM jobs WHERE state='{}'", JobState::Done.as_str()))?
+                .into_iter()
+                .collect();
+            for _ in broken.iter().filter(|id| done.contains(id)) {
+                s.jobs.moved(JobState::Done, JobState::Pending);
+            }
         }
         s.conflicts = self
             .conn
@@ -349,4 +546,13 @@ impl Store {
         s.last_result_unix = last;
         Ok(s)
     }
+}
+
+/// Up to 20 job ids, for a log line.
+fn id_list(ids: &[u64]) -> String {
+    let mut text = ids.iter().take(20).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    if ids.len() > 20 {
+        text.push_str(&format!(",... ({} in all)", ids.len()));
+    }
+    text
 }

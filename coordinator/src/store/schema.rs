@@ -1,13 +1,22 @@
 //! The state file's schema: its tables, the run metadata, and the version that guards both.
 
-use super::open::corrupt_or_sql;
+use super::checksum::{new_key, to_hex, RowClaim, RowMac};
+use super::open::{corrupt_or_sql, APPLICATION_ID};
 use super::{chosen_for_verification, RunMeta, Store, StoreError};
 use crate::state::JobState;
-use nqueens_core::JobList;
+use nqueens_core::{JobCounts, JobList};
 use rusqlite::{params, OptionalExtension};
 
-/// Schema version of the state file.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Schema version of the state file, also its `PRAGMA user_version`.
+///
+/// - 1: the first schema.
+/// - 2: result rows carry a keyed `checksum` (see [`super::checksum`]) and `meta` holds the run's
+///   `checksum_key`; the file is marked with [`APPLICATION_ID`]. A schema 1 file is migrated when it
+///   is opened for writing ([`Store::upgrade`]) and read as it is (its rows unchecked) when opened
+///   read-only. The version is bumped, rather than the column added quietly, so that an older
+///   binary refuses a migrated file instead of writing rows without checksums into it, which this
+///   one would then have to take for damage.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Workers that lost a settled verification (`job_id`): refused from then on.
 pub(super) const UNTRUSTED_TABLE: &str =
@@ -43,7 +52,7 @@ impl Store {
             reason: format!("bad meta value {what}"),
         };
         let schema: u32 = get("schema")?.parse().map_err(|_| bad("schema"))?;
-        if schema != SCHEMA_VERSION {
+        if !(1..=SCHEMA_VERSION).contains(&schema) {
             return Err(StoreError::OtherRun {
                 path: self.path.clone(),
                 reason: format!("schema version {schema}, this binary reads {SCHEMA_VERSION}"),
@@ -64,6 +73,88 @@ impl Store {
         })
     }
 
+    /// The schema version in `meta`.
+    pub(super) fn stored_schema(&self) -> Result<u32, StoreError> {
+        let text: String = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0))
+            .map_err(|e| corrupt_or_sql(&self.path, e))?;
+        text.parse().map_err(|_| StoreError::Corrupt {
+            path: self.path.clone(),
+            reason: "bad meta value schema".into(),
+        })
+    }
+
+    /// Brings a file opened for writing to [`SCHEMA_VERSION`] and loads its key. From schema 1, in
+    /// one transaction: the `checksum` column, a new random key, a checksum for every existing row
+    /// (as they are: damage done before the migration cannot be told apart, and `verify` is the
+    /// check for that), and the file's mark.
+    pub(super) fn upgrade(&mut self) -> Result<(), StoreError> {
+        if self.stored_schema()? == 1 {
+            let key = new_key()
+                .map_err(|source| StoreError::Random { path: self.path.clone(), source })?;
+            let mac = RowMac::new(&key, &self.meta.fingerprint);
+            let path = self.path.clone();
+            let sql = move |error| StoreError::Sqlite { path: path.clone(), error };
+            let tx = self.conn.transaction().map_err(&sql)?;
+            tx.execute_batch("ALTER TABLE results ADD COLUMN checksum BLOB").map_err(&sql)?;
+            tx.execute("INSERT INTO meta(key, value) VALUES ('checksum_key', ?1)", [to_hex(&key)])
+                .map_err(&sql)?;
+            let mut rows = 0u64;
+            {
+                let mut read = tx.prepare("SELECT id, job_id, worker_id, counted, kind, solutions, sym180, sym90, nodes FROM results").map_err(&sql)?;
+                let mut write =
+                    tx.prepare("UPDATE results SET checksum=?2 WHERE id=?1").map_err(&sql)?;
+                let mut q = read.query([]).map_err(&sql)?;
+                while let Some(r) = q.next().map_err(&sql)? {
+                    let kind: String = r.get(4).map_err(&sql)?;
+                    let claim = RowClaim {
+                        job_id: r.get::<_, i64>(1).map_err(&sql)? as u64,
+                        worker_id: r.get::<_, i64>(2).map_err(&sql)? as u64,
+                        counted: r.get(3).map_err(&sql)?,
+                        kind: &kind,
+                        counts: JobCounts {
+                            solutions: r.get::<_, i64>(5).map_err(&sql)? as u64,
+                            sym180: r.get::<_, i64>(6).map_err(&sql)? as u64,
+                            sym90: r.get::<_, i64>(7).map_err(&sql)? as u64,
+                            nodes: r.get::<_, i64>(8).map_err(&sql)? as u64,
+                        },
+                    };
+                    write
+                        .execute(params![r.get::<_, i64>(0).map_err(&sql)?, mac.tag(&claim)])
+                        .map_err(&sql)?;
+                    rows += 1;
+                }
+            }
+            tx.execute("UPDATE meta SET value=?1 WHERE key='schema'", [SCHEMA_VERSION.to_string()])
+                .map_err(&sql)?;
+            tx.execute_batch(&format!(
+                "PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version={SCHEMA_VERSION};"
+            ))
+            .map_err(&sql)?;
+            tx.commit().map_err(&sql)?;
+            tracing::info!(
+                state = %self.path.display(),
+                rows,
+                "state file migrated from schema 1 to {SCHEMA_VERSION}: checksummed its existing result rows as they are and marked the file"
+            );
+        } else {
+            // An unmarked file of the current schema is not made by this code, but mark it anyway.
+            let app_id: i32 = self
+                .conn
+                .query_row("PRAGMA application_id", [], |r| r.get(0))
+                .map_err(self.sql())?;
+            if app_id != APPLICATION_ID {
+                self.conn
+                    .execute_batch(&format!(
+                        "PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version={SCHEMA_VERSION};"
+                    ))
+                    .map_err(self.sql())?;
+            }
+        }
+        self.load_key()
+    }
+
     pub(super) fn create(
         &mut self,
         list: &JobList,
@@ -71,6 +162,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         let path = self.path.clone();
         let sql = move |error| StoreError::Sqlite { path: path.clone(), error };
+        let key =
+            new_key().map_err(|source| StoreError::Random { path: self.path.clone(), source })?;
         let tx = self.conn.transaction().map_err(&sql)?;
         tx.execute_batch(
             "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -79,7 +172,8 @@ impl Store {
                  errors INTEGER NOT NULL DEFAULT 0, conflicts INTEGER NOT NULL DEFAULT 0);
              CREATE TABLE results (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, worker_id INTEGER NOT NULL,
                  lease_id INTEGER NOT NULL, solutions INTEGER NOT NULL, sym180 INTEGER NOT NULL, sym90 INTEGER NOT NULL,
-                 nodes INTEGER NOT NULL, seconds REAL NOT NULL, counted INTEGER NOT NULL, kind TEXT NOT NULL, at REAL NOT NULL);
+                 nodes INTEGER NOT NULL, seconds REAL NOT NULL, counted INTEGER NOT NULL, kind TEXT NOT NULL, at REAL NOT NULL,
+                 checksum BLOB);
              CREATE INDEX results_job ON results(job_id);
              CREATE TABLE leases (id INTEGER PRIMARY KEY, worker_id INTEGER NOT NULL, job_ids TEXT NOT NULL, at REAL NOT NULL);
              CREATE TABLE workers (id INTEGER PRIMARY KEY, name TEXT, host TEXT, cores INTEGER, version TEXT, registered REAL);
@@ -97,6 +191,7 @@ impl Store {
             ("created_unix", m.created_unix.to_string()),
             ("kind", m.kind.clone()),
             ("verify_fraction", verify_fraction.to_string()),
+            ("checksum_key", to_hex(&key)),
         ];
         for (k, v) in meta {
             tx.execute("INSERT INTO meta(key, value) VALUES (?1, ?2)", params![k, v])
@@ -118,6 +213,7 @@ impl Store {
             }
         }
         tx.commit().map_err(&sql)?;
+        self.mac = Some(RowMac::new(&key, &self.meta.fingerprint));
         Ok(())
     }
 }

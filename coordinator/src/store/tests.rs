@@ -112,8 +112,206 @@ fn checkpoint_resumes_and_refuses_other_runs() {
     let junk = dir.path().join("junk.db");
     std::fs::write(&junk, b"this is not a database at all, not even close, really not").unwrap();
     assert!(
-        matches!(LocalCheckpoint::open(&junk, &list), Err(StoreError::Corrupt { .. })),
+        matches!(LocalCheckpoint::open(&junk, &list), Err(StoreError::NotOurs { .. })),
         "{:?}",
         LocalCheckpoint::open(&junk, &list).err()
     );
+}
+
+/// Every file beside `path` (the state file itself excluded): `-wal`, `-shm`, `.lock`, ...
+fn side_files(path: &std::path::Path) -> Vec<String> {
+    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    let mut found: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|f| f.starts_with(&name) && *f != name)
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn files_that_are_not_ours_are_refused_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = job_list(6, &SplitParams::default()).unwrap();
+    // Another program's databases: rollback journal, WAL (checkpointed, no -wal left), and one
+    // with another application id; and a text file.
+    let foreign = dir.path().join("foreign.sqlite");
+    let wal = dir.path().join("wal.sqlite");
+    let other_id = dir.path().join("other-id.sqlite");
+    for (path, setup) in [
+        (&foreign, ""),
+        (&wal, "PRAGMA journal_mode=WAL;"),
+        (&other_id, "PRAGMA application_id=1234;"),
+    ] {
+        let c = rusqlite::Connection::open(path).unwrap();
+        c.execute_batch(&format!(
+            "{setup} CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes(body) VALUES ('keep me');"
+        ))
+        .unwrap();
+    }
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "not a database\n".repeat(20)).unwrap();
+    for path in [&foreign, &wal, &other_id, &text] {
+        let before = std::fs::read(path).unwrap();
+        let refusals = [
+            Store::open_or_create(path, &list, 0.0, "cluster").err(),
+            LocalCheckpoint::open(path, &list).err(),
+            Store::open_existing(path).err(),
+            Store::open_existing_for_update(path).err(),
+        ];
+        for e in refusals {
+            let e = e.expect("refused");
+            assert!(matches!(e, StoreError::NotOurs { .. }), "{}: {e}", path.display());
+            assert!(e.to_string().contains("not an nqueens state file"), "{e}");
+        }
+        assert_eq!(std::fs::read(path).unwrap(), before, "{} changed", path.display());
+        assert_eq!(side_files(path), Vec::<String>::new(), "{}", path.display());
+    }
+
+    // A missing or empty file becomes a run, marked as ours.
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let missing = dir.path().join("missing.db");
+    for path in [&empty, &missing] {
+        drop(Store::open_or_create(path, &list, 0.0, "cluster").unwrap());
+        let c = rusqlite::Connection::open(path).unwrap();
+        let id: i32 = c.query_row("PRAGMA application_id", [], |r| r.get(0)).unwrap();
+        let version: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!((id, version), (APPLICATION_ID, SCHEMA_VERSION));
+    }
+    assert!(matches!(
+        Store::open_existing(&dir.path().join("nope.db")),
+        Err(StoreError::Missing { .. })
+    ));
+}
+
+/// Solves every job of `list` into a new local run at `path`.
+fn finished_run(path: &std::path::Path, list: &nqueens_core::JobList) {
+    let cp = LocalCheckpoint::open(path, list).unwrap();
+    for job in &list.jobs {
+        cp.record(job.id, &job.solve().unwrap(), 0.0).unwrap();
+    }
+    assert!(cp.finish().unwrap().1.is_some());
+}
+
+#[test]
+fn a_row_that_fails_its_checksum_is_never_counted_and_its_job_is_solved_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.db");
+    let list = job_list(8, &SplitParams::default()).unwrap();
+    finished_run(&path, &list);
+    let total = nqueens_core::reference::count_all(8).unwrap();
+    let job = list.jobs.iter().find(|j| j.solve().unwrap().solutions > 0).unwrap().id;
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute(
+        "UPDATE results SET solutions=solutions+1 WHERE job_id=?1 AND counted=1",
+        [job as i64],
+    )
+    .unwrap();
+    drop(c);
+
+    let store = Store::open_existing(&path).unwrap();
+    let summary = store.summary().unwrap();
+    assert_eq!(summary.bad_rows, 1);
+    assert_eq!(summary.jobs.get(JobState::Pending), 1);
+    assert_eq!(store.tally().unwrap().jobs, list.jobs.len() as u64 - 1);
+    assert!(store.final_totals().unwrap().is_none());
+    let loaded = store.load().unwrap();
+    assert_eq!(loaded.jobs[job as usize].standing, Standing::Pending);
+    assert!(loaded.jobs[job as usize].counted.is_none());
+    drop(store);
+
+    // `solve --state` solves it again, and the damaged row stays on record, uncounted.
+    let cp = LocalCheckpoint::open(&path, &list).unwrap();
+    let done = cp.done_ids().unwrap();
+    assert_eq!(done.len(), list.jobs.len() - 1);
+    assert!(!done.contains(&job));
+    cp.record(job, &list.jobs[job as usize].solve().unwrap(), 0.0).unwrap();
+    assert_eq!(cp.finish().unwrap().1.unwrap().total, total);
+    drop(cp);
+    assert_eq!(Store::open_existing(&path).unwrap().summary().unwrap().bad_rows, 1);
+
+    // Un-counting keeps checksums in step with the flag, and a bad row bad.
+    let mut store = Store::open_existing_for_update(&path).unwrap();
+    store.apply(&[Change::Uncount { job_id: job }], &[]).unwrap();
+    let rows = store.results().unwrap();
+    let of_job: Vec<_> = rows.iter().filter(|r| r.job_id == job).collect();
+    assert_eq!(of_job.len(), 2);
+    assert!(of_job.iter().all(|r| !r.counted));
+    assert_eq!(of_job.iter().filter(|r| r.intact).count(), 1);
+    // A NULL or text checksum fails too.
+    store.conn.execute("UPDATE results SET checksum=NULL WHERE id=1", []).unwrap();
+    store.conn.execute("UPDATE results SET checksum='x' WHERE id=2", []).unwrap();
+    assert_eq!(store.summary().unwrap().bad_rows, 3);
+}
+
+#[test]
+fn schema_1_files_still_open_and_are_migrated_when_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let list = job_list(8, &SplitParams::default()).unwrap();
+    finished_run(&path, &list);
+    let total = nqueens_core::reference::count_all(8).unwrap();
+    // Make it what the schema 1 code wrote: no mark, no key, no checksum column.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch(
+        "PRAGMA application_id=0; PRAGMA user_version=0;
+         ALTER TABLE results DROP COLUMN checksum;
+         DELETE FROM meta WHERE key='checksum_key'; UPDATE meta SET value='1' WHERE key='schema';",
+    )
+    .unwrap();
+    drop(c);
+
+    let read = Store::open_existing(&path).unwrap();
+    assert!(!read.has_checksums());
+    assert_eq!(read.final_totals().unwrap().unwrap().total, total);
+    drop(read);
+
+    let cp = LocalCheckpoint::open(&path, &list).unwrap();
+    assert_eq!(cp.finish().unwrap().1.unwrap().total, total);
+    drop(cp);
+    let store = Store::open_existing(&path).unwrap();
+    assert!(store.has_checksums());
+    assert_eq!(store.stored_schema().unwrap(), SCHEMA_VERSION);
+    assert!(store.results().unwrap().iter().all(|r| r.intact));
+    assert_eq!(store.summary().unwrap().bad_rows, 0);
+    let id: i32 = store.conn.query_row("PRAGMA application_id", [], |r| r.get(0)).unwrap();
+    assert_eq!(id, APPLICATION_ID);
+}
+
+/// How long checking every row costs at the scale of N=27 (~750k rows):
+/// `cargo test --release -p nqueens-coordinator --lib -- --ignored --nocapture tally_cost`.
+#[test]
+#[ignore]
+fn tally_cost_at_n27_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.db");
+    let list = job_list(10, &SplitParams::default()).unwrap();
+    let mut store = Store::open_or_create(&path, &list, 0.0, "local").unwrap();
+    let rows = 750_000u64;
+    let counts = nqueens_core::JobCounts { solutions: 1, sym180: 0, sym90: 0, nodes: 10 };
+    let started = std::time::Instant::now();
+    for chunk in (0..rows).collect::<Vec<_>>().chunks(50_000) {
+        let changes: Vec<Change> = chunk
+            .iter()
+            .map(|&i| Change::Result {
+                job_id: i % list.jobs.len() as u64,
+                worker_id: 1,
+                lease_id: 1,
+                counts,
+                seconds: 0.0,
+                counted: true,
+                kind: crate::state::ResultKind::First,
+            })
+            .collect();
+        store.apply(&changes, &[]).unwrap();
+    }
+    eprintln!("wrote {rows} rows in {:?}", started.elapsed());
+    let started = std::time::Instant::now();
+    let tally = store.tally().unwrap();
+    eprintln!("tally of {} rows, each checked, in {:?}", tally.jobs, started.elapsed());
+    let started = std::time::Instant::now();
+    store.load().unwrap();
+    eprintln!("load in {:?}", started.elapsed());
 }

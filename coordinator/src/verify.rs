@@ -1,0 +1,275 @@
+//! `verify --state`: solves a deterministic sample (or all) of a run's counted jobs again on this
+//! machine and compares them with the stored results, and lists the rows whose checksum fails.
+//!
+//! It reads the state file read-only, so it works on a finished run and beside a live coordinator.
+//! The job list is rebuilt from the file's N and split with [`nqueens_core::job_list`], and must
+//! give the file's run fingerprint. The checksums (see the `store` module) catch damage to rows;
+//! this catches what the checksums cannot: a worker that computed, and reported, a wrong count.
+
+use crate::store::{run_fingerprint, Store, StoreError, WorkerRow};
+use nqueens_core::{job_list, JobCounts, SplitParams};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Instant;
+use thiserror::Error;
+
+/// Which counted jobs to solve again.
+#[derive(Debug, Clone, Copy)]
+pub enum Sample {
+    /// This many, chosen by a fixed pseudo-random order of job ids (the same on every call).
+    Jobs(usize),
+    All,
+}
+
+#[derive(Debug, Error)]
+pub enum VerifyError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("rebuilding the job list of state file {path}")]
+    JobList { path: std::path::PathBuf, source: nqueens_core::CoreError },
+    #[error("state file {path} has run fingerprint {stored}, but its N and split give {rebuilt} (a file of another version)")]
+    Fingerprint { path: std::path::PathBuf, stored: String, rebuilt: String },
+    #[error("solving job {job_id} again")]
+    Solve { job_id: u64, source: nqueens_core::CoreError },
+    #[error("starting {threads} solver threads")]
+    Threads { threads: usize, source: rayon::ThreadPoolBuildError },
+}
+
+/// A stored count that solving the job again does not reproduce.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mismatch {
+    pub job_id: u64,
+    pub worker_id: u64,
+    pub stored: JobCounts,
+    pub recomputed: JobCounts,
+}
+
+/// A result row whose checksum fails (damaged or edited): never counted.
+#[derive(Debug, Clone, Serialize)]
+pub struct BadRow {
+    pub row_id: u64,
+    pub job_id: u64,
+    pub worker_id: u64,
+    pub counted: bool,
+}
+
+/// A worker behind a mismatch or a bad row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Culprit {
+    pub worker_id: u64,
+    pub name: String,
+    pub host: String,
+    pub mismatches: u64,
+    pub bad_rows: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    pub state: String,
+    pub n: u32,
+    pub fingerprint: String,
+    /// False for a schema 1 file not yet migrated: its rows carry no checksums to check.
+    pub checksums: bool,
+    pub counted_jobs: u64,
+    pub checked: u64,
+    pub agreements: u64,
+    pub mismatches: Vec<Mismatch>,
+    pub bad_rows: Vec<BadRow>,
+    pub workers: Vec<Culprit>,
+    pub seconds: f64,
+}
+
+impl VerifyReport {
+    /// No mismatch and no bad row.
+    pub fn ok(&self) -> bool {
+        self.mismatches.is_empty() && self.bad_rows.is_empty()
+    }
+
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).expect("report serializes")
+    }
+
+    pub fn text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "run        N={} fingerprint {} ({})",
+            self.n, self.fingerprint, self.state
+        );
+        let _ = writeln!(
+            o,
+            "checked    {} of {} counted jobs solved again in {:.1}s: {} agree, {} mismatch",
+            self.checked,
+            self.counted_jobs,
+            self.seconds,
+            self.agreements,
+            self.mismatches.len()
+        );
+        let _ = if self.checksums {
+            writeln!(o, "checksums  {} result rows fail their checksum", self.bad_rows.len())
+        } else {
+            writeln!(o, "checksums  none in this file (schema 1; the next serve or solve --state adds them)")
+        };
+        for m in &self.mismatches {
+            let _ = writeln!(
+                o,
+                "  MISMATCH job {} by worker #{}: stored {}/{}/{} (solutions/sym180/sym90), recomputed {}/{}/{}",
+                m.job_id,
+                m.worker_id,
+                m.stored.solutions,
+                m.stored.sym180,
+                m.stored.sym90,
+                m.recomputed.solutions,
+                m.recomputed.sym180,
+                m.recomputed.sym90
+            );
+        }
+        for b in &self.bad_rows {
+            let _ = writeln!(
+                o,
+                "  BAD ROW  {} (job {}, worker #{}, {}): checksum fails, not counted",
+                b.row_id,
+                b.job_id,
+                b.worker_id,
+                if b.counted { "marked counted" } else { "uncounted" }
+            );
+        }
+        for w in &self.workers {
+            let _ = writeln!(
+                o,
+                "  worker   #{} {} on {}: {} mismatches, {} bad rows",
+                w.worker_id, w.name, w.host, w.mismatches, w.bad_rows
+            );
+        }
+        let _ = writeln!(
+            o,
+            "{}",
+            if self.ok() {
+                "OK         every checked job agrees and every row's checksum holds".to_string()
+            } else {
+                format!(
+                    "FAILED     {} mismatches, {} bad rows",
+                    self.mismatches.len(),
+                    self.bad_rows.len()
+                )
+            }
+        );
+        o
+    }
+}
+
+/// The order in which jobs are sampled: a fixed mix of the id.
+fn sample_key(job_id: u64) -> u64 {
+    let mut x = job_id.wrapping_add(0x5851_f42d_4c95_7f2d);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Verifies the run in `path` (see the module doc), solving on `threads` threads.
+pub fn verify_state(
+    path: &Path,
+    sample: Sample,
+    threads: usize,
+) -> Result<VerifyReport, VerifyError> {
+    let started = Instant::now();
+    let store = Store::open_existing(path)?;
+    let meta = store.meta().clone();
+    let list = job_list(meta.n as u32, &SplitParams { target_jobs: meta.target_jobs })
+        .map_err(|source| VerifyError::JobList { path: path.into(), source })?;
+    let rebuilt = run_fingerprint(&list);
+    if rebuilt != meta.fingerprint {
+        return Err(VerifyError::Fingerprint {
+            path: path.into(),
+            stored: meta.fingerprint,
+            rebuilt,
+        });
+    }
+    let rows = store.results()?;
+    let workers: HashMap<u64, WorkerRow> =
+        store.workers()?.into_iter().map(|w| (w.id, w)).collect();
+    let checksums = store.has_checksums();
+    drop(store);
+
+    let bad_rows: Vec<BadRow> = rows
+        .iter()
+        .filter(|r| !r.intact)
+        .map(|r| BadRow {
+            row_id: r.row_id,
+            job_id: r.job_id,
+            worker_id: r.worker_id,
+            counted: r.counted,
+        })
+        .collect();
+    let mut counted: Vec<(u64, u64, JobCounts)> = rows
+        .iter()
+        .filter(|r| r.intact && r.counted && (r.job_id as usize) < list.jobs.len())
+        .map(|r| (r.job_id, r.worker_id, r.counts))
+        .collect();
+    let counted_jobs = counted.len() as u64;
+    counted.sort_by_key(|(job, worker, _)| (sample_key(*job), *job, *worker));
+    if let Sample::Jobs(k) = sample {
+        counted.truncate(k);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("verify-{i}"))
+        .build()
+        .map_err(|source| VerifyError::Threads { threads, source })?;
+    let solved: Vec<Result<JobCounts, nqueens_core::CoreError>> = pool.install(|| {
+        counted.par_iter().map(|(job, _, _)| list.jobs[*job as usize].solve()).collect()
+    });
+    let mut mismatches = Vec::new();
+    let mut agreements = 0;
+    for ((job_id, worker_id, stored), recomputed) in counted.iter().zip(solved) {
+        let recomputed =
+            recomputed.map_err(|source| VerifyError::Solve { job_id: *job_id, source })?;
+        if stored.same_answer(&recomputed) {
+            agreements += 1;
+        } else {
+            mismatches.push(Mismatch {
+                job_id: *job_id,
+                worker_id: *worker_id,
+                stored: *stored,
+                recomputed,
+            });
+        }
+    }
+    mismatches.sort_by_key(|m| m.job_id);
+
+    let mut blame: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for m in &mismatches {
+        blame.entry(m.worker_id).or_default().0 += 1;
+    }
+    for b in &bad_rows {
+        blame.entry(b.worker_id).or_default().1 += 1;
+    }
+    let culprits = blame
+        .into_iter()
+        .map(|(worker_id, (mismatches, bad_rows))| {
+            let (name, host) = match workers.get(&worker_id) {
+                Some(w) => (w.name.clone(), w.host.clone()),
+                // Worker 0 is `solve --state`, which registers no worker.
+                None if worker_id == 0 => ("local".into(), "this run's solve --state".into()),
+                None => ("?".into(), "?".into()),
+            };
+            Culprit { worker_id, name, host, mismatches, bad_rows }
+        })
+        .collect();
+    Ok(VerifyReport {
+        state: path.display().to_string(),
+        n: meta.n as u32,
+        fingerprint: meta.fingerprint,
+        checksums,
+        counted_jobs,
+        checked: counted.len() as u64,
+        agreements,
+        mismatches,
+        bad_rows,
+        workers: culprits,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}

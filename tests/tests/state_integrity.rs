@@ -1,0 +1,226 @@
+//! The state file's integrity, through the real binary: a flipped bit in a stored count never
+//! makes a wrong total, and a file that is not ours is refused and left exactly as it was.
+
+use nqueens_tests::cluster::coordinator_output;
+use nqueens_tests::known_counts;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const COUNT_FIELDS: [&str; 4] = ["solutions", "sym180", "sym90", "nodes"];
+
+fn arg(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A finished N=12 local run in `dir`, made by `solve 12 --state`.
+fn finished_n12(dir: &Path) -> PathBuf {
+    let state = dir.join("n12.db");
+    let out =
+        coordinator_output(["solve", "12", "--json", "--no-progress", "--state", arg(&state)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    state
+}
+
+/// Every file in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn every_flipped_bit_of_a_counted_row_is_solved_again_never_counted() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let base = finished_n12(dir.path());
+    let expected = known_counts()[&12].total;
+    // Three counted rows: the largest job, one from the middle, the last.
+    let rows: Vec<i64> = {
+        let c = rusqlite::Connection::open(&base).unwrap();
+        let ids: Vec<i64> = c
+            .prepare("SELECT id FROM results WHERE counted=1 ORDER BY nodes DESC")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        vec![ids[0], ids[ids.len() / 2], ids[ids.len() - 1]]
+    };
+    let cases: Vec<(i64, &str, u32)> = rows
+        .iter()
+        .flat_map(|&row| {
+            COUNT_FIELDS.iter().flat_map(move |&field| (0..64).map(move |bit| (row, field, bit)))
+        })
+        .collect();
+    let run_case = |i: usize, (row, field, bit): (i64, &str, u32)| {
+        let state = dir.path().join(format!("case{i}.db"));
+        std::fs::copy(&base, &state).unwrap();
+        {
+            let c = rusqlite::Connection::open(&state).unwrap();
+            let value: i64 = c
+                .query_row(&format!("SELECT {field} FROM results WHERE id=?1"), [row], |r| r.get(0))
+                .unwrap();
+            let flipped = value ^ (1i64 << bit);
+            c.execute(&format!("UPDATE results SET {field}=?2 WHERE id=?1"), [row, flipped])
+                .unwrap();
+        }
+        let out = coordinator_output([
+            "solve",
+            "12",
+            "--json",
+            "--no-progress",
+            "--threads",
+            "1",
+            "--state",
+            arg(&state),
+        ]);
+        let what = format!("row {row} {field} bit {bit}");
+        if out.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                panic!("{what}: {e}: {}", String::from_utf8_lossy(&out.stdout))
+            });
+            assert_eq!(v["total"].as_u64(), Some(expected), "{what}: a wrong total with exit 0");
+        } else {
+            // Refusing is allowed; a wrong answer is not.
+            assert!(
+                out.stdout.is_empty(),
+                "{what}: printed {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        let _ = std::fs::remove_file(&state);
+        out.status.success()
+    };
+    // Two threads: the machine has two cores, each case is one short process.
+    let solved: usize = std::thread::scope(|s| {
+        let halves: Vec<_> = (0..2)
+            .map(|t| {
+                let cases = &cases;
+                let run_case = &run_case;
+                s.spawn(move || {
+                    (t..cases.len()).step_by(2).filter(|&i| run_case(i, cases[i])).count()
+                })
+            })
+            .collect();
+        halves.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    // The checksum catches every flip, so every case re-solves its job and ends exact.
+    assert_eq!(solved, cases.len(), "every flipped row is detected and its job solved again");
+    eprintln!("{} bit flips checked in {:?}", cases.len(), started.elapsed());
+
+    // And the report: status names the bad row, the resumed run still has the exact total.
+    let state = dir.path().join("flipped.db");
+    std::fs::copy(&base, &state).unwrap();
+    rusqlite::Connection::open(&state)
+        .unwrap()
+        .execute("UPDATE results SET solutions=solutions+1 WHERE id=?1", [rows[0]])
+        .unwrap();
+    let status = coordinator_output(["status", "--json", "--state", arg(&state)]);
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["bad_rows"].as_u64(), Some(1), "{v}");
+    assert_eq!(v["complete"].as_bool(), Some(false), "{v}");
+    assert_eq!(v["jobs_pending"].as_u64(), Some(1), "{v}");
+    let text = coordinator_output(["status", "--state", arg(&state)]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("1 bad_rows"));
+}
+
+#[test]
+fn files_that_are_not_ours_are_refused_by_every_command_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("other.sqlite");
+    {
+        let c = rusqlite::Connection::open(&foreign).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             CREATE TABLE invoices (id INTEGER PRIMARY KEY, customer TEXT, amount REAL);
+             INSERT INTO invoices(customer, amount) VALUES ('ACME', 12.5), ('Initech', 99);",
+        )
+        .unwrap();
+    }
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "shopping: eggs, milk\n".repeat(10)).unwrap();
+    let listed = listing(dir.path());
+    for file in [&foreign, &text] {
+        let before = std::fs::read(file).unwrap();
+        let f = arg(file);
+        for args in [
+            vec![
+                "serve",
+                "--n",
+                "12",
+                "--state",
+                f,
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "off",
+            ],
+            vec!["serve", "--state", f, "--listen", "127.0.0.1:0", "--metrics-listen", "off"],
+            vec!["solve", "12", "--no-progress", "--state", f],
+            vec!["status", "--state", f],
+            vec!["requeue", "--state", f],
+        ] {
+            let out = coordinator_output(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert!(err.contains("is not an nqueens state file"), "{args:?}: {err}");
+            assert!(out.stdout.is_empty(), "{args:?}");
+            assert_eq!(std::fs::read(file).unwrap(), before, "{args:?} changed {f}");
+            assert_eq!(listing(dir.path()), listed, "{args:?} left files behind");
+        }
+    }
+    let c = rusqlite::Connection::open(&foreign).unwrap();
+    let rows: i64 = c.query_row("SELECT COUNT(*) FROM invoices", [], |r| r.get(0)).unwrap();
+    assert_eq!(rows, 2);
+}
+
+#[test]
+fn a_cluster_run_with_a_damaged_row_solves_its_job_again_and_ends_exact() {
+    use nqueens_tests::cluster::{free_port, read_result_file, serve_args, worker_args, Proc};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("cluster.db");
+    let run = |tag: &str| {
+        let port = free_port();
+        let mut coord = Proc::spawn(
+            "nqueens-coordinator",
+            &serve_args(12, &state, port, &["--exit-when-done", "--verify-fraction", "0"]),
+            dir.path().join(format!("coord-{tag}.log")),
+        );
+        let _worker = Proc::spawn(
+            "nqueens-worker",
+            &worker_args(port, 2, &format!("w-{tag}"), &[]),
+            dir.path().join(format!("worker-{tag}.log")),
+        );
+        let status = coord.wait_exit(Duration::from_secs(60));
+        assert!(status.success(), "{}", coord.log_text());
+        coord.log_text()
+    };
+    run("first");
+    let expected = known_counts()[&12].total;
+    assert_eq!(read_result_file(&nqueens_coordinator::result_file(&state)).total, expected);
+    let job: i64 = {
+        let c = rusqlite::Connection::open(&state).unwrap();
+        let (row, job): (i64, i64) = c
+            .query_row(
+                "SELECT id, job_id FROM results WHERE counted=1 AND solutions>0 ORDER BY id LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        c.execute("UPDATE results SET solutions=solutions+1 WHERE id=?1", [row]).unwrap();
+        job
+    };
+    std::fs::remove_file(nqueens_coordinator::result_file(&state)).unwrap();
+    let log = run("second");
+    assert!(log.contains("fail their checksum"), "{log}");
+    assert!(log.contains(&job.to_string()), "the warning names job {job}: {log}");
+    assert_eq!(read_result_file(&nqueens_coordinator::result_file(&state)).total, expected);
+    let status = coordinator_output(["status", "--json", "--state", arg(&state)]);
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!((v["bad_rows"].as_u64(), v["complete"].as_bool()), (Some(1), Some(true)), "{v}");
+}
