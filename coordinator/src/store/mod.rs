@@ -80,16 +80,13 @@ pub fn run_fingerprint(list: &JobList) -> String {
     format!("n{}-{}-p{}", list.n, list.fingerprint(), nqueens_proto::PROTOCOL_MAJOR)
 }
 
-/// Which jobs are solved twice: a fixed pseudo-random `fraction` of ids, the same on every resume.
-pub fn chosen_for_verification(job_id: u64, fraction: f64) -> bool {
-    if fraction <= 0.0 {
-        return false;
-    }
-    let mut x = job_id.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^= x >> 31;
-    (x as f64 / u64::MAX as f64) < fraction
+/// Which jobs are solved twice: each with probability `fraction`, drawn once at run creation with
+/// a fresh random key that is never stored or sent. The draw itself is kept in the `jobs.verify`
+/// column, so a resume keeps it and no worker can compute which of its results will be compared.
+pub fn verification_draw(fraction: f64) -> impl Fn(u64) -> bool {
+    use std::hash::BuildHasher;
+    let key = std::collections::hash_map::RandomState::new();
+    move |job_id| fraction > 0.0 && (key.hash_one(job_id) as f64 / u64::MAX as f64) < fraction
 }
 
 /// A summary of a run computed from committed rows only.

@@ -2,7 +2,7 @@
 
 use super::checksum::{new_key, to_hex, RowClaim, RowMac};
 use super::open::{corrupt_or_sql, APPLICATION_ID};
-use super::{chosen_for_verification, RunMeta, Store, StoreError};
+use super::{verification_draw, RunMeta, Store, StoreError};
 use crate::state::JobState;
 use nqueens_core::{JobCounts, JobList};
 use rusqlite::{params, OptionalExtension};
@@ -199,8 +199,9 @@ impl Store {
         }
         {
             let mut insert = tx.prepare("INSERT INTO jobs(id, weight, estimate, verify, state) VALUES (?1, ?2, ?3, ?4, ?5)").map_err(&sql)?;
+            let chosen = verification_draw(verify_fraction);
             for job in &list.jobs {
-                let verify = chosen_for_verification(job.id, verify_fraction);
+                let verify = chosen(job.id);
                 insert
                     .execute(params![
                         job.id as i64,

@@ -315,3 +315,14 @@ fn tally_cost_at_n27_scale() {
     store.load().unwrap();
     eprintln!("load in {:?}", started.elapsed());
 }
+
+#[test]
+fn the_cross_checked_jobs_are_drawn_anew_for_every_run() {
+    let (a, b) = (verification_draw(0.5), verification_draw(0.5));
+    let picks =
+        |draw: &dyn Fn(u64) -> bool| (0..4000u64).filter(|&id| draw(id)).collect::<Vec<_>>();
+    let (pa, pb) = (picks(&a), picks(&b));
+    assert!((1600..2400).contains(&pa.len()), "{} of 4000 at 0.5", pa.len());
+    assert_ne!(pa, pb, "two runs must not pick the same jobs: no worker can know the choice");
+    assert!(picks(&verification_draw(0.0)).is_empty());
+}
