@@ -460,7 +460,7 @@ impl Engine {
             return Ok(());
         }
         let tally = self.store.tally()?;
-        let Some(totals) = self.store.final_totals()? else {
+        let Some(totals) = self.store.final_totals(&tally)? else {
             tracing::error!("all jobs are done in memory but the committed rows are incomplete");
             return Ok(());
         };

@@ -68,7 +68,7 @@ impl StatusReader {
         let tally = store.tally()?;
         let result = match complete {
             true => store
-                .final_totals()?
+                .final_totals(&tally)?
                 .map(|t| ResultRecord::new(&t, store.meta().job_count, store.age(), tally.nodes)),
             false => None,
         };

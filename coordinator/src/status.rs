@@ -98,13 +98,7 @@ impl StateStatus {
 }
 
 impl StatusView {
-    /// Offline, from the committed rows of a state file.
-    pub fn from_state(path: &Path) -> Result<StatusView, StoreError> {
-        let store = Store::open_existing(path)?;
-        let summary = store.summary()?;
-        Self::from_store(&store, summary, path)
-    }
-
+    /// Offline, from the committed rows (and their `summary`) of a state file.
     fn from_store(
         store: &Store,
         s: crate::store::Summary,
@@ -120,7 +114,7 @@ impl StatusView {
         };
         let result = if complete {
             store
-                .final_totals()?
+                .final_totals(&s.tally)?
                 .map(|t| ResultRecord::new(&t, meta.job_count, took, s.tally.nodes))
         } else {
             None

@@ -92,7 +92,9 @@ impl LocalCheckpoint {
     pub fn finish(&self) -> Result<(Tally, Option<Totals>), StoreError> {
         let mut inner = self.inner.lock();
         inner.commit()?;
-        Ok((inner.store.tally()?, inner.store.final_totals()?))
+        let tally = inner.store.tally()?;
+        let totals = inner.store.final_totals(&tally)?;
+        Ok((tally, totals))
     }
 }
 

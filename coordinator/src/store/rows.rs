@@ -482,9 +482,9 @@ impl Store {
         Ok((tally, bad))
     }
 
-    /// The final totals, if every job has a counted result.
-    pub fn final_totals(&self) -> Result<Option<Totals>, StoreError> {
-        let tally = self.tally()?;
+    /// The final totals of `tally` (this store's [`Store::tally`], which callers already hold:
+    /// summing and checking every row is the expensive part), if every job has a counted result.
+    pub fn final_totals(&self, tally: &Tally) -> Result<Option<Totals>, StoreError> {
         if tally.jobs != self.meta.job_count {
             return Ok(None);
         }
