@@ -44,12 +44,38 @@ type Started = (
 
 /// A request to the engine, with the channel its answer goes back on.
 pub enum Command {
-    Register { worker: Registration, reply: oneshot::Sender<RegisterReply> },
-    Lease { worker_id: u64, free_slots: u32, reply: oneshot::Sender<LeaseReply> },
-    Heartbeat { worker_id: u64, lease_ids: Vec<u64>, reply: oneshot::Sender<HeartbeatReply> },
-    Result { result: ReportedResult, reply: oneshot::Sender<ResultReply> },
-    Release { worker_id: u64, lease_id: u64, job_ids: Vec<u64>, reply: oneshot::Sender<u32> },
-    Status { reply: oneshot::Sender<StatusView> },
+    Register {
+        worker: Registration,
+        reply: oneshot::Sender<RegisterReply>,
+    },
+    Lease {
+        worker_id: u64,
+        free_slots: u32,
+        reply: oneshot::Sender<LeaseReply>,
+    },
+    Heartbeat {
+        worker_id: u64,
+        lease_ids: Vec<u64>,
+        reply: oneshot::Sender<HeartbeatReply>,
+    },
+    Result {
+        result: ReportedResult,
+        reply: oneshot::Sender<ResultReply>,
+    },
+    Release {
+        worker_id: u64,
+        lease_id: u64,
+        job_ids: Vec<u64>,
+        reply: oneshot::Sender<u32>,
+    },
+    Status {
+        reply: oneshot::Sender<StatusView>,
+    },
+    /// The coordinator's own answer for a job, to check workers against (see `reference.rs`).
+    Reference {
+        job_id: u64,
+        counts: nqueens_core::JobCounts,
+    },
     Shutdown,
 }
 
@@ -125,6 +151,8 @@ struct WorkerState {
 pub struct EngineConfig {
     pub result_file: PathBuf,
     pub heartbeat: Duration,
+    /// Mix known-answer jobs into leases.
+    pub spot_checks: bool,
 }
 
 pub struct Engine {
@@ -307,7 +335,14 @@ impl Engine {
                     // Trust grows with agreement: an unproven worker holds little at a time.
                     size = size.min(free_slots.min(cores).min(PROBATION_LEASE) as usize);
                 }
-                let granted = self.life.lease(worker_id, size, &others, now, changes);
+                let granted = self.life.lease_checked(
+                    worker_id,
+                    size,
+                    &others,
+                    self.config.spot_checks,
+                    now,
+                    changes,
+                );
                 let (lease_id, job_ids) = granted.unwrap_or_default();
                 if lease_id != 0 {
                     tracing::debug!(worker_id, lease_id, jobs = job_ids.len(), "lease granted");
@@ -349,20 +384,31 @@ impl Engine {
                     changes,
                 );
                 self.count_outcome(&result, outcome);
-                for change in &changes[before..] {
-                    if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
-                        let name = self.workers.get(worker_id).map_or("", |w| w.row.name.as_str());
-                        tracing::warn!(worker = worker_id, name, job = job_id, requeued, %detail, "worker lost a verification; it is untrusted and its counted jobs will be re-run");
-                    }
-                }
+                self.log_untrusted(&changes[before..]);
                 replies.push(Box::new(move |e: &Engine| {
                     let _ = reply.send(ResultReply { outcome, run_complete: e.life.is_complete() });
                 }));
+            }
+            Command::Reference { job_id, counts } => {
+                let before = changes.len();
+                self.life.add_reference(job_id, counts, changes);
+                tracing::debug!(job = job_id, "reference answer computed");
+                self.log_untrusted(&changes[before..]);
             }
             Command::Status { reply } => {
                 replies.push(Box::new(move |e: &Engine| {
                     let _ = reply.send(e.status());
                 }));
+            }
+        }
+    }
+
+    /// Says loudly which workers the decisions in `changes` stopped trusting.
+    fn log_untrusted(&self, changes: &[Change]) {
+        for change in changes {
+            if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
+                let name = self.workers.get(worker_id).map_or("", |w| w.row.name.as_str());
+                tracing::warn!(worker = worker_id, name, job = job_id, requeued, %detail, "worker gave a wrong answer (a lost verification or spot check); it is untrusted and its counted jobs will be re-run");
             }
         }
     }

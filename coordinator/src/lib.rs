@@ -4,6 +4,7 @@
 pub mod engine;
 pub mod lifecycle;
 pub mod metrics;
+pub mod reference;
 pub mod report;
 pub mod server;
 pub mod service;

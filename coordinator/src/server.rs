@@ -43,6 +43,8 @@ pub struct ServeConfig {
     /// Serve a non-loopback address without a token (anyone who can reach the port can then
     /// register a worker and report results).
     pub insecure: bool,
+    /// Check workers against known answers (see `reference.rs` and `Lifecycle::lease_checked`).
+    pub spot_checks: bool,
 }
 
 impl Default for ServeConfig {
@@ -57,6 +59,7 @@ impl Default for ServeConfig {
             exit_when_done: false,
             tls: None,
             insecure: false,
+            spot_checks: true,
         }
     }
 }
@@ -185,6 +188,7 @@ async fn serve_inner(
     let engine_config = EngineConfig {
         result_file: result_file(&config.state),
         heartbeat: Duration::from_secs(heartbeat_seconds as u64),
+        spot_checks: config.spot_checks,
     };
     let jobs = Arc::new(list.jobs);
     let (engine, mut complete_rx, engine_ended, engine_thread) = Engine::start(
@@ -194,6 +198,10 @@ async fn serve_inner(
         engine_config,
     )?;
 
+    // Known answers for spot checks; the thread ends on its own within seconds.
+    if config.spot_checks {
+        drop(crate::reference::spawn(jobs.clone(), engine.clone()));
+    }
     let metrics_task = metrics_listener.map(|l| tokio::spawn(serve_metrics(l, metrics.clone())));
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let service = CoordinatorService {

@@ -58,7 +58,17 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
             12,
             &state,
             port,
-            &["--lease-seconds", "60", "--verify-fraction", "0", "--token", TOKEN],
+            // No spot checks: this test reads the exact outcome of each answer it sends, and a
+            // spot check would turn some into confirmations of known answers.
+            &[
+                "--lease-seconds",
+                "60",
+                "--verify-fraction",
+                "0",
+                "--token",
+                TOKEN,
+                "--no-spot-checks",
+            ],
         ),
         dir.path().join("coordinator.log"),
     );
@@ -216,7 +226,12 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
     let port = free_port();
     let mut coordinator = Proc::spawn(
         "nqueens-coordinator",
-        &serve_args(12, &state, port, &["--lease-seconds", "60", "--verify-fraction", "1"]),
+        &serve_args(
+            12,
+            &state,
+            port,
+            &["--lease-seconds", "60", "--verify-fraction", "1", "--no-spot-checks"],
+        ),
         dir.path().join("coordinator.log"),
     );
     let mut client = connect(port, None).await;

@@ -24,6 +24,8 @@ use tracing::Instrument;
 
 mod config;
 mod error;
+#[cfg(feature = "fault-injection")]
+mod fault;
 mod session;
 
 pub use config::{ConfigError, WorkerConfig};
@@ -114,6 +116,8 @@ async fn run_in_span(
     config: WorkerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<WorkerExit, WorkerError> {
+    #[cfg(feature = "fault-injection")]
+    fault::announce();
     let test = tokio::task::spawn_blocking(self_test).await.unwrap_or_default();
     if !test.passed {
         return Err(WorkerError::SelfTest {
@@ -209,6 +213,8 @@ impl Worker {
                 me.running.fetch_add(1, Ordering::SeqCst);
                 let started = Instant::now();
                 let solved = job.and_then(|job| job.solve().map_err(|e| e.to_string()));
+                #[cfg(feature = "fault-injection")]
+                let solved = solved.map(|counts| fault::corrupt(job_id, counts));
                 let seconds = started.elapsed().as_secs_f64();
                 let mut result = pb::JobResult {
                     run: Some(run),

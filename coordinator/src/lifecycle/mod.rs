@@ -17,12 +17,30 @@ use std::time::{Duration, Instant};
 pub const MAX_ERRORS: u32 = 3;
 /// After this many conflicting results a job is held for a human to look at.
 pub const MAX_CONFLICTS: u32 = 3;
+/// Spot checks per leased job: about one job in this many that a worker is given has an answer
+/// the coordinator already knows. The worker cannot tell it from the others; a wrong answer
+/// untrusts it. (Each worker's first lease carries one as well: the check at registration.)
+pub const SPOT_CHECK_RATE: f64 = 0.005;
+/// A job leased for longer than this many times its expected time (plus one lease duration) is
+/// also given to another worker, and the first agreeing answer counts: heartbeats alone cannot
+/// hold a job forever.
+pub const OVERDUE_FACTOR: f64 = 4.0;
+/// How many extra workers one overdue job is given to at most.
+const MAX_COPIES: u32 = 1;
+/// Worker id standing for the coordinator itself in conflict records (workers start at 1).
+pub const COORDINATOR: u64 = 0;
 
 /// Where a job stands in the scheduler: its [`JobState`], with the lease a leased job is under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Standing {
     Pending,
-    Leased { lease_id: u64, worker_id: u64, deadline: Instant },
+    Leased {
+        lease_id: u64,
+        worker_id: u64,
+        deadline: Instant,
+        /// When the job was leased to this worker (heartbeats move the deadline, not this).
+        since: Instant,
+    },
     Done,
     Held,
     Failed,
@@ -55,6 +73,10 @@ pub struct JobEntry {
     pub opinions: Vec<(u64, JobCounts)>,
     pub errors: u32,
     pub conflicts: u32,
+    /// Extra workers this job was given to because its lease ran far past its expected time.
+    copies: u32,
+    /// Whether the job is in the spot-check pool (its answer is known).
+    pooled: bool,
 }
 
 impl JobEntry {
@@ -67,6 +89,8 @@ impl JobEntry {
             opinions: Vec::new(),
             errors: 0,
             conflicts: 0,
+            copies: 0,
+            pooled: false,
         }
     }
     /// How many agreeing results from distinct workers make this job done.
@@ -155,6 +179,10 @@ pub struct LeaseRecord {
     pub worker_id: u64,
     pub job_ids: Vec<u64>,
     pub active: bool,
+    /// Jobs of `job_ids` given beside the lease's own: spot checks and copies of overdue jobs.
+    /// They stay in their own state (done, or leased to someone else); the lease only lets this
+    /// worker answer them. Not stored: after a restart they are plain members of `job_ids`.
+    pub extra: Vec<u64>,
 }
 
 /// The scheduler's complete view of a run.
@@ -177,6 +205,50 @@ pub struct Lifecycle {
     /// A worker with fewer agreements than this is on probation: while another worker is around
     /// to compare with, each of its results waits for a second worker's (adaptive replication).
     probation: u32,
+    /// Answers the coordinator computed itself: what a worker's answer on these jobs must be.
+    reference: HashMap<u64, JobCounts>,
+    /// Jobs whose answer is known (see [`Lifecycle::known_answer`]): where spot checks come from.
+    known: Vec<u64>,
+    /// Workers already given a spot check (the first one comes with their first lease).
+    checked: HashSet<u64>,
+    /// Seconds per unit of cost estimate, from the results so far: a job's expected time.
+    seconds_per_estimate: Option<f64>,
+    /// No scan for overdue jobs before this (they are looked for at most once a second).
+    next_overdue_scan: Option<Instant>,
+    rng: SplitMix64,
+}
+
+/// A small, fast generator for the scheduler's random choices (which lease carries a spot check,
+/// which known job it is), seeded from the operating system: nothing a worker can predict.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn from_os() -> Self {
+        let mut seed = [0u8; 8];
+        // Without OS randomness the clock still makes the choices unpredictable enough.
+        if getrandom::getrandom(&mut seed).is_err() {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            seed = nanos.to_le_bytes();
+        }
+        SplitMix64(u64::from_le_bytes(seed))
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in [0, n), n > 0.
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next() as u128 * n as u128) >> 64) as usize
+    }
 }
 
 impl Lifecycle {
@@ -201,6 +273,12 @@ impl Lifecycle {
             untrusted: HashSet::new(),
             agreements: HashMap::new(),
             probation: 0,
+            reference: HashMap::new(),
+            known: Vec::new(),
+            checked: HashSet::new(),
+            seconds_per_estimate: None,
+            next_overdue_scan: None,
+            rng: SplitMix64::from_os(),
         };
         for lease in life.leases.values_mut() {
             lease.active = false;
@@ -208,8 +286,6 @@ impl Lifecycle {
         for id in 0..life.jobs.len() {
             let job = &mut life.jobs[id];
             if let Standing::Leased { lease_id, .. } = job.standing {
-                job.standing =
-                    Standing::Leased { lease_id, worker_id: 0, deadline: now + lease_duration };
                 match life.leases.get_mut(&lease_id) {
                     Some(lease) => {
                         lease.active = true;
@@ -217,6 +293,7 @@ impl Lifecycle {
                             lease_id,
                             worker_id: lease.worker_id,
                             deadline: now + lease_duration,
+                            since: now,
                         };
                     }
                     None => job.standing = Standing::Pending,
@@ -236,6 +313,8 @@ impl Lifecycle {
                     for w in agreeing.into_iter().chain([counted_by]) {
                         *life.agreements.entry(w).or_default() += 1;
                     }
+                    job.pooled = true;
+                    life.known.push(id as u64);
                 }
             }
             life.by_state.add(job.standing.state(), 1);
@@ -304,9 +383,8 @@ impl Lifecycle {
         }
     }
 
-    /// Leases up to `max_jobs` pending jobs, longest first, to `worker_id`. A job awaiting another
-    /// opinion goes to a worker that has not given one yet: this worker gets it back only when
-    /// none of the `others` (the other live, trusted workers) could give a fresh opinion.
+    /// Leases up to `max_jobs` pending jobs, longest first, to `worker_id`, without spot checks
+    /// (see [`Lifecycle::lease_checked`]).
     pub fn lease(
         &mut self,
         worker_id: u64,
@@ -315,7 +393,27 @@ impl Lifecycle {
         now: Instant,
         changes: &mut Vec<Change>,
     ) -> Option<(u64, Vec<u64>)> {
-        if self.is_untrusted(worker_id) {
+        self.lease_checked(worker_id, max_jobs, others, false, now, changes)
+    }
+
+    /// Leases up to `max_jobs` jobs to `worker_id`: pending ones, longest first; when none is left,
+    /// copies of jobs leased far past their expected time. A job awaiting another opinion goes to
+    /// a worker that has not given one yet: this worker gets it back only when none of the
+    /// `others` (the other live, trusted workers) could give a fresh opinion.
+    ///
+    /// With `spot_checks`, the worker's first lease and about [`SPOT_CHECK_RATE`] of the jobs it
+    /// is given afterwards are jobs whose answer is already known, in place of a pending job and
+    /// sorted among the others by cost like any job: nothing tells the worker which they are.
+    pub fn lease_checked(
+        &mut self,
+        worker_id: u64,
+        max_jobs: usize,
+        others: &[u64],
+        spot_checks: bool,
+        now: Instant,
+        changes: &mut Vec<Change>,
+    ) -> Option<(u64, Vec<u64>)> {
+        if self.is_untrusted(worker_id) || max_jobs == 0 {
             return None;
         }
         let mut picked = Vec::new();
@@ -334,19 +432,134 @@ impl Lifecycle {
             picked.push(id);
         }
         self.queue.extend(set_aside);
-        if picked.is_empty() {
+        let mut extra = Vec::new();
+        if picked.len() < max_jobs {
+            self.overdue_copies(worker_id, max_jobs - picked.len(), now, &mut extra);
+        }
+        let due = !self.checked.contains(&worker_id)
+            || self.rng.unit() < SPOT_CHECK_RATE * (picked.len() + extra.len()).max(1) as f64;
+        if spot_checks && due {
+            if let Some(id) = self.draw_spot_check(worker_id, &picked, &extra) {
+                self.checked.insert(worker_id);
+                // The lease keeps the size it would have had: the check takes a job's place.
+                if picked.len() + extra.len() >= max_jobs {
+                    if let Some(back) = picked.pop() {
+                        self.queue.push((self.jobs[back as usize].estimate, Reverse(back)));
+                    }
+                }
+                if self.jobs[id as usize].standing == Standing::Pending {
+                    picked.push(id);
+                } else {
+                    extra.push(id);
+                }
+            }
+        }
+        if picked.is_empty() && extra.is_empty() {
             return None;
         }
         let lease_id = self.next_lease_id;
         self.next_lease_id += 1;
-        changes.push(Change::Lease { lease_id, worker_id, job_ids: picked.clone() });
+        let mut job_ids: Vec<u64> = picked.iter().chain(&extra).copied().collect();
+        job_ids.sort_by_key(|&id| (Reverse(self.jobs[id as usize].estimate), id));
+        changes.push(Change::Lease { lease_id, worker_id, job_ids: job_ids.clone() });
         let deadline = now + self.lease_duration;
         for &id in &picked {
-            self.set_state(id, Standing::Leased { lease_id, worker_id, deadline }, changes);
+            self.set_state(
+                id,
+                Standing::Leased { lease_id, worker_id, deadline, since: now },
+                changes,
+            );
         }
-        self.leases
-            .insert(lease_id, LeaseRecord { worker_id, job_ids: picked.clone(), active: true });
-        Some((lease_id, picked))
+        self.leases.insert(
+            lease_id,
+            LeaseRecord { worker_id, job_ids: job_ids.clone(), active: true, extra },
+        );
+        Some((lease_id, job_ids))
+    }
+
+    /// A job with a known answer that `worker_id` has not answered, of about the cost of the jobs
+    /// it is leased with (so that its cost does not stand out), or none.
+    fn draw_spot_check(&mut self, worker_id: u64, picked: &[u64], extra: &[u64]) -> Option<u64> {
+        if self.known.is_empty() {
+            return None;
+        }
+        let typical = picked.first().map(|&id| self.jobs[id as usize].estimate);
+        let mut best: Option<u64> = None;
+        for _ in 0..16 {
+            let id = self.known[self.rng.below(self.known.len())];
+            if picked.contains(&id) || extra.contains(&id) || self.answered(worker_id, id) {
+                continue;
+            }
+            let usable = match self.jobs[id as usize].standing {
+                Standing::Done => self.known_answer(id).is_some(),
+                Standing::Pending => self.reference.contains_key(&id),
+                _ => false,
+            };
+            if !usable {
+                continue;
+            }
+            let distance =
+                |id: u64| typical.map_or(0, |t| self.jobs[id as usize].estimate.abs_diff(t));
+            if best.is_none_or(|b| distance(id) < distance(b)) {
+                best = Some(id);
+            }
+        }
+        best
+    }
+
+    /// Whether `worker_id` has given an answer for the job (counted or not).
+    fn answered(&self, worker_id: u64, job_id: u64) -> bool {
+        let job = &self.jobs[job_id as usize];
+        job.counted.is_some_and(|(w, _)| w == worker_id)
+            || job.opinions.iter().any(|(w, _)| *w == worker_id)
+    }
+
+    /// Up to `room` jobs leased to other workers for much longer than their expected time, each
+    /// given to one extra worker at most. Looked for at most once a second.
+    fn overdue_copies(&mut self, worker_id: u64, room: usize, now: Instant, out: &mut Vec<u64>) {
+        let Some(rate) = self.seconds_per_estimate else { return };
+        if self.next_overdue_scan.is_some_and(|next| now < next) {
+            return;
+        }
+        self.next_overdue_scan = Some(now + Duration::from_secs(1));
+        let grace = self.lease_duration.as_secs_f64();
+        for id in 0..self.jobs.len() as u64 {
+            if out.len() >= room {
+                break;
+            }
+            let job = &self.jobs[id as usize];
+            let Standing::Leased { worker_id: holder, since, .. } = job.standing else { continue };
+            if holder == worker_id || job.copies >= MAX_COPIES || self.answered(worker_id, id) {
+                continue;
+            }
+            let expected = rate * job.estimate as f64;
+            let held = now.duration_since(since).as_secs_f64();
+            if held > OVERDUE_FACTOR * expected + grace {
+                tracing::info!(
+                    job = id,
+                    holder,
+                    to = worker_id,
+                    held_seconds = held,
+                    expected_seconds = expected,
+                    "job overdue: also given to another worker; the first agreeing answer counts"
+                );
+                self.jobs[id as usize].copies += 1;
+                out.push(id);
+            }
+        }
+    }
+
+    /// Learns from one solved job how long a unit of cost estimate takes. Each sample moves the
+    /// figure a little and by at most a factor of ten, so that no one worker's timings can make
+    /// every job look overdue or none.
+    fn learn_duration(&mut self, job_id: u64, seconds: f64) {
+        let estimate = self.jobs[job_id as usize].estimate;
+        if !(seconds.is_finite() && seconds > 0.0) || estimate == 0 {
+            return;
+        }
+        let sample = seconds / estimate as f64;
+        let rate = self.seconds_per_estimate.get_or_insert(sample);
+        *rate = *rate * 0.98 + sample.clamp(*rate / 10.0, *rate * 10.0) * 0.02;
     }
 
     /// Extends `lease_ids` of `worker_id`. A lease that expired but whose jobs are still pending is
@@ -370,11 +583,12 @@ impl Lifecycle {
                 continue;
             }
             let mut holds_any = false;
+            let extra = lease.extra.clone();
             for id in lease.job_ids.clone() {
                 match self.jobs[id as usize].standing {
-                    Standing::Leased { lease_id: l, .. } if l == lease_id => {
+                    Standing::Leased { lease_id: l, since, .. } if l == lease_id => {
                         self.jobs[id as usize].standing =
-                            Standing::Leased { lease_id, worker_id, deadline };
+                            Standing::Leased { lease_id, worker_id, deadline, since };
                         holds_any = true;
                     }
                     Standing::Pending
@@ -385,9 +599,15 @@ impl Lifecycle {
                     {
                         self.set_state(
                             id,
-                            Standing::Leased { lease_id, worker_id, deadline },
+                            Standing::Leased { lease_id, worker_id, deadline, since: now },
                             changes,
                         );
+                        holds_any = true;
+                    }
+                    // A spot check or an overdue copy: held until answered (or given up).
+                    Standing::Done | Standing::Leased { .. }
+                        if extra.contains(&id) && !self.answered(worker_id, id) =>
+                    {
                         holds_any = true;
                     }
                     _ => {}
@@ -503,6 +723,19 @@ impl Lifecycle {
             Finding::Solved { counts, seconds } => (counts, seconds),
             Finding::SolverError(_) => return self.record_error(job_id, changes),
         };
+        if let Some(known) = self.known_answer(job_id) {
+            if !known.same_answer(&counts) {
+                return self.failed_check(
+                    worker_id,
+                    lease_id,
+                    job_id,
+                    (counts, seconds),
+                    known,
+                    changes,
+                );
+            }
+        }
+        self.learn_duration(job_id, seconds);
         let row = |counted: bool, kind: ResultKind| Change::Result {
             job_id,
             worker_id,
@@ -520,6 +753,12 @@ impl Lifecycle {
                 if new_witness {
                     changes.push(row(false, ResultKind::Confirm));
                     self.jobs[job_id as usize].opinions.push((worker_id, counts));
+                    for w in [counted_by, worker_id] {
+                        if !self.untrusted.contains(&w) {
+                            *self.agreements.entry(w).or_default() += 1;
+                        }
+                    }
+                    self.pool(job_id);
                     return ResultOutcome::Confirmed;
                 }
                 return ResultOutcome::Duplicate;
@@ -543,6 +782,15 @@ impl Lifecycle {
         // when no other worker could give a fresh one). A replay of the first opinion carries the
         // old lease and stays a duplicate.
         let solved_again = matches!(job.standing, Standing::Leased { lease_id: l, worker_id: w, .. } if l == lease_id && w == worker_id);
+        // The coordinator's own answer agrees (a differing one was refused above): as good as a
+        // second worker's.
+        if self.reference.contains_key(&job_id) {
+            changes.push(row(true, ResultKind::Verified));
+            self.jobs[job_id as usize].counted = Some((worker_id, counts));
+            self.set_state(job_id, Standing::Done, changes);
+            *self.agreements.entry(worker_id).or_default() += 1;
+            return ResultOutcome::Confirmed;
+        }
         if !solved_again
             && job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts))
         {
@@ -572,6 +820,7 @@ impl Lifecycle {
             if agrees {
                 self.credit_agreement(job_id, worker_id, counts);
                 self.untrust_dissenters(job_id, worker_id, counts, changes);
+                self.pool(job_id);
             }
             return if agrees { ResultOutcome::Confirmed } else { ResultOutcome::Accepted };
         }
@@ -642,36 +891,143 @@ impl Lifecycle {
         dissenters.sort_by_key(|(w, _)| *w);
         dissenters.dedup_by_key(|(w, _)| *w);
         for (worker_id, wrong) in dissenters {
-            self.untrusted.insert(worker_id);
-            let mut requeued = 0;
-            for id in 0..self.jobs.len() as u64 {
-                let job = &mut self.jobs[id as usize];
-                match (job.counted, job.standing) {
-                    (Some((w, counts)), _) if w == worker_id => {
-                        changes.push(Change::Uncount { job_id: id });
-                        job.counted = None;
-                        // Kept as an (ignored) opinion, the same as a reload sees the un-counted row.
-                        job.opinions.push((w, counts));
-                        if job.standing == Standing::Done {
-                            self.set_state(id, Standing::Pending, changes);
-                        }
-                        requeued += 1;
+            self.untrust(worker_id, job_id, wrong, agreed, changes);
+        }
+    }
+
+    /// `worker_id` reported `wrong` where the answer is `agreed`: it is refused from now on, its
+    /// counted results are un-counted and solved again by others, its leases taken back.
+    fn untrust(
+        &mut self,
+        worker_id: u64,
+        job_id: u64,
+        wrong: JobCounts,
+        agreed: JobCounts,
+        changes: &mut Vec<Change>,
+    ) {
+        if !self.untrusted.insert(worker_id) {
+            return;
+        }
+        let mut requeued = 0;
+        for id in 0..self.jobs.len() as u64 {
+            let job = &mut self.jobs[id as usize];
+            match (job.counted, job.standing) {
+                (Some((w, counts)), _) if w == worker_id => {
+                    changes.push(Change::Uncount { job_id: id });
+                    job.counted = None;
+                    // Kept as an (ignored) opinion, the same as a reload sees the un-counted row.
+                    job.opinions.push((w, counts));
+                    if job.standing == Standing::Done {
+                        self.set_state(id, Standing::Pending, changes);
                     }
-                    (_, Standing::Leased { worker_id: w, .. }) if w == worker_id => {
-                        self.set_state(id, Standing::Pending, changes)
-                    }
-                    _ => {}
+                    requeued += 1;
                 }
+                (_, Standing::Leased { worker_id: w, .. }) if w == worker_id => {
+                    self.set_state(id, Standing::Pending, changes)
+                }
+                _ => {}
             }
-            for lease in self.leases.values_mut().filter(|l| l.worker_id == worker_id) {
-                lease.active = false;
+        }
+        for lease in self.leases.values_mut().filter(|l| l.worker_id == worker_id) {
+            lease.active = false;
+        }
+        changes.push(Change::Untrust {
+            worker_id,
+            job_id,
+            detail: format!("reported {wrong:?}, agreed {agreed:?}"),
+            requeued,
+        });
+    }
+
+    /// The job's answer when it is known without believing any one worker: the coordinator's own
+    /// (a reference), or a counted answer another trusted worker gave too.
+    pub fn known_answer(&self, job_id: u64) -> Option<JobCounts> {
+        if let Some(answer) = self.reference.get(&job_id) {
+            return Some(*answer);
+        }
+        let job = self.jobs.get(job_id as usize)?;
+        let (by, counted) = job.counted?;
+        let witnessed = job
+            .opinions
+            .iter()
+            .any(|(w, c)| *w != by && !self.untrusted.contains(w) && c.same_answer(&counted));
+        witnessed.then_some(counted)
+    }
+
+    /// Adds a job with a known answer to the spot-check pool.
+    fn pool(&mut self, job_id: u64) {
+        let job = &mut self.jobs[job_id as usize];
+        if !job.pooled {
+            job.pooled = true;
+            self.known.push(job_id);
+        }
+    }
+
+    /// A worker contradicted a known answer: it is untrusted at once (everything it counted is
+    /// solved again), and the job keeps its answer.
+    fn failed_check(
+        &mut self,
+        worker_id: u64,
+        lease_id: u64,
+        job_id: u64,
+        (counts, seconds): (JobCounts, f64),
+        known: JobCounts,
+        changes: &mut Vec<Change>,
+    ) -> ResultOutcome {
+        let against = match self.jobs[job_id as usize].counted {
+            Some((w, _)) if !self.reference.contains_key(&job_id) => w,
+            _ => COORDINATOR,
+        };
+        changes.push(Change::Result {
+            job_id,
+            worker_id,
+            lease_id,
+            counts,
+            seconds,
+            counted: false,
+            kind: ResultKind::Conflict,
+        });
+        changes.push(Change::Conflict {
+            job_id,
+            worker_a: against,
+            worker_b: worker_id,
+            detail: format!("known answer {known:?}, got {counts:?}"),
+        });
+        self.conflicts_total += 1;
+        self.jobs[job_id as usize].opinions.push((worker_id, counts));
+        self.untrust(worker_id, job_id, counts, known, changes);
+        ResultOutcome::Conflict
+    }
+
+    /// Records the coordinator's own answer for a job, to check workers against. A worker that
+    /// already gave another answer for it is untrusted at once (its counted jobs are solved again).
+    pub fn add_reference(&mut self, job_id: u64, answer: JobCounts, changes: &mut Vec<Change>) {
+        if job_id >= self.jobs.len() as u64 {
+            return;
+        }
+        self.reference.insert(job_id, answer);
+        self.pool(job_id);
+        let job = &self.jobs[job_id as usize];
+        let mut answers: Vec<(u64, JobCounts)> =
+            job.counted.iter().chain(&job.opinions).copied().collect();
+        answers.sort_by_key(|(w, _)| *w);
+        answers.dedup_by_key(|(w, _)| *w);
+        for (worker_id, counts) in answers {
+            if self.untrusted.contains(&worker_id) {
+                continue;
             }
-            changes.push(Change::Untrust {
-                worker_id,
+            if counts.same_answer(&answer) {
+                *self.agreements.entry(worker_id).or_default() += 1;
+                continue;
+            }
+            changes.push(Change::Conflict {
                 job_id,
-                detail: format!("reported {wrong:?}, agreed {agreed:?}"),
-                requeued,
+                worker_a: COORDINATOR,
+                worker_b: worker_id,
+                detail: format!("known answer {answer:?}, got {counts:?}"),
             });
+            self.conflicts_total += 1;
+            self.untrust(worker_id, job_id, counts, answer, changes);
         }
     }
 

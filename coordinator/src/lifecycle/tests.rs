@@ -292,3 +292,133 @@ fn a_worker_alone_is_believed_while_nobody_can_compare() {
     assert!(l.is_complete());
     assert!(l.on_probation(1), "agreeing with itself proves nothing");
 }
+
+#[test]
+fn a_wrong_answer_to_a_reference_job_untrusts_the_worker_at_once() {
+    const A: u64 = 1;
+    let mut l = life(3, false);
+    let mut ch = Vec::new();
+    l.add_reference(1, counts(7), &mut ch);
+    assert!(ch.is_empty(), "nobody has answered yet");
+    let (a, ids) = l.lease_checked(A, 3, &[NOBODY], true, Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, vec![2, 1, 0]);
+    assert_eq!(l.result(A, a, 2, solved(counts(2)), &[], &mut ch), ResultOutcome::Accepted);
+    ch.clear();
+    assert_eq!(l.result(A, a, 1, solved(counts(8)), &[], &mut ch), ResultOutcome::Conflict);
+    assert!(l.is_untrusted(A));
+    // Its earlier counted job is solved again; the reference job was never counted.
+    assert!(ch.contains(&Change::Uncount { job_id: 2 }));
+    assert!(ch.iter().any(|c| matches!(
+        c,
+        Change::Conflict { job_id: 1, worker_a: COORDINATOR, worker_b: A, .. }
+    )));
+    assert_eq!(l.count(JobState::Pending), 3);
+    assert_eq!(l.jobs[1].counted, None);
+    // A right answer is counted at once, as verified.
+    let (b, _) = l.lease(2, 3, &[], Instant::now(), &mut ch).unwrap();
+    ch.clear();
+    assert_eq!(l.result(2, b, 1, solved(counts(7)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert!(ch.iter().any(|c| matches!(
+        c,
+        Change::Result { job_id: 1, counted: true, kind: ResultKind::Verified, .. }
+    )));
+}
+
+#[test]
+fn a_reference_that_contradicts_a_counted_answer_untrusts_its_worker() {
+    let mut l = life(2, false);
+    let mut ch = Vec::new();
+    let (a, _) = l.lease(1, 2, &[], Instant::now(), &mut ch).unwrap();
+    for id in [1, 0] {
+        assert_eq!(
+            l.result(1, a, id, solved(counts(id + 1)), &[], &mut ch),
+            ResultOutcome::Accepted
+        );
+    }
+    ch.clear();
+    l.add_reference(0, counts(1), &mut ch);
+    assert!(!l.is_untrusted(1), "it agreed");
+    l.add_reference(1, counts(5), &mut ch);
+    assert!(l.is_untrusted(1));
+    assert_eq!(l.count(JobState::Pending), 2, "both its counted jobs are solved again");
+}
+
+#[test]
+fn the_first_lease_carries_a_spot_check_in_place_of_a_job() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    let mut l = life(6, false);
+    let mut ch = Vec::new();
+    // Job 5 gets a known answer: B's, confirmed by the coordinator's own.
+    l.add_reference(5, counts(50), &mut ch);
+    let (b, ids) = l.lease(B, 1, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, vec![5]);
+    assert_eq!(l.result(B, b, 5, solved(counts(50)), &[], &mut ch), ResultOutcome::Confirmed);
+    // A's first lease: two jobs, one of them the done job 5, sorted by cost like the others.
+    let (a, ids) = l.lease_checked(A, 2, &[B], true, Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, vec![5, 4]);
+    assert_eq!(l.count(JobState::Pending), 4, "job 3 went back to the queue");
+    assert_eq!(l.jobs[5].standing, Standing::Done);
+    // The check is held by heartbeats like any job until answered.
+    assert!(l.heartbeat(A, &[a], Instant::now(), &mut ch).is_empty());
+    ch.clear();
+    assert_eq!(l.result(A, a, 5, solved(counts(51)), &[], &mut ch), ResultOutcome::Conflict);
+    assert!(l.is_untrusted(A));
+    assert_eq!(l.jobs[5].counted, Some((B, counts(50))), "a known answer stays counted");
+    assert!(ch.iter().any(|c| matches!(c, Change::Conflict { job_id: 5, worker_b: A, .. })));
+}
+
+#[test]
+fn a_right_spot_check_answer_is_an_agreement() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    let mut l = life(3, false);
+    l.set_probation(1);
+    let mut ch = Vec::new();
+    l.add_reference(2, counts(20), &mut ch);
+    let (b, _) = l.lease(B, 1, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(B, b, 2, solved(counts(20)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert!(!l.on_probation(B), "agreeing with the coordinator counts");
+    assert!(l.on_probation(A));
+    let (a, ids) = l.lease_checked(A, 1, &[B], true, Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, vec![2]);
+    assert_eq!(l.result(A, a, 2, solved(counts(20)), &[B], &mut ch), ResultOutcome::Confirmed);
+    assert!(!l.on_probation(A));
+}
+
+#[test]
+fn a_job_held_far_past_its_expected_time_is_also_given_to_another_worker() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    const C: u64 = 3;
+    let mut l = life(3, false);
+    let mut ch = Vec::new();
+    let t0 = Instant::now();
+    // A takes job 2 and keeps heartbeating without ever answering.
+    let (a, ids) = l.lease(A, 1, &[], t0, &mut ch).unwrap();
+    assert_eq!(ids, vec![2]);
+    // B solves job 1 (estimate 1) in 0.1 s: job 2 should take about 0.2 s.
+    let (b, _) = l.lease(B, 1, &[], t0, &mut ch).unwrap();
+    assert_eq!(l.result(B, b, 1, solved(counts(1)), &[], &mut ch), ResultOutcome::Accepted);
+    let mut t = t0;
+    for _ in 0..4 {
+        t += Duration::from_secs(9);
+        assert!(l.heartbeat(A, &[a], t, &mut ch).is_empty());
+        assert_eq!(l.expire(t, &mut ch), 0);
+    }
+    // Not yet overdue within a lease duration: C gets only the pending job 0.
+    let (c0, ids) = l.lease(C, 2, &[], t0 + Duration::from_secs(5), &mut ch).unwrap();
+    assert_eq!(ids, vec![0]);
+    assert_eq!(l.result(C, c0, 0, solved(counts(0)), &[], &mut ch), ResultOutcome::Accepted);
+    // 36 s later it is (4 x 0.2 s + 10 s): C gets a copy; A still holds its lease.
+    let (c, ids) = l.lease(C, 2, &[], t, &mut ch).unwrap();
+    assert_eq!(ids, vec![2]);
+    assert!(matches!(l.jobs[2].standing, Standing::Leased { lease_id, .. } if lease_id == a));
+    assert!(l.heartbeat(C, &[c], t, &mut ch).is_empty(), "the copy is held too");
+    // Only one copy: nobody else gets it.
+    assert!(l.lease(NOBODY, 2, &[], t + Duration::from_secs(2), &mut ch).is_none());
+    // The first answer counts; A's later one confirms it.
+    assert_eq!(l.result(C, c, 2, solved(counts(2)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(A, a, 2, solved(counts(2)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.jobs[2].counted, Some((C, counts(2))));
+}

@@ -206,6 +206,7 @@ impl Store {
                         lease_id: lease.unwrap_or(0) as u64,
                         worker_id: 0,
                         deadline: Instant::now(),
+                        since: Instant::now(),
                     },
                     Some(JobState::Done) => Standing::Done,
                     Some(JobState::Held) => Standing::Held,
@@ -272,7 +273,10 @@ impl Store {
                         path: self.path.clone(),
                         reason: format!("bad job list of lease {id}"),
                     })?;
-                leases.insert(id, LeaseRecord { worker_id, job_ids, active: false });
+                leases.insert(
+                    id,
+                    LeaseRecord { worker_id, job_ids, active: false, extra: Vec::new() },
+                );
             }
         }
         let next_worker_id: i64 = self
