@@ -22,7 +22,8 @@ pub struct ServeArgs {
     /// gRPC listen address.
     #[arg(long, env = "NQ_LISTEN", default_value = "0.0.0.0:7447")]
     pub listen: String,
-    /// Prometheus metrics listen address (HTTP, any path); "off" disables it.
+    /// HTTP listen address: Prometheus metrics on /metrics, the live status page on / (and the
+    /// /status.json it polls); "off" disables it.
     #[arg(long, env = "NQ_METRICS_LISTEN", default_value = "0.0.0.0:9447")]
     pub metrics_listen: String,
     /// Shared secret every worker and status client must send. Required unless --listen is a

@@ -2,6 +2,7 @@
 //! (the end-to-end tests) may want to drive directly.
 
 pub mod engine;
+pub mod http;
 pub mod lifecycle;
 pub mod metrics;
 pub mod reference;

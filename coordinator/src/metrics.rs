@@ -1,17 +1,14 @@
-//! Prometheus metrics over plain HTTP.
-//!
-//! A handful of atomics updated by the engine, rendered in the Prometheus text format by a tiny
-//! hand-written HTTP/1.0 responder: scraping needs no framework, and a slow scraper can never hold
-//! up the engine.
+//! Prometheus metrics: a handful of atomics updated by the engine, rendered in the Prometheus text
+//! format. [`crate::http`] serves them on `/metrics` (beside the status page), so scraping needs no
+//! framework and a slow scraper can never hold up the engine.
 
 use crate::state::{JobState, JobsByState};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
+/// The coordinator's counters and gauges, shared by the engine (which updates them), the services
+/// and the HTTP port.
 #[derive(Debug)]
 pub struct Metrics {
     pub started: Instant,
@@ -155,24 +152,5 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
         }
         out
-    }
-}
-
-/// Serves `/metrics` (any path, in fact) until the task is dropped.
-pub async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>) {
-    loop {
-        let Ok((mut socket, _)) = listener.accept().await else { continue };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 2048];
-            // One read is enough for a scrape request line; the body of the request is ignored.
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), socket.read(&mut buf))
-                .await;
-            let body = metrics.render();
-            let head = format!("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-            let _ = socket.write_all(head.as_bytes()).await;
-            let _ = socket.write_all(body.as_bytes()).await;
-            let _ = socket.shutdown().await;
-        });
     }
 }

@@ -5,7 +5,9 @@
 //! coordinator at will, exactly like the binary does on SIGTERM/Ctrl-C.
 
 use crate::engine::{Command, Engine, EngineConfig};
-use crate::metrics::{serve_metrics, Metrics};
+use crate::http::{sample_every, serve_http, History, HttpState, RunInfo, StatusSource};
+use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
+use crate::metrics::Metrics;
 use crate::report::ResultRecord;
 use crate::service::{CoordinatorService, StatusReader, TokenCheck};
 use crate::store::{Store, StoreError};
@@ -202,13 +204,33 @@ async fn serve_inner(
     if config.spot_checks {
         drop(crate::reference::spawn(jobs.clone(), engine.clone()));
     }
-    let metrics_task = metrics_listener.map(|l| tokio::spawn(serve_metrics(l, metrics.clone())));
+    let reader = Arc::new(StatusReader::new(config.state.clone()));
+    // The HTTP port (metrics, status page) and the rate history its page draws.
+    let http_tasks = metrics_listener.map(|listener| {
+        let history = Arc::new(parking_lot::Mutex::new(History::new(HISTORY_SAMPLES)));
+        let sampler = tokio::spawn(sample_every(metrics.clone(), history.clone(), SAMPLE_EVERY));
+        let run_info = RunInfo {
+            n,
+            fingerprint: run.fingerprint.clone(),
+            jobs_total: jobs.len() as u64,
+            state_file: std::path::absolute(&config.state).unwrap_or_else(|_| config.state.clone()),
+        };
+        let status = StatusSource::new(
+            run_info,
+            metrics.clone(),
+            history,
+            reader.clone(),
+            complete_rx.clone(),
+        );
+        let state = Arc::new(HttpState { metrics: metrics.clone(), status });
+        [sampler, tokio::spawn(serve_http(listener, state))]
+    });
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let service = CoordinatorService {
         engine: engine.clone(),
         run,
         jobs: jobs.clone(),
-        reader: Arc::new(StatusReader::new(config.state.clone())),
+        reader,
         lease_seconds: config.lease_seconds,
         heartbeat_seconds,
         stopping: stopping_rx.clone(),
@@ -276,7 +298,7 @@ async fn serve_inner(
     engine.send(Command::Shutdown);
     drop(engine);
     let joined = tokio::task::spawn_blocking(move || engine_thread.join()).await;
-    if let Some(task) = metrics_task {
+    for task in http_tasks.into_iter().flatten() {
         task.abort();
     }
     match joined {

@@ -7,7 +7,8 @@ use crate::engine::{
 };
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
-use crate::store::{Store, StoreError};
+use crate::status::WorkerView;
+use crate::store::{BlockedJobs, Store, StoreError};
 use crate::wire::{rejected_ack, result_ack};
 use nqueens_core::{Job, Tally};
 use nqueens_proto as pb;
@@ -73,6 +74,17 @@ impl StatusReader {
             false => None,
         };
         Ok(Sums { tally, result })
+    }
+
+    /// The workers as their committed rows show them, the first `limit` held and failed jobs and
+    /// the conflicts on record, for the status page. Blocking.
+    pub fn rows(&self, limit: usize) -> Result<(Vec<WorkerView>, BlockedJobs), StoreError> {
+        let mut guard = self.store.lock();
+        let store = match &mut *guard {
+            Some(store) => store,
+            empty => empty.insert(Store::open_existing(&self.path)?),
+        };
+        Ok((store.worker_views()?, store.blocked_jobs(limit)?))
     }
 }
 

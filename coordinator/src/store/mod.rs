@@ -24,6 +24,7 @@ pub use checkpoint::LocalCheckpoint;
 pub use open::APPLICATION_ID;
 pub use rows::StoredResult;
 pub use schema::SCHEMA_VERSION;
+pub use workers::BlockedJobs;
 
 use crate::lifecycle::{JobEntry, LeaseRecord};
 use crate::state::JobsByState;

@@ -68,3 +68,35 @@ impl Store {
         Ok(views)
     }
 }
+
+/// The jobs that block a run's completion until someone requeues them (`requeue --state`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockedJobs {
+    /// Ids of held jobs (their results kept disagreeing), lowest first, at most the limit asked.
+    pub held: Vec<u64>,
+    /// Ids of failed jobs (workers kept reporting solver errors), lowest first, at most the limit.
+    pub failed: Vec<u64>,
+    /// Conflicting results on record.
+    pub conflicts: u64,
+}
+
+impl Store {
+    /// The first `limit` held and failed jobs, and how many conflicts are on record.
+    pub fn blocked_jobs(&self, limit: usize) -> Result<BlockedJobs, StoreError> {
+        let ids = |state: JobState| {
+            self.ids(&format!(
+                "SELECT id FROM jobs WHERE state='{}' ORDER BY id LIMIT {limit}",
+                state.as_str()
+            ))
+        };
+        let conflicts: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM conflicts", [], |r| r.get(0))
+            .map_err(self.sql())?;
+        Ok(BlockedJobs {
+            held: ids(JobState::Held)?,
+            failed: ids(JobState::Failed)?,
+            conflicts: conflicts as u64,
+        })
+    }
+}

@@ -1,0 +1,257 @@
+//! The status page: one self-contained HTML document (inline CSS and script, no external asset),
+//! rendered with the data of its first moment so that it reads right without script, then kept
+//! current by its script polling `status.json`.
+//!
+//! Worker names and hosts are chosen by the workers: everything put into the page here goes
+//! through [`escape_html`], and the script only ever sets text, never markup.
+
+use super::snapshot::PageStatus;
+use crate::report::hms;
+use std::fmt::Write as _;
+
+/// The page, with `{{name}}` where [`render_page`] fills in a value.
+const TEMPLATE: &str = include_str!("page.html");
+
+/// `text` with the characters that mean something in HTML (text or quoted attribute) escaped.
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A value for the template: text to escape, or markup built here from escaped parts.
+enum Fill {
+    Text(String),
+    Markup(String),
+}
+
+fn rate(r: Option<f64>, digits: usize) -> String {
+    r.map_or("-".into(), |r| format!("{r:.digits$}"))
+}
+
+fn seconds(s: Option<f64>) -> String {
+    s.map_or("unknown".into(), |s| hms(s).split('.').next().unwrap_or_default().to_owned())
+}
+
+/// The value of the template's `{{key}}` for `s`.
+fn fill(s: &PageStatus, key: &str) -> Fill {
+    use Fill::{Markup, Text};
+    match key {
+        "n" => Text(s.n.to_string()),
+        "percent" => Text(format!("{:.2}", s.percent_done)),
+        "state" | "state_class" => {
+            let (state, class) = if s.complete {
+                ("complete", "ok")
+            } else if s.jobs_held + s.jobs_failed > 0 {
+                ("blocked", "bad")
+            } else {
+                ("running", "")
+            };
+            Text(if key == "state" { state } else { class }.into())
+        }
+        "fingerprint" => Text(s.fingerprint.clone()),
+        "state_file" => Text(s.state_file.clone()),
+        "uptime" => Text(seconds(Some(s.uptime_seconds))),
+        "done" => Text(s.jobs_done.to_string()),
+        "total" => Text(s.jobs_total.to_string()),
+        "eta" => Text(if s.complete { "done".into() } else { seconds(s.eta_seconds) }),
+        "pending" => Text(s.jobs_pending.to_string()),
+        "leased" => Text(s.jobs_leased.to_string()),
+        "held" => Text(s.jobs_held.to_string()),
+        "failed" => Text(s.jobs_failed.to_string()),
+        "rps" => Text(rate(s.results_per_second, 1)),
+        "nps" => Text(rate(s.nodes_per_second, 0)),
+        "live" => Text(s.live_workers.to_string()),
+        "conflicts" => Text(s.conflicts.to_string()),
+        "expiries" => Text(s.lease_expiries.to_string()),
+        "worker_count" => Text(s.workers.len().to_string()),
+        "workers" => Markup(worker_rows(s)),
+        "blocked" => Markup(blocked(s)),
+        "result" => Markup(match &s.result {
+            Some(r) => format!(
+                "<h2>Result</h2><pre>N={} total {} unique {}\njobs {} {} s {} nodes</pre>",
+                r.n, r.total, r.unique, r.jobs, r.seconds, r.nodes
+            ),
+            None => String::new(),
+        }),
+        "error" => Text(
+            s.rows_error
+                .as_ref()
+                .map_or(String::new(), |e| format!("Cannot read the state file: {e}")),
+        ),
+        _ => Text(String::new()),
+    }
+}
+
+fn worker_rows(s: &PageStatus) -> String {
+    let mut out = String::new();
+    for w in &s.workers {
+        let v = &w.view;
+        let name = format!("{}{}", v.name, if v.untrusted { " (untrusted)" } else { "" });
+        let _ = write!(
+            out,
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ago</td><td>{}</td></tr>",
+            if v.untrusted || v.conflicts > 0 { " class=\"bad\"" } else { "" },
+            v.worker_id,
+            escape_html(&name),
+            escape_html(&v.host),
+            v.cores,
+            v.results,
+            rate(w.results_per_second, 2),
+            v.jobs_leased,
+            seconds(Some(v.last_seen_seconds_ago)),
+            v.conflicts
+        );
+    }
+    out
+}
+
+fn blocked(s: &PageStatus) -> String {
+    let mut out = String::new();
+    let lists = [
+        (s.jobs_held, &s.held_jobs, &s.requeue_held, "held (results kept disagreeing)"),
+        (s.jobs_failed, &s.failed_jobs, &s.requeue_failed, "failed (solver errors)"),
+    ];
+    for (count, ids, command, why) in lists {
+        let Some(command) = command else { continue };
+        let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+        let first = if (ids.len() as u64) < count {
+            format!(" (first {})", ids.len())
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            out,
+            "<p class=\"bad\">{count} {why}{first}: {}</p><pre>{}</pre>",
+            ids.join(", "),
+            escape_html(command)
+        );
+    }
+    out.push_str(if out.is_empty() {
+        "<p class=\"dim\">None.</p>"
+    } else {
+        "<p class=\"dim\">The run cannot complete while jobs are held or failed. Once the cause is found, stop the coordinator and run the command above, then serve the state file again.</p>"
+    });
+    out
+}
+
+/// The status page showing `status`.
+pub fn render_page(status: &PageStatus) -> String {
+    let mut out = String::with_capacity(TEMPLATE.len() + 4096);
+    let mut rest = TEMPLATE;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start..].find("}}") else { break };
+        out.push_str(&rest[..start]);
+        match fill(status, &rest[start + 2..start + len]) {
+            Fill::Text(text) => out.push_str(&escape_html(&text)),
+            Fill::Markup(markup) => out.push_str(&markup),
+        }
+        rest = &rest[start + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::snapshot::PageWorker;
+    use crate::status::WorkerView;
+
+    fn status_with_worker(name: &str, host: &str) -> PageStatus {
+        PageStatus {
+            n: 17,
+            fingerprint: "n17-abc-p1".into(),
+            state_file: "/data/run <17>.db".into(),
+            jobs_total: 100,
+            jobs_pending: 50,
+            jobs_leased: 8,
+            jobs_done: 40,
+            jobs_held: 2,
+            jobs_failed: 0,
+            percent_done: 40.0,
+            results_per_second: Some(1.5),
+            nodes_per_second: Some(2.0e9),
+            eta_seconds: Some(40.0),
+            uptime_seconds: 27.0,
+            live_workers: 1,
+            conflicts: 3,
+            lease_expiries: 0,
+            workers: vec![PageWorker {
+                view: WorkerView {
+                    worker_id: 7,
+                    name: name.into(),
+                    host: host.into(),
+                    cores: 2,
+                    version: "0.1.0".into(),
+                    results: 40,
+                    conflicts: 0,
+                    jobs_leased: 8,
+                    last_seen_seconds_ago: 1.0,
+                    untrusted: false,
+                },
+                results_per_second: Some(1.25),
+            }],
+            held_jobs: vec![3, 9],
+            failed_jobs: vec![],
+            requeue_held: Some(
+                "nqueens-coordinator requeue --state '/data/run <17>.db' --held".into(),
+            ),
+            requeue_failed: None,
+            history: vec![],
+            sample_seconds: 10.0,
+            complete: false,
+            result: None,
+            rows_error: None,
+        }
+    }
+
+    #[test]
+    fn escapes_what_could_be_markup() {
+        assert_eq!(
+            escape_html(r#"<a href="x">Tom & 'Jerry'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;"
+        );
+        assert_eq!(escape_html("plain-name_01"), "plain-name_01");
+    }
+
+    #[test]
+    fn worker_names_and_hosts_are_escaped_in_the_page() {
+        let evil = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+        let page = render_page(&status_with_worker(evil, "h\"ost<b>"));
+        assert!(!page.contains("<img"), "{page}");
+        assert!(!page.contains("alert(1)</script>"), "{page}");
+        assert_eq!(page.matches("<script>").count(), 1, "only the page's own script");
+        assert!(page
+            .contains("&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;"));
+        assert!(page.contains("h&quot;ost&lt;b&gt;"));
+        // The state file (in the requeue command) is escaped too.
+        assert!(
+            page.contains("requeue --state &#39;/data/run &lt;17&gt;.db&#39; --held"),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn the_page_is_filled_in_and_self_contained() {
+        let page = render_page(&status_with_worker("alpha", "node1"));
+        assert!(!page.contains("{{"), "every placeholder is filled");
+        assert!(page.contains("N=<span id=\"n\">17</span>"));
+        assert!(page.contains("<b id=\"done\">40</b> / <b id=\"total\">100</b>"));
+        assert!(page.contains("<td>alpha</td><td>node1</td>"));
+        assert!(page.contains("2 held (results kept disagreeing): 3, 9"));
+        for external in ["http://", "https://", "//cdn", "@import", "url(", "src=\""] {
+            assert!(!page.contains(external), "no external asset ({external})");
+        }
+        assert!(page.len() < 16 * 1024, "the page is small: {} bytes", page.len());
+    }
+}

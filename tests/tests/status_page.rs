@@ -1,0 +1,208 @@
+//! The status page in a real browser: a real coordinator and worker mid-run, headless Chromium
+//! renders `http://127.0.0.1:PORT/` (its script polling `/status.json`), and what it shows is
+//! checked against `status --connect --json` taken just before and just after.
+//!
+//! Without a Chromium binary the browser part is skipped with a message, unless `CI` is set, where
+//! it fails. The page's data and routes are checked over a plain socket either way.
+
+use nqueens_coordinator::http::escape_html;
+use nqueens_tests::cluster::*;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Long enough that the run is still going when the page is looked at: about 16k jobs, minutes
+/// of work for one thread.
+const N: u32 = 19;
+
+/// A worker name with markup in it: the page must show it as text.
+const NAME: &str = "w<i>1</i>&amp;'\"";
+
+/// The first Chromium found: `$CHROMIUM`, or one of the usual names on the PATH.
+fn chromium() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("CHROMIUM") {
+        return Some(PathBuf::from(path));
+    }
+    let names = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"];
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
+        .find(|p| p.is_file())
+}
+
+/// `status --connect URL --json`.
+fn status(port: u16) -> Value {
+    let out = coordinator_output([
+        "status".to_string(),
+        "--connect".into(),
+        format!("http://127.0.0.1:{port}"),
+        "--json".into(),
+    ]);
+    assert!(out.status.success(), "status: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// GET `path` from the HTTP port: (status line, body).
+fn get(port: u16, path: &str) -> (String, String) {
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(conn, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+/// Runs headless Chromium on `url` with `args` (`--dump-dom` or `--screenshot=...`).
+fn run_chromium(chromium: &Path, url: &str, args: &[String]) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--window-size=1200,900",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(url)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", chromium.display()));
+    assert!(
+        out.status.success(),
+        "chromium {args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The text of the element with `id` in serialized HTML (up to its first child tag).
+fn text_of<'a>(dom: &'a str, id: &str) -> &'a str {
+    let marker = format!("id=\"{id}\"");
+    let at = dom.find(&marker).unwrap_or_else(|| panic!("no #{id} in the page:\n{dom}"));
+    let rest = &dom[at..];
+    let start = rest.find('>').unwrap() + 1;
+    let len = rest[start..].find('<').unwrap();
+    &rest[start..start + len]
+}
+
+/// A number as the page shows it (with thousands separators).
+fn number(dom: &str, id: &str) -> u64 {
+    let text = text_of(dom, id).replace(',', "");
+    text.parse().unwrap_or_else(|_| panic!("#{id} is {text:?}, not a number"))
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+#[test]
+fn the_status_page_in_a_browser_matches_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("page.db");
+    let (port, http) = (free_port(), free_port());
+    let mut args = serve_args(N, &state, port, &["--verify-fraction", "0"]);
+    let off = args.iter().position(|a| a == "off").unwrap();
+    args[off] = format!("127.0.0.1:{http}");
+    let started = Instant::now();
+    let _coordinator =
+        Proc::spawn("nqueens-coordinator", &args, dir.path().join("coordinator.log"));
+    let _worker =
+        Proc::spawn("nqueens-worker", &worker_args(port, 1, NAME, &[]), dir.path().join("w.log"));
+
+    // Mid-run, with a few rate samples (one every 10 s) behind it.
+    wait_until(Duration::from_secs(120), "some results committed", || {
+        committed_results(&state) > 0
+    });
+    let settle = Duration::from_secs(22).saturating_sub(started.elapsed());
+    std::thread::sleep(settle);
+
+    // Without a browser: the routes and the page's data.
+    let before = status(port);
+    let (line, json) = get(http, "/status.json");
+    let after_json = status(port);
+    assert_eq!(line, "HTTP/1.0 200 OK");
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["n"], before["n"]);
+    assert_eq!(json["fingerprint"], before["fingerprint"]);
+    assert_eq!(u(&json, "jobs_total"), u(&before, "jobs_total"));
+    let done = u(&json, "jobs_done");
+    assert!((u(&before, "jobs_done")..=u(&after_json, "jobs_done")).contains(&done), "{json}");
+    assert!(done > 0 && done < u(&json, "jobs_total"), "mid-run: {json}");
+    assert_eq!(json["workers"][0]["name"], NAME, "{json}");
+    assert!(json["history"].as_array().unwrap().len() >= 2, "rate points: {json}");
+    assert!(json["eta_seconds"].as_f64().is_some_and(|e| e > 0.0), "{json}");
+    let (line, metrics) = get(http, "/metrics");
+    assert_eq!(line, "HTTP/1.0 200 OK");
+    assert!(metrics.contains("nqueens_jobs{state=\"done\"}"), "{metrics}");
+    assert_eq!(get(http, "/no-such-page").0, "HTTP/1.0 404 Not Found");
+    let (line, html) = get(http, "/");
+    assert_eq!(line, "HTTP/1.0 200 OK");
+    assert!(html.contains(&escape_html(NAME)) && !html.contains(NAME), "{html}");
+
+    let Some(chromium) = chromium() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium not found, and CI is set: install it (apt-get install chromium)"
+        );
+        eprintln!("skipped: chromium not found (set CHROMIUM or install chromium to run the browser part)");
+        return;
+    };
+
+    let url = format!("http://127.0.0.1:{http}/");
+    let before = status(port);
+    let took = Instant::now();
+    let dom = run_chromium(&chromium, &url, &["--dump-dom".into()]);
+    let after = status(port);
+    eprintln!("chromium --dump-dom took {:.1} s", took.elapsed().as_secs_f64());
+
+    // The script ran: it fills in the chart's span and the time of its last update.
+    assert!(text_of(&dom, "span").starts_with("(last "), "{dom}");
+    assert!(text_of(&dom, "err").starts_with("updated "), "{dom}");
+    assert_eq!(number(&dom, "n"), u(&before, "n"));
+    assert_eq!(number(&dom, "total"), u(&before, "jobs_total"));
+    let done = number(&dom, "done");
+    assert!(
+        (u(&before, "jobs_done")..=u(&after, "jobs_done")).contains(&done),
+        "page shows {done} done, status {} then {}",
+        before["jobs_done"],
+        after["jobs_done"]
+    );
+    assert!(done > 0 && done < u(&before, "jobs_total"), "mid-run");
+    assert_eq!(number(&dom, "held"), u(&before, "jobs_held"));
+    assert_eq!(number(&dom, "failed"), u(&before, "jobs_failed"));
+    assert_eq!(text_of(&dom, "state"), "running");
+    assert_eq!(text_of(&dom, "fp"), before["fingerprint"].as_str().unwrap());
+    let workers = before["workers"].as_array().unwrap();
+    assert_eq!(number(&dom, "wn"), workers.len() as u64);
+    for w in workers {
+        // Shown as text: escaped in the serialized DOM, never as an element.
+        let name = w["name"].as_str().unwrap();
+        assert!(
+            dom.contains(&format!(
+                "<td>{}</td>",
+                escape_html(name).replace("&#39;", "'").replace("&quot;", "\"")
+            )),
+            "{name} in {dom}"
+        );
+    }
+    assert!(!dom.contains("<i>"), "a worker name became markup:\n{dom}");
+    let line = dom.split("<polyline id=\"pr\"").nth(1).and_then(|l| l.split('>').next());
+    let points = line.and_then(|l| l.split("points=\"").nth(1)).unwrap_or_default();
+    assert!(points.contains(','), "the results/s line has points: {dom}");
+
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
+    let _ = std::fs::remove_file(&shot);
+    run_chromium(&chromium, &url, &[format!("--screenshot={}", shot.display())]);
+    let png = std::fs::read(&shot).expect("the screenshot was written");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
+    println!("status page screenshot: {} ({} bytes)", shot.display(), png.len());
+    eprintln!("status page screenshot: {} ({} bytes)", shot.display(), png.len());
+}
