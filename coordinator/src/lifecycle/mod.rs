@@ -987,16 +987,30 @@ impl Lifecycle {
             counted: false,
             kind: ResultKind::Conflict,
         });
+        self.jobs[job_id as usize].opinions.push((worker_id, counts));
+        self.refuted(job_id, against, worker_id, counts, known, changes);
+        ResultOutcome::Conflict
+    }
+
+    /// `worker_id` answered `wrong` where `known` is the answer (`against` says whose): the
+    /// conflict is recorded and the worker untrusted.
+    fn refuted(
+        &mut self,
+        job_id: u64,
+        against: u64,
+        worker_id: u64,
+        wrong: JobCounts,
+        known: JobCounts,
+        changes: &mut Vec<Change>,
+    ) {
         changes.push(Change::Conflict {
             job_id,
             worker_a: against,
             worker_b: worker_id,
-            detail: format!("known answer {known:?}, got {counts:?}"),
+            detail: format!("known answer {known:?}, got {wrong:?}"),
         });
         self.conflicts_total += 1;
-        self.jobs[job_id as usize].opinions.push((worker_id, counts));
-        self.untrust(worker_id, job_id, counts, known, changes);
-        ResultOutcome::Conflict
+        self.untrust(worker_id, job_id, wrong, known, changes);
     }
 
     /// Records the coordinator's own answer for a job, to check workers against. A worker that
@@ -1020,14 +1034,7 @@ impl Lifecycle {
                 *self.agreements.entry(worker_id).or_default() += 1;
                 continue;
             }
-            changes.push(Change::Conflict {
-                job_id,
-                worker_a: COORDINATOR,
-                worker_b: worker_id,
-                detail: format!("known answer {answer:?}, got {counts:?}"),
-            });
-            self.conflicts_total += 1;
-            self.untrust(worker_id, job_id, counts, answer, changes);
+            self.refuted(job_id, COORDINATOR, worker_id, counts, answer, changes);
         }
     }
 
