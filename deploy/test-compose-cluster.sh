@@ -6,7 +6,7 @@
 # 1. N=15 with 3 workers through deploy/local-cluster.sh: Total, Unique and COUNT2/4/8 must equal
 #    the row of reference/known-counts.tsv (the repository's copy of the published values; NQ_KNOWN_COUNTS
 #    overrides the path).
-# 2. N=17 with 3 throttled workers and a 10 s lease, while it runs: kill one worker container, cut
+# 2. N=18 with 3 throttled workers and a 10 s lease, while it runs: kill one worker container, cut
 #    another off the network (docker network disconnect) for longer than the lease, restart the
 #    coordinator container meanwhile, reconnect the worker (a lease must have expired), then
 #    `docker-compose down` (keeping the volume) and `up` again (the run must resume where it was).
@@ -18,7 +18,8 @@
 # Every container, network, volume, image tag and temp dir it made is removed, even on failure.
 # No Docker engine: prints why and exits 0 (skipped), except under CI=true, where that fails.
 #
-# Knobs: NQ_TEST_WORKER_CPUS (CPU share per worker in phase 2, default 0.1),
+# Knobs: NQ_TEST_N (board size of phase 2, default 18: long enough at 0.1 CPU per worker for the
+#        faults with the current solver), NQ_TEST_WORKER_CPUS (CPU share per worker in phase 2, default 0.1),
 #        NQ_TEST_LEASE (default 10), NQ_TEST_TIMEOUT (seconds per run, default 420).
 set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
@@ -80,9 +81,10 @@ check_counts 15 "$line" || fail "phase 1 (N=15) result is wrong"
 left="$(docker ps -a --filter "label=com.docker.compose.service" --format '{{.Image}}' | grep -c '^nqueens-.*:nqlocal' || true)"
 [[ "$left" == 0 ]] || fail "local-cluster.sh left $left container(s) behind"
 
-# --- phase 2: N=17 with faults -----------------------------------------------------------------------
+# --- phase 2: N=18 (NQ_TEST_N) with faults -----------------------------------------------------------
 LEASE="${NQ_TEST_LEASE:-10}"
-export NQ_N=17 NQ_LEASE_SECONDS="$LEASE" NQ_THREADS=1
+N2="${NQ_TEST_N:-18}"
+export NQ_N="$N2" NQ_LEASE_SECONDS="$LEASE" NQ_THREADS=1
 if [[ -n "${NQ_TEST_TARGET_JOBS:-}" ]]; then export NQ_TARGET_JOBS="$NQ_TEST_TARGET_JOBS"; else unset NQ_TARGET_JOBS; fi
 export NQ_COMPOSE_OVERRIDE="$WORK/throttle.yml"
 cat >"$NQ_COMPOSE_OVERRIDE" <<YML
@@ -92,7 +94,7 @@ services:
     cpus: ${NQ_TEST_WORKER_CPUS:-0.1}
 YML
 nq_new_project nqtest
-nq_log "phase 2: project $NQ_PROJECT, N=17, 3 workers at ${NQ_TEST_WORKER_CPUS:-0.1} CPU each, lease ${LEASE}s"
+nq_log "phase 2: project $NQ_PROJECT, N=$N2, 3 workers at ${NQ_TEST_WORKER_CPUS:-0.1} CPU each, lease ${LEASE}s"
 nq_build_images
 nq_compose up -d --no-build --scale worker=3 >&2
 coord="$(nq_cid coordinator)"; w1="$(nq_cid worker 1)"; w2="$(nq_cid worker 2)"
@@ -207,7 +209,7 @@ set -e
 [[ $rc -eq 0 ]] || fail "coordinator did not finish cleanly (exit $rc; 124 = timeout)"
 line="$(nq_result_line "$coord")" || fail "no result line from the coordinator"
 nq_log "phase 2 result: $line"
-check_counts 17 "$line" || fail "phase 2 (N=17 with faults) result is wrong"
+check_counts "$N2" "$line" || fail "phase 2 (N=$N2 with faults) result is wrong"
 # After the clean down, no lease may have expired in the resumed coordinator's whole life.
 expired_after="$(docker logs "$coord" 2>&1 | grep -c "leases expired" || true)"
 nq_log "'leases expired' lines in the resumed coordinator's log: $expired_after"
