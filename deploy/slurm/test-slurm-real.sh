@@ -55,9 +55,9 @@ if [[ ${#missing[@]} -gt 0 ]]; then
         printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
         own_policy=1
     fi
-    install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+    apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
     installed=0
-    install || { apt-get update -q >&2 && install; } || installed=$?
+    apt_install || { apt-get update -q >&2 && apt_install; } || installed=$?
     if [[ -n "$own_policy" ]]; then rm -f /usr/sbin/policy-rc.d; fi
     [[ $installed -eq 0 ]] || fail "apt-get could not install ${missing[*]}"
 fi
