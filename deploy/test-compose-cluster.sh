@@ -6,16 +6,20 @@
 # 1. N=15 with 3 workers through deploy/local-cluster.sh: Total, Unique and COUNT2/4/8 must equal
 #    the row of reference/known-counts.tsv (the repository's copy of the published values; NQ_KNOWN_COUNTS
 #    overrides the path).
-# 2. N=17 with 3 throttled workers and a 10 s lease, while it runs: kill one worker container, cut
+# 2. N=18 with 3 throttled workers and a 10 s lease, while it runs: kill one worker container, cut
 #    another off the network (docker network disconnect) for longer than the lease, restart the
 #    coordinator container meanwhile, reconnect the worker (a lease must have expired), then
 #    `docker-compose down` (keeping the volume) and `up` again (the run must resume where it was).
 #    The result must still be exact, and the coordinator's status must show every job counted
 #    exactly once and no conflict.
+#    That `down` is a clean stop (no -t: the compose file's stop_grace_period): the workers must
+#    release their jobs before the coordinator stops, so the state file holds no lease after it,
+#    and the resumed coordinator must reload no lease and let none expire (its log, its status).
 # Every container, network, volume, image tag and temp dir it made is removed, even on failure.
 # No Docker engine: prints why and exits 0 (skipped), except under CI=true, where that fails.
 #
-# Knobs: NQ_TEST_WORKER_CPUS (CPU share per worker in phase 2, default 0.1),
+# Knobs: NQ_TEST_N (board size of phase 2, default 18: long enough at 0.1 CPU per worker for the
+#        faults with the current solver), NQ_TEST_WORKER_CPUS (CPU share per worker in phase 2, default 0.1),
 #        NQ_TEST_LEASE (default 10), NQ_TEST_TIMEOUT (seconds per run, default 420).
 set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
@@ -77,9 +81,10 @@ check_counts 15 "$line" || fail "phase 1 (N=15) result is wrong"
 left="$(docker ps -a --filter "label=com.docker.compose.service" --format '{{.Image}}' | grep -c '^nqueens-.*:nqlocal' || true)"
 [[ "$left" == 0 ]] || fail "local-cluster.sh left $left container(s) behind"
 
-# --- phase 2: N=17 with faults -----------------------------------------------------------------------
+# --- phase 2: N=18 (NQ_TEST_N) with faults -----------------------------------------------------------
 LEASE="${NQ_TEST_LEASE:-10}"
-export NQ_N=17 NQ_LEASE_SECONDS="$LEASE" NQ_THREADS=1
+N2="${NQ_TEST_N:-18}"
+export NQ_N="$N2" NQ_LEASE_SECONDS="$LEASE" NQ_THREADS=1
 if [[ -n "${NQ_TEST_TARGET_JOBS:-}" ]]; then export NQ_TARGET_JOBS="$NQ_TEST_TARGET_JOBS"; else unset NQ_TARGET_JOBS; fi
 export NQ_COMPOSE_OVERRIDE="$WORK/throttle.yml"
 cat >"$NQ_COMPOSE_OVERRIDE" <<YML
@@ -89,7 +94,7 @@ services:
     cpus: ${NQ_TEST_WORKER_CPUS:-0.1}
 YML
 nq_new_project nqtest
-nq_log "phase 2: project $NQ_PROJECT, N=17, 3 workers at ${NQ_TEST_WORKER_CPUS:-0.1} CPU each, lease ${LEASE}s"
+nq_log "phase 2: project $NQ_PROJECT, N=$N2, 3 workers at ${NQ_TEST_WORKER_CPUS:-0.1} CPU each, lease ${LEASE}s"
 nq_build_images
 nq_compose up -d --no-build --scale worker=3 >&2
 coord="$(nq_cid coordinator)"; w1="$(nq_cid worker 1)"; w2="$(nq_cid worker 2)"
@@ -163,19 +168,39 @@ expired_lines="$(docker logs "$coord" 2>&1 | grep -c "leases expired" || true)"
 nq_log "lease expiries since the coordinator restart: $expiries; 'leases expired' lines in its log, both runs: $expired_lines"
 [[ "$expired_lines" -ge 1 ]] || fail "no lease expired though two workers holding leases were gone for longer than the lease"
 
-# The state is on the named volume: `down` (without -v) and `up` again resumes the run.
+# The state is on the named volume: `down` (without -v) and `up` again resumes the run. Without
+# -t, `down` gives each container its stop_grace_period and stops the workers before the
+# coordinator they depend on: every worker finishes or releases its jobs while the coordinator is
+# still there, so the resumed run waits on no lease.
+img="${NQ_IMAGE_PREFIX:-nqueens}-coordinator:$NQ_IMAGE_TAG"
+offline_status() {  # status --state of the volume's state file, while no coordinator runs
+    docker run --rm --network none -v "${NQ_PROJECT}_state:/data" "$img" \
+        status --state /data/nqueens.db --json 2>"$WORK/status.err" || { cat "$WORK/status.err" >&2; return 1; }
+}
 sleep 2
 still_running "down and up"
-before="$(status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs_done"])')"
-nq_log "fault 4: docker-compose down (volume kept) at $before jobs done, then up again"
-nq_compose down -t 10 >&2 2>&1
+before="$(status_json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["jobs_done"])')"
+nq_log "fault 4: docker-compose down (no -t: the compose file's grace periods; volume kept) at $before jobs done, then up again"
+down_at=$SECONDS
+nq_compose down >&2 2>&1
+nq_log "down took $((SECONDS - down_at)) s"
 docker volume inspect "${NQ_PROJECT}_state" >/dev/null || fail "down removed the state volume"
+read -r stored_done stored_leased < <(offline_status | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["jobs_done"], d["jobs_leased"])') \
+    || fail "offline status of the state file after down failed"
+nq_log "state file after down: $stored_done jobs done, $stored_leased leased"
+[[ "$stored_leased" == 0 ]] || fail "$stored_leased jobs are still leased after a clean down: the workers did not release them before the coordinator stopped"
 nq_compose up -d --no-build --scale worker=3 >&2
 coord="$(nq_cid coordinator)"
 healthy_wait || fail "coordinator not healthy after up"
-after="$(status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs_done"])')"
-nq_log "resumed at $after jobs done (was $before before down)"
+live="$(status_json)"
+after="$(printf '%s' "$live" | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs_done"])')"
+nq_log "resumed at $after jobs done (was $before before down, $stored_done in the state file)"
 [[ "$after" -ge "$before" && "$before" -gt 0 ]] || fail "the run did not resume from the volume ($before -> $after jobs done)"
+loaded="$(docker logs "$coord" 2>&1 | grep -m1 'run loaded' || true)"
+nq_log "resumed coordinator: ${loaded:-no 'run loaded' line}"
+[[ "$loaded" =~ \ leased=0([^0-9]|$) ]] || fail "the resumed coordinator did not load the run with no lease"
+docker exec "$coord" /usr/local/bin/nqueens-coordinator status --connect http://127.0.0.1:7447 \
+    --token "$NQ_TOKEN" 2>&1 | sed 's/^/    status: /' >&2 || true
 
 set +e
 nq_wait_coordinator "$coord" "${NQ_TEST_TIMEOUT:-420}"
@@ -184,13 +209,14 @@ set -e
 [[ $rc -eq 0 ]] || fail "coordinator did not finish cleanly (exit $rc; 124 = timeout)"
 line="$(nq_result_line "$coord")" || fail "no result line from the coordinator"
 nq_log "phase 2 result: $line"
-check_counts 17 "$line" || fail "phase 2 (N=17 with faults) result is wrong"
+check_counts "$N2" "$line" || fail "phase 2 (N=$N2 with faults) result is wrong"
+# After the clean down, no lease may have expired in the resumed coordinator's whole life.
+expired_after="$(docker logs "$coord" 2>&1 | grep -c "leases expired" || true)"
+nq_log "'leases expired' lines in the resumed coordinator's log: $expired_after"
+[[ "$expired_after" == 0 ]] || fail "a lease expired after the clean down and up: a job waited on a lease its worker should have released"
 
 # The coordinator's own record: every job counted exactly once, duplicates only discarded.
-img="${NQ_IMAGE_PREFIX:-nqueens}-coordinator:$NQ_IMAGE_TAG"
-docker run --rm --network none -v "${NQ_PROJECT}_state:/data" "$img" \
-    status --state /data/nqueens.db --json >"$WORK/status.json" 2>"$WORK/status.err" \
-    || { cat "$WORK/status.err" >&2; fail "offline status of the state file failed"; }
+offline_status >"$WORK/status.json" || fail "offline status of the state file failed"
 nq_log "final status: $(cat "$WORK/status.json")"
 python3 - "$WORK/status.json" "$line" <<'PY' || fail "the coordinator's status shows a result counted twice, a conflict or an unfinished run"
 import json, sys

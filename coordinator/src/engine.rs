@@ -9,7 +9,7 @@ use crate::lifecycle::{Change, Finding, Lifecycle, ResultOutcome, Standing};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
 use crate::state::JobState;
-use crate::status::{percent, StatusView, WorkerView};
+use crate::status::{self, percent, StatusView, WorkerView};
 use crate::store::{Store, StoreError, WorkerRow};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -164,6 +164,8 @@ pub struct Engine {
     config: EngineConfig,
     started: Instant,
     done_at_start: u64,
+    /// When the last result was counted (accepted or confirmed) by this process.
+    last_counted: Option<Instant>,
     mean_job_seconds: Option<f64>,
     complete_tx: watch::Sender<Option<ResultRecord>>,
     result_written: bool,
@@ -192,6 +194,7 @@ impl Engine {
             config,
             started: Instant::now(),
             done_at_start,
+            last_counted: None,
             mean_job_seconds: None,
             complete_tx,
             result_written: false,
@@ -417,6 +420,7 @@ impl Engine {
         let m = &self.metrics;
         match outcome {
             ResultOutcome::Accepted | ResultOutcome::Confirmed => {
+                self.last_counted = Some(Instant::now());
                 m.results_accepted.fetch_add(1, Ordering::Relaxed);
                 if let Finding::Solved { counts, seconds } = msg.finding {
                     m.nodes.fetch_add(counts.nodes, Ordering::Relaxed);
@@ -540,13 +544,21 @@ impl Engine {
         let done = jobs.get(JobState::Done);
         let rate = (done - self.done_at_start.min(done)) as f64 / elapsed;
         let remaining = self.life.total_jobs() - done;
-        let eta =
-            if remaining == 0 { Some(0.0) } else { (rate > 0.0).then(|| remaining as f64 / rate) };
+        let quiet = self.last_counted.map_or(elapsed, |t| now.duration_since(t).as_secs_f64());
+        let estimate = status::eta(
+            remaining,
+            jobs.get(JobState::Pending),
+            jobs.get(JobState::Leased),
+            Some(rate),
+            quiet,
+        );
         let complete = self.life.is_complete();
         let mut leased_by: HashMap<u64, u64> = HashMap::new();
+        let mut last_deadline: Option<Instant> = None;
         for job in &self.life.jobs {
-            if let Standing::Leased { worker_id, .. } = job.standing {
+            if let Standing::Leased { worker_id, deadline, .. } = job.standing {
                 *leased_by.entry(worker_id).or_default() += 1;
+                last_deadline = last_deadline.max(Some(deadline));
             }
         }
         let mut workers: Vec<WorkerView> = self
@@ -582,7 +594,10 @@ impl Engine {
             untrusted_workers: self.life.untrusted_count(),
             lease_expiries: Some(self.life.lease_expiries),
             results_per_second: Some(rate),
-            eta_seconds: eta,
+            eta_seconds: estimate.seconds(),
+            waiting_on_leases: estimate.waiting_on(),
+            leases_expire_in_seconds: last_deadline
+                .map(|d| d.saturating_duration_since(now).as_secs_f64()),
             partial_total: 0,
             partial_sym180: 0,
             partial_sym90: 0,

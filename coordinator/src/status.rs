@@ -42,7 +42,13 @@ pub struct StatusView {
     pub untrusted_workers: u64,
     pub lease_expiries: Option<u64>,
     pub results_per_second: Option<f64>,
+    /// Seconds left at the measured rate; `None` when unknown or waiting on leases.
     pub eta_seconds: Option<f64>,
+    /// Every job left is leased and none has reported for longer than the rate predicts: the
+    /// number of jobs the run waits on (0 otherwise). See [`eta`].
+    pub waiting_on_leases: u64,
+    /// Seconds until the last current lease expires unless its worker renews it (live only).
+    pub leases_expire_in_seconds: Option<f64>,
     pub partial_total: u64,
     pub partial_sym180: u64,
     pub partial_sym90: u64,
@@ -124,6 +130,15 @@ impl StatusView {
             _ => None,
         };
         let remaining = meta.job_count - done.min(meta.job_count);
+        let now_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let quiet = match s.last_result_unix {
+            Some(last) => (now_unix - last).max(0.0),
+            None => store.age().as_secs_f64(),
+        };
+        let leased = s.jobs.get(JobState::Leased);
+        let estimate = eta(remaining, s.jobs.get(JobState::Pending), leased, rate, quiet);
         Ok(StatusView {
             n: meta.n as u32,
             fingerprint: meta.fingerprint.clone(),
@@ -139,7 +154,9 @@ impl StatusView {
             untrusted_workers: s.untrusted_workers,
             lease_expiries: None,
             results_per_second: rate,
-            eta_seconds: rate.filter(|r| *r > 0.0).map(|r| remaining as f64 / r),
+            eta_seconds: estimate.seconds(),
+            waiting_on_leases: estimate.waiting_on(),
+            leases_expire_in_seconds: None,
             partial_total: s.tally.total,
             partial_sym180: s.tally.sym180,
             partial_sym90: s.tally.sym90,
@@ -174,6 +191,11 @@ impl StatusView {
         let rate = self.results_per_second.map_or("-".into(), |r| format!("{r:.1} jobs/s"));
         let eta = if self.complete {
             "done".into()
+        } else if self.waiting_on_leases > 0 {
+            let expiry = self.leases_expire_in_seconds.map_or(String::new(), |s| {
+                format!(" (expire in {s:.0}s unless their workers report)")
+            });
+            format!("unknown: waiting on {} leases{expiry}", self.waiting_on_leases)
         } else {
             self.eta_seconds.map_or("unknown".into(), hms)
         };
@@ -228,11 +250,130 @@ impl StatusView {
     }
 }
 
+/// What `status` can honestly say about the time a run has left.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Eta {
+    /// Seconds left at the measured rate (0 once every job is done).
+    In(f64),
+    /// Every job left is leased, and none has reported for longer than the measured rate says
+    /// they all should have taken: the run waits on these leases (a long job, or a worker that
+    /// is gone and whose lease has to expire). The rate says nothing about when that ends.
+    WaitingOnLeases(u64),
+    /// No rate measured yet.
+    Unknown,
+}
+
+impl Eta {
+    pub fn seconds(self) -> Option<f64> {
+        match self {
+            Eta::In(s) => Some(s),
+            Eta::WaitingOnLeases(_) | Eta::Unknown => None,
+        }
+    }
+
+    pub fn waiting_on(self) -> u64 {
+        match self {
+            Eta::WaitingOnLeases(n) => n,
+            Eta::In(_) | Eta::Unknown => 0,
+        }
+    }
+}
+
+/// The time left: `remaining` jobs (not done: pending, leased, held or failed), of which
+/// `pending` wait for a worker and `leased` are out; `rate` the measured jobs per second; `quiet`
+/// the seconds since the last counted result (or since the rate's start, if none yet).
+pub fn eta(remaining: u64, pending: u64, leased: u64, rate: Option<f64>, quiet: f64) -> Eta {
+    if remaining == 0 {
+        return Eta::In(0.0);
+    }
+    let at_rate = rate.filter(|r| *r > 0.0).map(|r| remaining as f64 / r);
+    let all_leased = pending == 0 && leased == remaining;
+    match at_rate {
+        Some(s) if !(all_leased && quiet > s) => Eta::In(s),
+        _ if all_leased => Eta::WaitingOnLeases(leased),
+        _ => Eta::Unknown,
+    }
+}
+
 /// `done` as a percentage of `total` (100 for an empty run).
 pub fn percent(done: u64, total: u64) -> f64 {
     if total == 0 {
         100.0
     } else {
         done as f64 * 100.0 / total as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eta_at_the_measured_rate() {
+        // 100 jobs left at 10 jobs/s, 50 of them pending: 10 s.
+        assert_eq!(eta(100, 50, 50, Some(10.0), 0.5), Eta::In(10.0));
+        // Jobs still pending: the rate holds even after a quiet spell.
+        assert_eq!(eta(100, 1, 99, Some(10.0), 60.0), Eta::In(10.0));
+        assert_eq!(eta(0, 0, 0, Some(10.0), 60.0), Eta::In(0.0));
+        assert_eq!(eta(0, 0, 0, None, 0.0), Eta::In(0.0));
+    }
+
+    #[test]
+    fn eta_unknown_without_a_rate() {
+        assert_eq!(eta(100, 100, 0, None, 5.0), Eta::Unknown);
+        assert_eq!(eta(100, 60, 40, Some(0.0), 5.0), Eta::Unknown);
+    }
+
+    #[test]
+    fn eta_waits_on_leases_when_nothing_arrives() {
+        // The last 2 jobs are leased to a worker that is gone: at 10 jobs/s they were due after
+        // 0.2 s, 30 s have passed. Not "00:00:00.200": waiting on 2 leases.
+        let e = eta(2, 0, 2, Some(10.0), 30.0);
+        assert_eq!(e, Eta::WaitingOnLeases(2));
+        assert_eq!(e.seconds(), None);
+        assert_eq!(e.waiting_on(), 2);
+        // Right after a restart: no rate yet, every job left is leased (a stored lease).
+        assert_eq!(eta(5, 0, 5, None, 1.0), Eta::WaitingOnLeases(5));
+        // All leased but results still arriving in time: the rate holds.
+        assert_eq!(eta(20, 0, 20, Some(10.0), 0.5), Eta::In(2.0));
+        // A held job is not leased: the run is blocked, not waiting on leases.
+        assert_eq!(eta(3, 0, 2, Some(10.0), 30.0), Eta::In(0.3));
+    }
+
+    #[test]
+    fn eta_text_names_the_leases() {
+        let mut v = StatusView {
+            n: 12,
+            fingerprint: "f".into(),
+            source: "http://x:7447".into(),
+            jobs_total: 10,
+            jobs_pending: 0,
+            jobs_leased: 2,
+            jobs_done: 8,
+            jobs_held: 0,
+            jobs_failed: 0,
+            percent_done: 80.0,
+            conflicts: 0,
+            untrusted_workers: 0,
+            lease_expiries: Some(0),
+            results_per_second: Some(10.0),
+            eta_seconds: None,
+            waiting_on_leases: 2,
+            leases_expire_in_seconds: Some(42.4),
+            partial_total: 0,
+            partial_sym180: 0,
+            partial_sym90: 0,
+            nodes: 0,
+            complete: false,
+            result: None,
+            workers: vec![],
+            uptime_seconds: Some(1.0),
+        };
+        let text = v.text();
+        assert!(text.contains("ETA unknown: waiting on 2 leases (expire in 42s"), "{text}");
+        assert!(!text.contains("00:00:"), "{text}");
+        v.waiting_on_leases = 0;
+        v.eta_seconds = Some(0.2);
+        assert!(v.text().contains("ETA 00:00:00.200"), "{}", v.text());
     }
 }

@@ -185,6 +185,8 @@ impl StatusView {
             lease_expiries: self.lease_expiries.unwrap_or(0),
             uptime_seconds: self.uptime_seconds.unwrap_or(0.0),
             untrusted_workers: self.untrusted_workers,
+            waiting_on_leases: self.waiting_on_leases,
+            leases_expire_in_seconds: self.leases_expire_in_seconds.unwrap_or(-1.0),
         }
     }
 
@@ -207,6 +209,9 @@ impl StatusView {
             lease_expiries: Some(r.lease_expiries),
             results_per_second: Some(r.results_per_second),
             eta_seconds: (r.eta_seconds >= 0.0).then_some(r.eta_seconds),
+            waiting_on_leases: r.waiting_on_leases,
+            leases_expire_in_seconds: (r.leases_expire_in_seconds >= 0.0)
+                .then_some(r.leases_expire_in_seconds),
             partial_total: r.partial_total,
             partial_sym180: r.partial_sym180,
             partial_sym90: r.partial_sym90,
