@@ -1,6 +1,7 @@
 //! Solver benchmark against the plain C bitboard counter in `shared/bench/baseline.c`.
 //!
 //!     cargo bench -p nqueens-core --bench solver -- [N ...] [--runs R] [--threads 1] [--no-baseline]
+//!         [--sample K]
 //!
 //! For each N (default 16 to 19; `A..B` names a range) it runs R rounds (default 3) of: the C
 //! baseline (one thread), then this solver on one thread and on two threads (in turn first;
@@ -9,6 +10,11 @@
 //! and nanoseconds per solution of both programs, and the median of the per-round ratios (every
 //! round is also printed to stderr). Ratios measured side by side are what to quote: these machines
 //! are shared, and their speed drifts by a third or more within minutes.
+//!
+//! `--sample K` solves only every K-th job of the list (for boards too big to solve whole, N=20
+//! and up): the total, nodes and ns per solution are those of the sampled jobs, the time is the
+//! solving alone (the list is built first, untimed), and the baseline, which cannot be sampled,
+//! is left out, as is the check against the reference table.
 //!
 //! The baseline prints no node count, so that column is ours only. Without the baseline's source
 //! (or a C compiler), or with `--no-baseline`, its columns are left out with a message.
@@ -27,6 +33,7 @@ fn main() {
     let mut runs = 3usize;
     let mut two_threads = true;
     let mut want_baseline = true;
+    let mut sample = 1usize;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -39,6 +46,9 @@ fn main() {
                 other => panic!("--threads takes 1 or 2, not {other:?}"),
             },
             "--no-baseline" => want_baseline = false,
+            "--sample" => {
+                sample = args.next().and_then(|k| k.parse().ok()).expect("--sample takes a number")
+            }
             "--bench" => {}
             other => sizes.extend(parse_sizes(other)),
         }
@@ -47,7 +57,11 @@ fn main() {
         sizes = (16..=19).collect();
     }
     let runs = runs.max(1);
-    let baseline = if want_baseline { build_baseline() } else { None };
+    let sample = sample.max(1);
+    if sample > 1 && want_baseline {
+        eprintln!("--sample {sample}: the baseline cannot be sampled, its columns are left out");
+    }
+    let baseline = if want_baseline && sample == 1 { build_baseline() } else { None };
     let known = known_totals();
     println!(
         "{:>3} {:>15} {:>11} {:>9} {:>11} {:>14} {:>9} {:>12} {:>11} {:>9}",
@@ -70,14 +84,14 @@ fn main() {
             let b = baseline.as_ref().map(|exe| run_baseline(exe, n));
             // Swap the order of the two solver runs every round, so neither always runs first.
             let (o, t) = match (two_threads, round % 2 == 1) {
-                (false, _) => (run_solver(n, 1), None),
+                (false, _) => (run_solver(n, 1, sample), None),
                 (true, true) => {
-                    let o = run_solver(n, 1);
-                    (o, Some(run_solver(n, 2)))
+                    let o = run_solver(n, 1, sample);
+                    (o, Some(run_solver(n, 2, sample)))
                 }
                 (true, false) => {
-                    let t = run_solver(n, 2);
-                    (run_solver(n, 1), Some(t))
+                    let t = run_solver(n, 2, sample);
+                    (run_solver(n, 1, sample), Some(t))
                 }
             };
             let fmt = |x: Option<f64>| x.map_or("-".to_string(), |s| format!("{s:.3} s"));
@@ -87,7 +101,7 @@ fn main() {
                 o.seconds,
                 fmt(t.map(|t| t.seconds))
             );
-            for r in std::iter::once(&o).chain(&t) {
+            for r in std::iter::once(&o).chain(&t).filter(|_| sample == 1) {
                 check(n, r.total, &known, "solver");
             }
             if let Some((total, s)) = b {
@@ -182,9 +196,25 @@ struct SolverRun {
 }
 
 /// Seconds for the whole job: building the job list, solving every job, adding up (and checking
-/// the symmetry identities of) the result.
-fn run_solver(n: u32, threads: usize) -> SolverRun {
+/// the symmetry identities of) the result. With `sample` above 1, the seconds for solving every
+/// `sample`-th job and adding up their weighted counts.
+fn run_solver(n: u32, threads: usize, sample: usize) -> SolverRun {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    if sample > 1 {
+        let list = pool.install(|| job_list(n, &SplitParams::default())).unwrap();
+        let jobs: Vec<_> = list.jobs.into_iter().step_by(sample).collect();
+        let started = Instant::now();
+        let sums = Mutex::new((0u64, 0u64));
+        parallel::solve_all(&pool, &jobs, |i, counts, _| {
+            let mut sums = sums.lock().unwrap();
+            sums.0 += jobs[i].weight as u64 * counts.solutions;
+            sums.1 += counts.nodes;
+        })
+        .unwrap();
+        let seconds = started.elapsed().as_secs_f64();
+        let (total, nodes) = sums.into_inner().unwrap();
+        return SolverRun { seconds, total, nodes };
+    }
     let started = Instant::now();
     let list = pool.install(|| job_list(n, &SplitParams::default())).unwrap();
     let tally = Mutex::new(Tally::new(n).unwrap());

@@ -291,7 +291,7 @@ impl Layout {
         let (reach, blocked) = (lanes(&self.six_reach), lanes(&self.six_blocked));
         let iota = _mm512_loadu_si512(IOTA.0.as_ptr() as *const __m512i);
         let beyond = _mm512_set1_epi8(63);
-        let row_base = _mm512_setr_epi64(0, 6144, 12288, 18432, 24576, 30720, 0, 0);
+        let row_base = _mm512_setr_epi64(0, 8192, 16384, 24576, 32768, 40960, 0, 0);
         let clip = _mm_set1_epi8(six.clip as i8);
         let one = _mm_set1_epi8(1);
         let board = self.board;
@@ -316,13 +316,11 @@ impl Layout {
             let position = _mm512_mask_compress_epi8(beyond, open as u64, iota);
             let low = _mm512_castsi512_si128(position);
             let compressed = _mm512_bitshuffle_epi64_mask(rows, _mm512_broadcastq_epi64(low));
-            // The byte offset of each row's entry of `allowed`: row * 64 * 96 + free * 96.
+            // The byte offset of each row's entry of `allowed`: row * 64 * 128 + free * 128.
             let compressed = compressed & 0x3f3f_3f3f_3f3f_3f3f;
             let free = _mm512_cvtepu8_epi64(_mm_cvtsi64_si128(compressed as i64));
-            let offset: [u64; 8] = std::mem::transmute(_mm512_add_epi64(
-                _mm512_add_epi64(_mm512_slli_epi64::<6>(free), _mm512_slli_epi64::<5>(free)),
-                row_base,
-            ));
+            let offset: [u64; 8] =
+                std::mem::transmute(_mm512_add_epi64(_mm512_slli_epi64::<7>(free), row_base));
             // Byte i of `gap`: the gap between open columns i and i + 1, clipped, less one; byte
             // 1 of `mixed`: the same for columns 1 and 4. `pext` packs three such 3-bit digits
             // into each table index.
@@ -336,7 +334,7 @@ impl Layout {
             let (m0, m1) = load(&middle[key(_pext_u64(mixed, 0x07_0000_0707))]);
             let conflicts0 = _mm512_ternarylogic_epi64::<0xfe>(f0, s0, m0);
             let conflicts1 = _mm256_ternarylogic_epi64::<0xfe>(f1, s1, m1);
-            // SAFETY: each offset is below 6 * 64 * 96, inside `allowed` (each byte masked to 63).
+            // SAFETY: each offset is below 6 * 64 * 128, inside `allowed` (each byte masked to 63).
             let row = |i: usize| load(&*allowed.as_ptr().byte_add(offset[i] as usize));
             let (a0, a1) = row(0);
             let mut alive0 = _mm512_andnot_si512(conflicts0, a0);
