@@ -43,9 +43,10 @@ pub struct StatusView {
     pub lease_expiries: Option<u64>,
     pub results_per_second: Option<f64>,
     pub eta_seconds: Option<f64>,
-    pub partial_total: u64,
-    pub partial_sym180: u64,
-    pub partial_sym90: u64,
+    /// Weighted sums over the committed results (128-bit: written as JSON integers, exact).
+    pub partial_total: u128,
+    pub partial_sym180: u128,
+    pub partial_sym90: u128,
     pub nodes: u64,
     pub complete: bool,
     pub result: Option<ResultRecord>,

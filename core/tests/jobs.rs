@@ -68,7 +68,7 @@ fn jobs_solved_in_any_order_and_any_process_sum_to_the_same_result() {
         tally.add(job.weight, &counts).unwrap();
     }
     assert_eq!(tally.totals().unwrap(), expected);
-    assert_eq!(expected.total, count_all(n).unwrap());
+    assert_eq!(expected.total, u128::from(count_all(n).unwrap()));
 
     // And a different split of the same board gives the same answer.
     let other = job_list(n, &SplitParams::with_target(10)).unwrap();
@@ -105,7 +105,7 @@ fn per_job_counts_match_a_plain_bitboard_search() {
             }
             // ... so the weighted job counts add up to the plain total.
             let counts: Vec<JobCounts> = list.jobs.iter().map(|j| j.solve().unwrap()).collect();
-            assert_eq!(tally_of(n, &list.jobs, &counts).total, solutions.len() as u64, "n={n}");
+            assert_eq!(tally_of(n, &list.jobs, &counts).total, solutions.len() as u128, "n={n}");
         }
     }
 }
@@ -164,9 +164,13 @@ fn bad_input_gets_a_clear_error() {
             "{bad:?}"
         );
     }
-    // Sums that do not fit in 64 bits are reported, never wrapped.
-    let mut tally = Tally::new(27).unwrap();
+    // Sums past 64 bits stay exact (Q(29) needs them); past 128 bits they are reported, never wrapped.
+    let mut tally = Tally::new(29).unwrap();
     let huge = JobCounts { solutions: u64::MAX / 4, ..JobCounts::default() };
+    tally.add(8, &huge).unwrap();
+    tally.add(8, &huge).unwrap();
+    assert_eq!(tally.total, u128::from(u64::MAX / 4) * 16);
+    tally.total = u128::MAX - 1;
     assert!(matches!(tally.add(8, &huge), Err(CoreError::Overflow { .. })));
     // Totals that break the symmetry identities (a lost or doubled result) are refused.
     let mut tally = Tally::new(8).unwrap();
