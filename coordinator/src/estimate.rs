@@ -24,6 +24,10 @@ pub struct EstimateArgs {
     /// Seed of the random draw (the same seed draws the same sample).
     #[arg(long, default_value_t = EstimateParams::default().seed)]
     pub seed: u64,
+    /// Placements that may be counted to refine every job's cost before stratifying (deeper costs
+    /// stratify better; the default takes a second or so of one core).
+    #[arg(long, default_value_t = EstimateParams::default().budget)]
+    pub cost_budget: u64,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -40,6 +44,7 @@ pub fn run(args: EstimateArgs) -> Result<ExitCode> {
         threads,
         seed: args.seed,
         split: SplitParams { target_jobs: args.target_jobs },
+        budget: args.cost_budget,
     };
     let e = estimate(n, &params)?;
     if args.json {
@@ -62,15 +67,22 @@ fn span(seconds: f64) -> String {
     }
 }
 
+/// Seconds with four significant digits (at least one decimal).
+fn seconds(s: f64) -> String {
+    let digits = if s > 0.0 { (3 - s.log10().floor() as i32).clamp(1, 6) as usize } else { 1 };
+    format!("{s:.digits$}")
+}
+
 /// The human-readable report.
 fn text(e: &Estimate) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "N={}: {} jobs in {} strata; sampled {} on {} threads in {} wall ({} CPU, clock {}); job list built in {}",
+        "N={}: {} jobs in {} strata (costs {} rows deep); sampled {} on {} threads in {} wall ({} CPU, clock {}); job list built in {}",
         e.n,
         e.jobs,
         e.strata,
+        e.cost_depth,
         e.sampled,
         e.threads,
         hms(e.sample_wall_seconds),
@@ -80,12 +92,12 @@ fn text(e: &Estimate) -> String {
     );
     let _ = writeln!(
         o,
-        "CPU      {:.1} s = {:.2} core-hours = {:.4} core-years (95%: {:.1} .. {:.1} s)",
-        e.total_cpu_seconds,
+        "CPU      {} s = {:.3} core-hours = {:.3e} core-years (95%: {} .. {} s)",
+        seconds(e.total_cpu_seconds),
         e.core_hours,
         e.core_years,
-        e.total_cpu_seconds_low,
-        e.total_cpu_seconds_high
+        seconds(e.total_cpu_seconds_low),
+        seconds(e.total_cpu_seconds_high)
     );
     let _ = writeln!(
         o,

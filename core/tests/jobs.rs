@@ -187,3 +187,27 @@ fn every_board_size_up_to_32_has_a_job_list_or_a_clear_error() {
         assert_eq!(list.jobs.is_empty(), n == 2 || n == 3, "n={n}");
     }
 }
+
+#[test]
+fn boards_28_to_32_split_into_sane_job_lists() {
+    for n in 28..=32u32 {
+        let list = job_list(n, &SplitParams::with_target(4096)).unwrap();
+        let jobs = list.jobs.len() as u64;
+        assert!((1024..=65_536).contains(&jobs), "n={n}: {jobs} jobs for a target of 4096");
+        assert!(list.jobs.iter().all(|j| matches!(j.weight, 2 | 4 | 8) && j.n as u32 == n));
+        assert!(list.jobs.iter().all(|j| j.prefix.len() == list.depth), "n={n}");
+        // Estimates order the work: positive for nearly every job, and spread out.
+        let positive = list.jobs.iter().filter(|j| j.estimate > 0).count() as u64;
+        assert!(positive * 10 >= jobs * 9, "n={n}: {positive} of {jobs} jobs have an estimate");
+        let max = list.jobs.iter().map(|j| j.estimate).max().unwrap();
+        let min = list.jobs.iter().map(|j| j.estimate).min().unwrap();
+        assert!(max > min, "n={n}");
+        // The weights, summed over constellations, count every border placement once: the
+        // list's constellations are exactly the canonical ones.
+        let mut seen = std::collections::HashSet::new();
+        let constellations: Vec<_> =
+            list.jobs.iter().filter(|j| seen.insert(j.constellation)).collect();
+        assert!(constellations.len() <= nqueens_core::canonical_constellations(n as u8).len());
+        assert!(constellations.len() * 2 > nqueens_core::canonical_constellations(n as u8).len());
+    }
+}
