@@ -212,21 +212,14 @@ pub fn plan_sample(costs: &[u64], sample: usize, seed: u64) -> SamplePlan {
     let mut current = Vec::new();
     let mut running: u128 = 0;
     let mut cut = 1u128;
+    let (w, len) = (wanted as u128, order.len() as u128);
     for (position, &i) in order.iter().enumerate() {
         current.push(i);
         running += u128::from(costs[i]);
-        let passed = if sum == 0 {
-            (position as u128 + 1) * wanted as u128 >= cut * order.len() as u128
-        } else {
-            running * wanted as u128 >= cut * sum
-        };
-        if passed {
+        // How many of the `wanted` shares the jobs so far make up (whole shares).
+        let reached = (running * w).checked_div(sum).unwrap_or((position as u128 + 1) * w / len);
+        if reached >= cut {
             strata.push(std::mem::take(&mut current));
-            let reached = if sum == 0 {
-                (position as u128 + 1) * wanted as u128 / order.len() as u128
-            } else {
-                running * wanted as u128 / sum
-            };
             cut = reached + 1;
         }
     }
