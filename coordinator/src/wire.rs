@@ -280,7 +280,7 @@ mod tests {
         let r = record(total, classes);
         let wire = pb::RunResult::from(&r);
         assert_ne!(wire.total_hi, 0);
-        assert_eq!(ResultRecord::try_from(wire.clone()), Ok(r));
+        assert_eq!(ResultRecord::try_from(wire), Ok(r));
         let mut bad = wire;
         bad.total_hi += 1;
         assert!(matches!(ResultRecord::try_from(bad), Err(WireError::Inconsistent(_))));
