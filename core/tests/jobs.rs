@@ -193,7 +193,9 @@ fn boards_28_to_32_split_into_sane_job_lists() {
     for n in 28..=32u32 {
         let list = job_list(n, &SplitParams::with_target(4096)).unwrap();
         let jobs = list.jobs.len() as u64;
-        assert!((1024..=65_536).contains(&jobs), "n={n}: {jobs} jobs for a target of 4096");
+        // Near the target, unless the constellations alone outnumber it (from N = 31).
+        let near = (1024..=65_536).contains(&jobs);
+        assert!(near || (list.depth == 0 && jobs > 4096), "n={n}: {jobs} jobs for 4096");
         assert!(list.jobs.iter().all(|j| matches!(j.weight, 2 | 4 | 8) && j.n as u32 == n));
         assert!(list.jobs.iter().all(|j| j.prefix.len() == list.depth), "n={n}");
         // Estimates order the work: positive for nearly every job, and spread out.
