@@ -1,6 +1,7 @@
 //! `nqueens-coordinator`: the one-machine `solve` command and the cluster coordinator.
 
 mod cluster;
+mod estimate;
 mod solve;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +33,9 @@ enum Command {
     Verify(VerifyArgs),
     /// Exit 0 if the coordinator's gRPC health service reports SERVING (for container health checks).
     Healthcheck(cluster::HealthcheckArgs),
+    /// Size a run before starting it: solve a stratified sample of the job list of N and project
+    /// the CPU time, the longest job and the wall time on 8, 64 and 512 cores.
+    Estimate(estimate::EstimateArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,7 +48,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `solve` prints its answer on stdout and keeps stderr for the progress bar: quiet by default.
     let default_filter = match cli.command {
-        Command::Solve(_) => "warn",
+        Command::Solve(_) | Command::Estimate(_) => "warn",
         _ => "warn,nqueens_coordinator=info,nqueens_core=info",
     };
     nqueens_process::init_logging(default_filter);
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
         Command::Requeue(args) => cluster::requeue(args),
         Command::Healthcheck(args) => cluster::healthcheck(args),
         Command::Verify(args) => verify(args),
+        Command::Estimate(args) => estimate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -6,15 +6,19 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// One board size's result: the fields of a `solve --json` line.
+///
+/// The counts are `u128` (Q(29) is past `u64::MAX`) and are written as plain JSON integers, every
+/// digit exact however large: read them with a parser that keeps big integers exact (Python's
+/// `json`, serde with `u128`, `jq` 1.7 or later), not into a double, which is exact only to 2^53.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultRecord {
     pub n: u8,
-    pub total: u64,
-    pub unique: u64,
+    pub total: u128,
+    pub unique: u128,
     /// `null` for N=1, whose single solution is its own mirror image.
-    pub count2: Option<u64>,
-    pub count4: Option<u64>,
-    pub count8: Option<u64>,
+    pub count2: Option<u128>,
+    pub count4: Option<u128>,
+    pub count8: Option<u128>,
     pub jobs: u64,
     pub seconds: f64,
     pub nodes: u64,
@@ -76,6 +80,33 @@ mod tests {
             let back: ResultRecord = serde_json::from_str(&record.json_line()).unwrap();
             assert_eq!(back, record);
         }
+    }
+
+    /// Counts past 2^64 (and far past 2^53, where a double stops being exact) are written as JSON
+    /// integers, digit for digit, and read back exactly.
+    #[test]
+    fn counts_past_u64_round_trip_exactly_as_json_integers() {
+        let total = u128::from(u64::MAX) * 3 + 7;
+        let record = ResultRecord {
+            n: 29,
+            total,
+            unique: total / 8 + 1,
+            count2: Some(0),
+            count4: Some(u128::from(u64::MAX) + 1),
+            count8: Some(total / 8 - 2),
+            jobs: 1 << 21,
+            seconds: 12.5,
+            nodes: u64::MAX,
+        };
+        let line = record.json_line();
+        assert!(line.contains(&format!("\"total\":{total},")), "{line}");
+        assert!(line.contains("\"count4\":18446744073709551616,"), "{line}");
+        let back: ResultRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, record);
+        // One more than a double can hold exactly stays itself.
+        let odd = ResultRecord { total: (1 << 53) + 1, ..record };
+        let back: ResultRecord = serde_json::from_str(&odd.json_line()).unwrap();
+        assert_eq!(back.total, (1 << 53) + 1);
     }
 
     #[test]

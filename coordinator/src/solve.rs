@@ -151,7 +151,7 @@ fn solve_one_size(
 }
 
 fn print_detailed(r: &ResultRecord, threads: usize) {
-    let class = |c: Option<u64>| c.map_or_else(|| "-".to_string(), |c| c.to_string());
+    let class = |c: Option<u128>| c.map_or_else(|| "-".to_string(), |c| c.to_string());
     println!("N:       {}", r.n);
     println!("Total:   {}", r.total);
     println!("Unique:  {}", r.unique);

@@ -49,9 +49,10 @@ pub struct StatusView {
     pub waiting_on_leases: u64,
     /// Seconds until the last current lease expires unless its worker renews it (live only).
     pub leases_expire_in_seconds: Option<f64>,
-    pub partial_total: u64,
-    pub partial_sym180: u64,
-    pub partial_sym90: u64,
+    /// Weighted sums over the committed results (128-bit: written as JSON integers, exact).
+    pub partial_total: u128,
+    pub partial_sym180: u128,
+    pub partial_sym90: u128,
     pub nodes: u64,
     pub complete: bool,
     pub result: Option<ResultRecord>,

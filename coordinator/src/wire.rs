@@ -10,7 +10,8 @@ use crate::lifecycle::{Finding, ResultOutcome};
 use crate::report::ResultRecord;
 use crate::status::{percent, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};
-use nqueens_proto::{self as pb, convert::narrow, Outcome, Reason, WireError};
+use nqueens_proto::convert::{join_wide, narrow, split_wide};
+use nqueens_proto::{self as pb, Outcome, Reason, WireError};
 
 /// The most solver threads one worker is believed to have; more is clamped (the lease size
 /// follows the registered threads).
@@ -37,7 +38,7 @@ impl TryFrom<pb::JobResult> for ReportedResult {
             if !(msg.seconds.is_finite() && msg.seconds >= 0.0) {
                 return Err(WireError::NotANumber { field: "result seconds", value: msg.seconds });
             }
-            Finding::Solved { counts: JobCounts::from(counts), seconds: msg.seconds }
+            Finding::Solved { counts: JobCounts::try_from(counts)?, seconds: msg.seconds }
         } else {
             Finding::SolverError(msg.error)
         };
@@ -111,31 +112,43 @@ impl From<&ResultRecord> for pb::RunResult {
     fn from(r: &ResultRecord) -> Self {
         let classes = match (r.count2, r.count4, r.count8) {
             (Some(count2), Some(count4), Some(count8)) => {
-                Some(pb::Classes { count2, count4, count8 })
+                Some(pb::Classes::from(Classes { count2, count4, count8 }))
             }
             _ => None,
         };
+        let ((total, total_hi), (unique, unique_hi)) = (split_wide(r.total), split_wide(r.unique));
         pb::RunResult {
             n: r.n.into(),
-            total: r.total,
-            unique: r.unique,
+            total,
+            unique,
             classes,
             jobs: r.jobs,
             seconds: r.seconds,
             nodes: r.nodes,
+            total_hi,
+            unique_hi,
         }
     }
 }
 
+/// The classes, where present, must add up to the total and the unique count.
 impl TryFrom<pb::RunResult> for ResultRecord {
     type Error = WireError;
     fn try_from(r: pb::RunResult) -> Result<Self, WireError> {
-        let classes =
-            r.classes.map(|c| Classes { count2: c.count2, count4: c.count4, count8: c.count8 });
+        let classes = r.classes.map(Classes::from);
+        let (total, unique) = (join_wide(r.total, r.total_hi), join_wide(r.unique, r.unique_hi));
+        if let Some(c) = classes {
+            if c.total() != Some(total) || c.unique() != Some(unique) {
+                return Err(WireError::Inconsistent(format!(
+                    "classes {}/{}/{} do not add up to total {total} and unique {unique}",
+                    c.count2, c.count4, c.count8
+                )));
+            }
+        }
         Ok(ResultRecord {
             n: narrow("result n", r.n)?,
-            total: r.total,
-            unique: r.unique,
+            total,
+            unique,
             count2: classes.map(|c| c.count2),
             count4: classes.map(|c| c.count4),
             count8: classes.map(|c| c.count8),
@@ -149,6 +162,9 @@ impl TryFrom<pb::RunResult> for ResultRecord {
 impl StatusView {
     /// The wire form of a live coordinator's status, naming the run `run`.
     pub fn to_response(&self, run: &pb::RunId) -> pb::StatusResponse {
+        let (partial_total, partial_total_hi) = split_wide(self.partial_total);
+        let (partial_sym180, partial_sym180_hi) = split_wide(self.partial_sym180);
+        let (partial_sym90, partial_sym90_hi) = split_wide(self.partial_sym90);
         pb::StatusResponse {
             run: Some(run.clone()),
             jobs_total: self.jobs_total,
@@ -160,9 +176,12 @@ impl StatusView {
             conflicts: self.conflicts,
             results_per_second: self.results_per_second.unwrap_or(0.0),
             eta_seconds: self.eta_seconds.unwrap_or(-1.0),
-            partial_total: self.partial_total,
-            partial_sym180: self.partial_sym180,
-            partial_sym90: self.partial_sym90,
+            partial_total,
+            partial_sym180,
+            partial_sym90,
+            partial_total_hi,
+            partial_sym180_hi,
+            partial_sym90_hi,
             nodes: self.nodes,
             complete: self.complete,
             result: self.result.as_ref().map(pb::RunResult::from),
@@ -212,9 +231,9 @@ impl StatusView {
             waiting_on_leases: r.waiting_on_leases,
             leases_expire_in_seconds: (r.leases_expire_in_seconds >= 0.0)
                 .then_some(r.leases_expire_in_seconds),
-            partial_total: r.partial_total,
-            partial_sym180: r.partial_sym180,
-            partial_sym90: r.partial_sym90,
+            partial_total: join_wide(r.partial_total, r.partial_total_hi),
+            partial_sym180: join_wide(r.partial_sym180, r.partial_sym180_hi),
+            partial_sym90: join_wide(r.partial_sym90, r.partial_sym90_hi),
             nodes: r.nodes,
             complete: r.complete,
             result: r.result.map(ResultRecord::try_from).transpose()?,
@@ -236,5 +255,75 @@ impl StatusView {
                 .collect(),
             uptime_seconds: Some(r.uptime_seconds),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(total: u128, classes: (u128, u128, u128)) -> ResultRecord {
+        ResultRecord {
+            n: 29,
+            total,
+            unique: classes.0 + classes.1 + classes.2,
+            count2: Some(classes.0),
+            count4: Some(classes.1),
+            count8: Some(classes.2),
+            jobs: 3,
+            seconds: 1.5,
+            nodes: 12,
+        }
+    }
+
+    /// A result past 2^64 crosses the wire exactly; one whose classes do not add up is refused.
+    #[test]
+    fn wide_results_round_trip_and_inconsistent_ones_are_refused() {
+        let classes = (2, 1 << 60, (u128::from(u64::MAX) + 9) / 8 * 4);
+        let total = 2 * classes.0 + 4 * classes.1 + 8 * classes.2;
+        assert!(total > u128::from(u64::MAX));
+        let r = record(total, classes);
+        let wire = pb::RunResult::from(&r);
+        assert_ne!(wire.total_hi, 0);
+        assert_eq!(ResultRecord::try_from(wire), Ok(r));
+        let mut bad = wire;
+        bad.total_hi += 1;
+        assert!(matches!(ResultRecord::try_from(bad), Err(WireError::Inconsistent(_))));
+    }
+
+    #[test]
+    fn wide_partial_totals_cross_the_status_call() {
+        let run = pb::RunId { n: 29, fingerprint: "f".into() };
+        let total = u128::from(u64::MAX) * 5 + 3;
+        let view = StatusView {
+            n: 29,
+            fingerprint: "f".into(),
+            source: "x".into(),
+            jobs_total: 10,
+            jobs_pending: 0,
+            jobs_leased: 0,
+            jobs_done: 10,
+            jobs_held: 0,
+            jobs_failed: 0,
+            percent_done: 100.0,
+            conflicts: 0,
+            untrusted_workers: 0,
+            lease_expiries: Some(0),
+            results_per_second: Some(1.0),
+            eta_seconds: Some(0.0),
+            partial_total: total,
+            partial_sym180: u128::from(u64::MAX) + 1,
+            partial_sym90: 4,
+            nodes: 5,
+            complete: false,
+            result: None,
+            workers: Vec::new(),
+            uptime_seconds: Some(2.0),
+        };
+        let back = StatusView::from_response(view.to_response(&run), "x").unwrap();
+        assert_eq!(
+            (back.partial_total, back.partial_sym180, back.partial_sym90),
+            (total, u128::from(u64::MAX) + 1, 4)
+        );
     }
 }

@@ -20,6 +20,10 @@
 //! (or a C compiler), or with `--no-baseline`, its columns are left out with a message.
 //! `NQ_BASELINE_SRC` overrides the baseline's path. Every total is checked against the reference
 //! table (`NQ_KNOWN_COUNTS`, or `shared/reference/known-counts.tsv`) where it has the board.
+//!
+//! Then it prints the sizing estimate (`nqueens_core::estimate`, what `nqueens-coordinator
+//! estimate` prints) for N=20 and N=21 from a sample of 32 jobs each: `--estimate-sample K` changes
+//! the sample, `--estimate-sizes A..B` the boards, `--no-estimate` leaves it out.
 
 use nqueens_core::{job_list, parallel, SplitParams, Tally};
 use std::collections::HashMap;
@@ -34,6 +38,7 @@ fn main() {
     let mut two_threads = true;
     let mut want_baseline = true;
     let mut sample = 1usize;
+    let mut estimates = EstimateArgs::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -48,6 +53,9 @@ fn main() {
             "--no-baseline" => want_baseline = false,
             "--sample" => {
                 sample = args.next().and_then(|k| k.parse().ok()).expect("--sample takes a number")
+            }
+            "--no-estimate" | "--estimate-sample" | "--estimate-sizes" => {
+                estimates.parse(&arg, &mut args)
             }
             "--bench" => {}
             other => sizes.extend(parse_sizes(other)),
@@ -139,6 +147,83 @@ fn main() {
     if let Some(exe) = baseline {
         let _ = std::fs::remove_file(exe);
     }
+    print_estimates(&estimates, &known);
+}
+
+/// What the sizing estimate after the table covers.
+struct EstimateArgs {
+    sizes: Vec<u32>,
+    sample: usize,
+}
+
+impl Default for EstimateArgs {
+    fn default() -> Self {
+        EstimateArgs { sizes: vec![20, 21], sample: 32 }
+    }
+}
+
+impl EstimateArgs {
+    /// Takes one of the estimate flags (and its value from `rest`).
+    fn parse(&mut self, flag: &str, rest: &mut impl Iterator<Item = String>) {
+        match flag {
+            "--no-estimate" => self.sizes.clear(),
+            "--estimate-sample" => {
+                self.sample = rest
+                    .next()
+                    .and_then(|k| k.parse().ok())
+                    .filter(|&k| k > 0)
+                    .expect("--estimate-sample takes a positive number")
+            }
+            _ => self.sizes = parse_sizes(&rest.next().expect("--estimate-sizes takes N or A..B")),
+        }
+    }
+}
+
+/// The sizing estimate of each board in `args`, on this machine's cores: projected CPU time with
+/// its 95% interval, the longest job, wall time on 8/64/512 cores, and the projected solutions
+/// against the reference table.
+fn print_estimates(args: &EstimateArgs, known: &HashMap<u32, u64>) {
+    use nqueens_core::estimate::{estimate, EstimateParams};
+    if args.sizes.is_empty() {
+        return;
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!();
+    println!("estimate (a sample of {} jobs per board, {threads} threads):", args.sample);
+    println!(
+        "{:>3} {:>8} {:>7} {:>13} {:>25} {:>11} {:>11} {:>11} {:>11} {:>11} {:>10}",
+        "N",
+        "jobs",
+        "sampled",
+        "CPU s",
+        "95% interval",
+        "longest s",
+        "8 cores h",
+        "64 cores h",
+        "512 cores h",
+        "core-years",
+        "sol. error"
+    );
+    for &n in &args.sizes {
+        let params = EstimateParams { sample: args.sample, threads, ..EstimateParams::default() };
+        let e = estimate(n, &params).expect("estimate");
+        let hours = |cores| e.wall_seconds_on(cores) / 3600.0;
+        let error = known.get(&n).map_or("-".to_string(), |&q| {
+            format!("{:+.1}%", (e.projected_solutions / q as f64 - 1.0) * 100.0)
+        });
+        println!(
+            "{n:>3} {:>8} {:>7} {:>13.1} {:>25} {:>11.2} {:>11.3} {:>11.3} {:>11.3} {:>11.6} {error:>10}",
+            e.jobs,
+            e.sampled,
+            e.total_cpu_seconds,
+            format!("{:.1} .. {:.1}", e.total_cpu_seconds_low, e.total_cpu_seconds_high),
+            e.longest_job_seconds,
+            hours(8),
+            hours(64),
+            hours(512),
+            e.core_years,
+        );
+    }
 }
 
 /// `N` or a range `A..B` (both ends included).
@@ -225,7 +310,9 @@ fn run_solver(n: u32, threads: usize, sample: usize) -> SolverRun {
     let tally = tally.into_inner().unwrap();
     let totals = tally.totals().unwrap();
     let seconds = started.elapsed().as_secs_f64();
-    SolverRun { seconds, total: totals.total, nodes: tally.nodes }
+    // Benchmarked boards (N <= 28) have totals below 2^64.
+    let total = u64::try_from(totals.total).expect("a benchmarked total fits 64 bits");
+    SolverRun { seconds, total, nodes: tally.nodes }
 }
 
 /// Total solutions by board size from the reference table, if it can be read.

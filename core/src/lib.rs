@@ -22,6 +22,7 @@
 mod board;
 mod constellation;
 mod error;
+pub mod estimate;
 mod job;
 pub mod parallel;
 pub mod reference;

@@ -68,7 +68,7 @@ fn jobs_solved_in_any_order_and_any_process_sum_to_the_same_result() {
         tally.add(job.weight, &counts).unwrap();
     }
     assert_eq!(tally.totals().unwrap(), expected);
-    assert_eq!(expected.total, count_all(n).unwrap());
+    assert_eq!(expected.total, u128::from(count_all(n).unwrap()));
 
     // And a different split of the same board gives the same answer.
     let other = job_list(n, &SplitParams::with_target(10)).unwrap();
@@ -105,7 +105,7 @@ fn per_job_counts_match_a_plain_bitboard_search() {
             }
             // ... so the weighted job counts add up to the plain total.
             let counts: Vec<JobCounts> = list.jobs.iter().map(|j| j.solve().unwrap()).collect();
-            assert_eq!(tally_of(n, &list.jobs, &counts).total, solutions.len() as u64, "n={n}");
+            assert_eq!(tally_of(n, &list.jobs, &counts).total, solutions.len() as u128, "n={n}");
         }
     }
 }
@@ -164,9 +164,13 @@ fn bad_input_gets_a_clear_error() {
             "{bad:?}"
         );
     }
-    // Sums that do not fit in 64 bits are reported, never wrapped.
-    let mut tally = Tally::new(27).unwrap();
+    // Sums past 64 bits stay exact (Q(29) needs them); past 128 bits they are reported, never wrapped.
+    let mut tally = Tally::new(29).unwrap();
     let huge = JobCounts { solutions: u64::MAX / 4, ..JobCounts::default() };
+    tally.add(8, &huge).unwrap();
+    tally.add(8, &huge).unwrap();
+    assert_eq!(tally.total, u128::from(u64::MAX / 4) * 16);
+    tally.total = u128::MAX - 1;
     assert!(matches!(tally.add(8, &huge), Err(CoreError::Overflow { .. })));
     // Totals that break the symmetry identities (a lost or doubled result) are refused.
     let mut tally = Tally::new(8).unwrap();
@@ -181,5 +185,31 @@ fn every_board_size_up_to_32_has_a_job_list_or_a_clear_error() {
         let list = job_list(n, &SplitParams::with_target(1)).unwrap();
         assert!(list.jobs.iter().all(|j| matches!(j.weight, 1 | 2 | 4 | 8)));
         assert_eq!(list.jobs.is_empty(), n == 2 || n == 3, "n={n}");
+    }
+}
+
+#[test]
+fn boards_28_to_32_split_into_sane_job_lists() {
+    for n in 28..=32u32 {
+        let list = job_list(n, &SplitParams::with_target(4096)).unwrap();
+        let jobs = list.jobs.len() as u64;
+        // Near the target, unless the constellations alone outnumber it (from N = 31).
+        let near = (1024..=65_536).contains(&jobs);
+        assert!(near || (list.depth == 0 && jobs > 4096), "n={n}: {jobs} jobs for 4096");
+        assert!(list.jobs.iter().all(|j| matches!(j.weight, 2 | 4 | 8) && j.n as u32 == n));
+        assert!(list.jobs.iter().all(|j| j.prefix.len() == list.depth), "n={n}");
+        // Estimates order the work: positive for nearly every job, and spread out.
+        let positive = list.jobs.iter().filter(|j| j.estimate > 0).count() as u64;
+        assert!(positive * 10 >= jobs * 9, "n={n}: {positive} of {jobs} jobs have an estimate");
+        let max = list.jobs.iter().map(|j| j.estimate).max().unwrap();
+        let min = list.jobs.iter().map(|j| j.estimate).min().unwrap();
+        assert!(max > min, "n={n}");
+        // The weights, summed over constellations, count every border placement once: the
+        // list's constellations are exactly the canonical ones.
+        let mut seen = std::collections::HashSet::new();
+        let constellations: Vec<_> =
+            list.jobs.iter().filter(|j| seen.insert(j.constellation)).collect();
+        assert!(constellations.len() <= nqueens_core::canonical_constellations(n as u8).len());
+        assert!(constellations.len() * 2 > nqueens_core::canonical_constellations(n as u8).len());
     }
 }

@@ -6,7 +6,7 @@
 //! truncation. What goes onto the wire is a plain [`From`].
 
 use crate::v1 as pb;
-use nqueens_core::{Constellation, Job, JobCounts};
+use nqueens_core::{Classes, Constellation, Job, JobCounts};
 use thiserror::Error;
 
 /// A message that cannot stand for a domain value.
@@ -21,6 +21,44 @@ pub enum WireError {
     /// A number of seconds that is not a finite, non-negative number.
     #[error("{field} = {value} is not a duration")]
     NotANumber { field: &'static str, value: f64 },
+    /// Counts that contradict each other (e.g. classes that do not add up to the total).
+    #[error("inconsistent counts: {0}")]
+    Inconsistent(String),
+}
+
+/// The largest count of a single job accepted off the wire: `i64::MAX`, so that every per-job count
+/// fits the state file's signed 64-bit columns. A real job's count is many orders of magnitude
+/// smaller (about 10^16 at N=32 with the default split); sums over jobs are 128-bit.
+pub const MAX_JOB_COUNT: u64 = i64::MAX as u64;
+
+/// A 128-bit count as its wire fields `(lo, hi)`: the low and the high 64 bits (see "Wide counts"
+/// in `cluster.proto`).
+pub fn split_wide(value: u128) -> (u64, u64) {
+    (value as u64, (value >> 64) as u64)
+}
+
+/// The 128-bit count whose wire fields are `lo` and `hi`. Every pair is a valid count, so this
+/// cannot fail; what the count must agree with is checked where it is used.
+pub fn join_wide(lo: u64, hi: u64) -> u128 {
+    (u128::from(hi) << 64) | u128::from(lo)
+}
+
+impl From<Classes> for pb::Classes {
+    fn from(c: Classes) -> Self {
+        let ((count2, count2_hi), (count4, count4_hi), (count8, count8_hi)) =
+            (split_wide(c.count2), split_wide(c.count4), split_wide(c.count8));
+        pb::Classes { count2, count4, count8, count2_hi, count4_hi, count8_hi }
+    }
+}
+
+impl From<pb::Classes> for Classes {
+    fn from(c: pb::Classes) -> Self {
+        Classes {
+            count2: join_wide(c.count2, c.count2_hi),
+            count4: join_wide(c.count4, c.count4_hi),
+            count8: join_wide(c.count8, c.count8_hi),
+        }
+    }
 }
 
 /// Narrows a wire integer to a domain integer, naming the field when it does not fit.
@@ -35,9 +73,31 @@ impl From<JobCounts> for pb::Counts {
     }
 }
 
-impl From<pb::Counts> for JobCounts {
-    fn from(c: pb::Counts) -> Self {
-        JobCounts { solutions: c.solutions, sym180: c.sym180, sym90: c.sym90, nodes: c.nodes }
+/// Each count must be at most [`MAX_JOB_COUNT`], and the symmetric solutions a subset of the
+/// solutions (`sym90 <= sym180 <= solutions`).
+impl TryFrom<pb::Counts> for JobCounts {
+    type Error = WireError;
+    fn try_from(c: pb::Counts) -> Result<Self, WireError> {
+        let fit = |field, value: u64| {
+            if value <= MAX_JOB_COUNT {
+                Ok(value)
+            } else {
+                Err(WireError::OutOfRange { field, value })
+            }
+        };
+        let counts = JobCounts {
+            solutions: fit("result solutions", c.solutions)?,
+            sym180: fit("result sym180", c.sym180)?,
+            sym90: fit("result sym90", c.sym90)?,
+            nodes: fit("result nodes", c.nodes)?,
+        };
+        if !(counts.sym90 <= counts.sym180 && counts.sym180 <= counts.solutions) {
+            return Err(WireError::Inconsistent(format!(
+                "sym90 {} <= sym180 {} <= solutions {} does not hold",
+                counts.sym90, counts.sym180, counts.solutions
+            )));
+        }
+        Ok(counts)
     }
 }
 
@@ -99,5 +159,37 @@ mod tests {
         let mut spec = pb::JobSpec::from(&list.jobs[0]);
         spec.constellation = None;
         assert_eq!(Job::try_from(&spec), Err(WireError::Missing("job constellation")));
+    }
+
+    #[test]
+    fn wide_counts_split_and_join_exactly() {
+        for value in [0, 1, u128::from(u64::MAX), u128::from(u64::MAX) + 1, u128::MAX, 3 << 70] {
+            let (lo, hi) = split_wide(value);
+            assert_eq!(join_wide(lo, hi), value);
+        }
+        // Below 2^64 the high half is zero: the message encodes as it did with plain uint64 fields.
+        assert_eq!(split_wide(42), (42, 0));
+        let classes = Classes { count2: 7, count4: u128::from(u64::MAX) + 5, count8: 1 << 100 };
+        let wire = pb::Classes::from(classes);
+        assert_eq!((wire.count4, wire.count4_hi), (4, 1));
+        assert_eq!(Classes::from(wire), classes);
+    }
+
+    #[test]
+    fn job_counts_past_the_store_range_or_inconsistent_are_refused() {
+        let ok = pb::Counts { solutions: 10, sym180: 4, sym90: 2, nodes: 99 };
+        assert_eq!(
+            JobCounts::try_from(ok),
+            Ok(JobCounts { solutions: 10, sym180: 4, sym90: 2, nodes: 99 })
+        );
+        let big = pb::Counts { solutions: MAX_JOB_COUNT + 1, ..ok };
+        assert_eq!(
+            JobCounts::try_from(big),
+            Err(WireError::OutOfRange { field: "result solutions", value: MAX_JOB_COUNT + 1 })
+        );
+        let nodes = pb::Counts { nodes: u64::MAX, ..ok };
+        assert!(matches!(JobCounts::try_from(nodes), Err(WireError::OutOfRange { .. })));
+        let odd = pb::Counts { sym180: 11, ..ok };
+        assert!(matches!(JobCounts::try_from(odd), Err(WireError::Inconsistent(_))));
     }
 }

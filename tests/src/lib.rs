@@ -7,11 +7,11 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Known {
     pub n: u8,
-    pub total: u64,
-    pub unique: u64,
-    pub count2: Option<u64>,
-    pub count4: Option<u64>,
-    pub count8: Option<u64>,
+    pub total: u128,
+    pub unique: u128,
+    pub count2: Option<u128>,
+    pub count4: Option<u128>,
+    pub count8: Option<u128>,
 }
 
 /// Path of the reference table: `$NQ_KNOWN_COUNTS`, or the repository's own
@@ -35,7 +35,7 @@ pub fn known_counts() -> BTreeMap<u8, Known> {
         let f: Vec<&str> = line.split('\t').collect();
         assert_eq!(f.len(), 8, "malformed line in {}: {line}", path.display());
         let num =
-            |s: &str| s.parse::<u64>().unwrap_or_else(|_| panic!("bad number {s:?} in {line}"));
+            |s: &str| s.parse::<u128>().unwrap_or_else(|_| panic!("bad number {s:?} in {line}"));
         let class = |s: &str| (s != "-").then(|| num(s));
         let n = num(f[0]) as u8;
         table.insert(

@@ -73,7 +73,7 @@ fn sigkilled_worker_leases_expire_and_total_stays_exact() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["complete"], true);
-    assert_eq!(v["result"]["total"].as_u64(), Some(record.total));
+    assert_eq!(v["result"]["total"].as_u64().map(u128::from), Some(record.total));
 }
 
 #[test]

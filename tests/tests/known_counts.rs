@@ -6,7 +6,7 @@ use nqueens_tests::{binary, known_counts, Known};
 use std::process::Command;
 use std::sync::Mutex;
 
-fn assert_matches(known: &Known, total: u64, unique: u64, classes: [Option<u64>; 3]) {
+fn assert_matches(known: &Known, total: u128, unique: u128, classes: [Option<u128>; 3]) {
     assert_eq!(total, known.total, "N={} total", known.n);
     assert_eq!(unique, known.unique, "N={} unique", known.n);
     assert_eq!(classes, [known.count2, known.count4, known.count8], "N={} COUNT2/4/8", known.n);
@@ -52,11 +52,11 @@ fn solve_json_prints_one_exact_line_per_board_size() {
     for (i, v) in lines.iter().enumerate() {
         let n = i as u8 + 1;
         assert_eq!(v["n"], n as u64);
-        let class = |k: &str| v[k].as_u64();
+        let class = |k: &str| v[k].as_u64().map(u128::from);
         assert_matches(
             &table[&n],
-            v["total"].as_u64().unwrap(),
-            v["unique"].as_u64().unwrap(),
+            v["total"].as_u64().unwrap().into(),
+            v["unique"].as_u64().unwrap().into(),
             [class("count2"), class("count4"), class("count8")],
         );
         assert!(v["jobs"].is_u64() && v["seconds"].is_f64() && v["nodes"].is_u64(), "{v}");
@@ -75,7 +75,7 @@ fn solve_prints_the_classic_table_and_a_detailed_single_answer() {
         let f: Vec<&str> = row.split_whitespace().collect();
         let n: u8 = f[0].trim_end_matches(':').parse().unwrap();
         assert_eq!(
-            (f[1].parse::<u64>().unwrap(), f[2].parse::<u64>().unwrap()),
+            (f[1].parse::<u128>().unwrap(), f[2].parse::<u128>().unwrap()),
             (table[&n].total, table[&n].unique)
         );
         assert_eq!(f[3].len(), "00:00:00.000".len(), "{row}");

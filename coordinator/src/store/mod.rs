@@ -61,6 +61,34 @@ pub enum StoreError {
     Lock { path: PathBuf, lock: PathBuf, source: std::io::Error },
     #[error("building the job list")]
     Core(#[from] nqueens_core::CoreError),
+    /// A per-job count that the signed 64-bit columns cannot hold; refused before anything is written.
+    #[error("state file {path}: job {job_id}'s {field} = {value} does not fit a stored count (at most 2^63 - 1)")]
+    CountOutOfRange { path: PathBuf, job_id: u64, field: &'static str, value: u64 },
+}
+
+/// A per-job count as the `results` table stores it: a non-negative SQLite integer. Anything else
+/// (negative, real, text, NULL) is `None`: the row is refused, never counted.
+pub(crate) fn stored_count(value: rusqlite::types::ValueRef<'_>) -> Option<u64> {
+    match value {
+        rusqlite::types::ValueRef::Integer(i) => u64::try_from(i).ok(),
+        _ => None,
+    }
+}
+
+/// The four counts of a result row from columns `first..first + 4` (solutions, sym180, sym90,
+/// nodes), or `None` if any of them is not a valid stored count.
+pub(crate) fn stored_counts(
+    row: &rusqlite::Row<'_>,
+    first: usize,
+) -> rusqlite::Result<Option<nqueens_core::JobCounts>> {
+    let mut v = [0u64; 4];
+    for (i, slot) in v.iter_mut().enumerate() {
+        match stored_count(row.get_ref(first + i)?) {
+            Some(c) => *slot = c,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(nqueens_core::JobCounts { solutions: v[0], sym180: v[1], sym90: v[2], nodes: v[3] }))
 }
 
 /// What identifies a run; stored in the `meta` table.

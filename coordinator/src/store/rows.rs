@@ -2,7 +2,7 @@
 //! totals and summaries summed from committed rows.
 
 use super::checksum::RowClaim;
-use super::{now_unix, Loaded, Store, StoreError, Summary, WorkerRow};
+use super::{now_unix, stored_counts, Loaded, Store, StoreError, Summary, WorkerRow};
 use crate::lifecycle::{Change, JobEntry, LeaseRecord, Standing};
 use crate::state::JobState;
 use nqueens_core::{JobCounts, Tally, Totals};
@@ -18,8 +18,10 @@ pub struct StoredResult {
     pub worker_id: u64,
     pub counted: bool,
     pub kind: String,
+    /// The stored counts (all zero if they are not valid stored counts, see `intact`).
     pub counts: JobCounts,
-    /// The checksum matches (always true in a schema 1 file read as it is: nothing to check).
+    /// The counts are non-negative integers and the checksum matches (in a schema 1 file read as it
+    /// is, with no checksums, only the first holds).
     pub intact: bool,
 }
 
@@ -36,8 +38,8 @@ impl StoredResult {
 }
 
 impl Store {
-    /// Every result row, its checksum checked. A row that fails is damaged or was edited: it must
-    /// never be counted.
+    /// Every result row, its counts and checksum checked. A row that fails (a negative or non-integer
+    /// count, or a checksum that does not match) is damaged or was edited: it must never be counted.
     pub fn results(&self) -> Result<Vec<StoredResult>, StoreError> {
         let sql = self.sql();
         let has_checksum = self.mac.is_some();
@@ -50,21 +52,17 @@ impl Store {
         let mut rows = q.query([]).map_err(&sql)?;
         let mut out = Vec::new();
         while let Some(r) = rows.next().map_err(&sql)? {
+            let counts = stored_counts(r, 5).map_err(&sql)?;
             let mut row = StoredResult {
                 row_id: r.get::<_, i64>(0).map_err(&sql)? as u64,
                 job_id: r.get::<_, i64>(1).map_err(&sql)? as u64,
                 worker_id: r.get::<_, i64>(2).map_err(&sql)? as u64,
                 counted: r.get(3).map_err(&sql)?,
                 kind: r.get(4).map_err(&sql)?,
-                counts: JobCounts {
-                    solutions: r.get::<_, i64>(5).map_err(&sql)? as u64,
-                    sym180: r.get::<_, i64>(6).map_err(&sql)? as u64,
-                    sym90: r.get::<_, i64>(7).map_err(&sql)? as u64,
-                    nodes: r.get::<_, i64>(8).map_err(&sql)? as u64,
-                },
-                intact: true,
+                counts: counts.unwrap_or_default(),
+                intact: counts.is_some(),
             };
-            if let Some(mac) = &self.mac {
+            if let (Some(mac), true) = (&self.mac, row.intact) {
                 // A checksum that is not a blob (NULL, or edited into text) fails.
                 let tag = match r.get_ref(9).map_err(&sql)? {
                     rusqlite::types::ValueRef::Blob(b) => Some(b),
@@ -359,6 +357,20 @@ impl Store {
                         counted,
                         kind,
                     } => {
+                        let fit = |field, value: u64| {
+                            i64::try_from(value).map_err(|_| StoreError::CountOutOfRange {
+                                path: self.path.clone(),
+                                job_id: *job_id,
+                                field,
+                                value,
+                            })
+                        };
+                        let stored = [
+                            fit("solutions", counts.solutions)?,
+                            fit("sym180", counts.sym180)?,
+                            fit("sym90", counts.sym90)?,
+                            fit("nodes", counts.nodes)?,
+                        ];
                         let tag = mac.tag(&RowClaim {
                             job_id: *job_id,
                             worker_id: *worker_id,
@@ -371,10 +383,10 @@ impl Store {
                                 *job_id as i64,
                                 *worker_id as i64,
                                 *lease_id as i64,
-                                counts.solutions as i64,
-                                counts.sym180 as i64,
-                                counts.sym90 as i64,
-                                counts.nodes as i64,
+                                stored[0],
+                                stored[1],
+                                stored[2],
+                                stored[3],
                                 seconds,
                                 counted,
                                 kind.as_str(),
@@ -390,12 +402,10 @@ impl Store {
                         let mut rows = Vec::new();
                         while let Some(r) = q.next().map_err(&sql)? {
                             let kind: String = r.get(2).map_err(&sql)?;
-                            let counts = JobCounts {
-                                solutions: r.get::<_, i64>(3).map_err(&sql)? as u64,
-                                sym180: r.get::<_, i64>(4).map_err(&sql)? as u64,
-                                sym90: r.get::<_, i64>(5).map_err(&sql)? as u64,
-                                nodes: r.get::<_, i64>(6).map_err(&sql)? as u64,
-                            };
+                            // Counts that are not valid stored counts make a bad row, like a
+                            // failing checksum.
+                            let valid = stored_counts(r, 3).map_err(&sql)?;
+                            let counts = valid.unwrap_or_default();
                             let worker_id = r.get::<_, i64>(1).map_err(&sql)? as u64;
                             let claim = RowClaim {
                                 job_id: *job_id,
@@ -408,8 +418,7 @@ impl Store {
                                 rusqlite::types::ValueRef::Blob(b) => Some(b),
                                 _ => None,
                             };
-                            let new_tag = mac
-                                .verify(&claim, tag)
+                            let new_tag = (valid.is_some() && mac.verify(&claim, tag))
                                 .then(|| mac.tag(&RowClaim { counted: false, ..claim }));
                             rows.push((r.get::<_, i64>(0).map_err(&sql)?, new_tag));
                         }
@@ -459,7 +468,9 @@ impl Store {
     }
 
     /// The weighted sums of the counted (committed) results whose checksum holds. Each row is
-    /// checked here, in Rust: a row that fails is never counted, whatever its `counted` flag says.
+    /// checked and summed here, in Rust, into 128-bit sums ([`Tally`]), never with SQL `SUM`, whose
+    /// 64-bit integers overflow from N=29: a row that fails is never counted, whatever its
+    /// `counted` flag says.
     pub fn tally(&self) -> Result<Tally, StoreError> {
         Ok(self.tally_and_bad(&self.results()?)?.0)
     }

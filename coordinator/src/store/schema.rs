@@ -2,9 +2,9 @@
 
 use super::checksum::{new_key, to_hex, RowClaim, RowMac};
 use super::open::{corrupt_or_sql, APPLICATION_ID};
-use super::{verification_draw, RunMeta, Store, StoreError};
+use super::{stored_counts, verification_draw, RunMeta, Store, StoreError};
 use crate::state::JobState;
-use nqueens_core::{JobCounts, JobList};
+use nqueens_core::JobList;
 use rusqlite::{params, OptionalExtension};
 
 /// Schema version of the state file, also its `PRAGMA user_version`.
@@ -108,17 +108,17 @@ impl Store {
                 let mut q = read.query([]).map_err(&sql)?;
                 while let Some(r) = q.next().map_err(&sql)? {
                     let kind: String = r.get(4).map_err(&sql)?;
+                    // A row whose counts are not valid stored counts (negative, not integers)
+                    // gets no checksum: it stays refused, as it was before the migration.
+                    let Some(counts) = stored_counts(r, 5).map_err(&sql)? else {
+                        continue;
+                    };
                     let claim = RowClaim {
                         job_id: r.get::<_, i64>(1).map_err(&sql)? as u64,
                         worker_id: r.get::<_, i64>(2).map_err(&sql)? as u64,
                         counted: r.get(3).map_err(&sql)?,
                         kind: &kind,
-                        counts: JobCounts {
-                            solutions: r.get::<_, i64>(5).map_err(&sql)? as u64,
-                            sym180: r.get::<_, i64>(6).map_err(&sql)? as u64,
-                            sym90: r.get::<_, i64>(7).map_err(&sql)? as u64,
-                            nodes: r.get::<_, i64>(8).map_err(&sql)? as u64,
-                        },
+                        counts,
                     };
                     write
                         .execute(params![r.get::<_, i64>(0).map_err(&sql)?, mac.tag(&claim)])

@@ -3,7 +3,7 @@
 use super::*;
 use crate::lifecycle::{Change, Standing};
 use crate::state::JobState;
-use nqueens_core::{job_list, SplitParams};
+use nqueens_core::{job_list, JobCounts, SplitParams};
 
 #[test]
 fn checkpoint_resumes_and_refuses_other_runs() {
@@ -25,7 +25,7 @@ fn checkpoint_resumes_and_refuses_other_runs() {
         cp.record(job.id, &job.solve().unwrap(), 0.0).unwrap();
     }
     let (_, totals) = cp.finish().unwrap();
-    assert_eq!(totals.unwrap().total, nqueens_core::reference::count_all(8).unwrap());
+    assert_eq!(totals.unwrap().total, u128::from(nqueens_core::reference::count_all(8).unwrap()));
     drop(cp);
     let other = job_list(9, &SplitParams::default()).unwrap();
     assert!(matches!(LocalCheckpoint::open(&path, &other), Err(StoreError::OtherRun { .. })));
@@ -201,7 +201,7 @@ fn a_row_that_fails_its_checksum_is_never_counted_and_its_job_is_solved_again() 
     let path = dir.path().join("run.db");
     let list = job_list(8, &SplitParams::default()).unwrap();
     finished_run(&path, &list);
-    let total = nqueens_core::reference::count_all(8).unwrap();
+    let total = u128::from(nqueens_core::reference::count_all(8).unwrap());
     let job = list.jobs.iter().find(|j| j.solve().unwrap().solutions > 0).unwrap().id;
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute(
@@ -252,7 +252,7 @@ fn schema_1_files_still_open_and_are_migrated_when_written() {
     let path = dir.path().join("old.db");
     let list = job_list(8, &SplitParams::default()).unwrap();
     finished_run(&path, &list);
-    let total = nqueens_core::reference::count_all(8).unwrap();
+    let total = u128::from(nqueens_core::reference::count_all(8).unwrap());
     // Make it what the schema 1 code wrote: no mark, no key, no checksum column.
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute_batch(
@@ -325,4 +325,112 @@ fn the_cross_checked_jobs_are_drawn_anew_for_every_run() {
     assert!((1600..2400).contains(&pa.len()), "{} of 4000 at 0.5", pa.len());
     assert_ne!(pa, pb, "two runs must not pick the same jobs: no worker can know the choice");
     assert!(picks(&verification_draw(0.0)).is_empty());
+}
+
+/// Synthetic counted rows, each a valid per-job count with a valid checksum, whose weighted sum
+/// passes 2^64: the real summing path (rows read and checked, summed in 128 bits) gets it exact,
+/// where SQL's 64-bit `SUM` overflows; `status --state --json` writes every digit.
+#[test]
+fn sums_past_u64_are_exact_through_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wide.db");
+    let list = job_list(9, &SplitParams::default()).unwrap();
+    let mut store = Store::open_or_create(&path, &list, 0.0, "local").unwrap();
+    let base = 1u64 << 61;
+    // Per weight, counts that keep the symmetry identities of the weighted sums.
+    let counts_of = |weight: u8, id: u64| match weight {
+        8 => JobCounts { solutions: base + id, sym180: 0, sym90: 0, nodes: 1 },
+        4 => JobCounts { solutions: base + 2 * id, sym180: 2, sym90: 0, nodes: 1 },
+        _ => JobCounts { solutions: base + 4 * id + 8, sym180: 4, sym90: 2, nodes: 1 },
+    };
+    let (mut total, mut sym180, mut sym90) = (0u128, 0u128, 0u128);
+    let mut changes = Vec::new();
+    for job in &list.jobs {
+        let counts = counts_of(job.weight, job.id);
+        let w = u128::from(job.weight);
+        total += w * u128::from(counts.solutions);
+        sym180 += w * u128::from(counts.sym180);
+        sym90 += w * u128::from(counts.sym90);
+        changes.push(Change::Result {
+            job_id: job.id,
+            worker_id: 1,
+            lease_id: 1,
+            counts,
+            seconds: 0.0,
+            counted: true,
+            kind: crate::state::ResultKind::First,
+        });
+        changes.push(Change::JobState {
+            job_id: job.id,
+            state: JobState::Done,
+            lease_id: None,
+            worker_id: None,
+            errors: 0,
+            conflicts: 0,
+        });
+    }
+    store.apply(&changes, &[]).unwrap();
+    assert!(total > u128::from(u64::MAX) * 2, "the rows must add up past 2^64: {total}");
+
+    let tally = store.tally().unwrap();
+    assert_eq!((tally.total, tally.sym180, tally.sym90), (total, sym180, sym90));
+    let totals = store.final_totals(&tally).unwrap().expect("every job has a counted row");
+    let classes = totals.classes.unwrap();
+    assert_eq!(totals.total, total);
+    assert_eq!(classes.total(), Some(total));
+    assert_eq!(classes.unique(), Some(totals.unique));
+    assert_eq!((classes.count2 * 2, classes.count4 * 4 + classes.count2 * 2), (sym90, sym180));
+    // SQLite's SUM is 64-bit and fails on these rows: it must never be the summing path.
+    let sql_sum =
+        store.conn.query_row("SELECT SUM(solutions) FROM results", [], |r| r.get::<_, i64>(0));
+    assert!(sql_sum.is_err(), "SQL SUM gave {sql_sum:?}");
+    drop(store);
+
+    let status = crate::status::StateStatus::read(&path).unwrap();
+    assert_eq!(status.view.partial_total, total);
+    let json = status.json();
+    assert!(json.contains(&format!("\"partial_total\":{total},")), "{json}");
+    let record = status.view.result.as_ref().expect("complete");
+    assert_eq!((record.total, record.count8), (total, Some(classes.count8)));
+    assert!(json.contains(&format!("\"total\":{total},")), "{json}");
+}
+
+/// A stored count that is negative or not an integer is refused (the row is bad, never counted),
+/// and a count that does not fit the signed column is refused before anything is written.
+#[test]
+fn stored_counts_out_of_range_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("range.db");
+    let list = job_list(8, &SplitParams::default()).unwrap();
+    finished_run(&path, &list);
+    let rows = list.jobs.len() as u64;
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute("UPDATE results SET sym90=-1 WHERE id=1", []).unwrap();
+    c.execute("UPDATE results SET nodes=2.5 WHERE id=2", []).unwrap();
+    drop(c);
+    let mut store = Store::open_existing_for_update(&path).unwrap();
+    let summary = store.summary().unwrap();
+    assert_eq!(summary.bad_rows, 2);
+    assert_eq!(summary.tally.jobs, rows - 2);
+    let results = store.results().unwrap();
+    assert!(!results[0].intact && !results[1].intact && results[2].intact);
+
+    let huge = JobCounts { solutions: 1 << 63, sym180: 0, sym90: 0, nodes: 0 };
+    let result = store.apply(
+        &[Change::Result {
+            job_id: 3,
+            worker_id: 1,
+            lease_id: 1,
+            counts: huge,
+            seconds: 0.0,
+            counted: true,
+            kind: crate::state::ResultKind::First,
+        }],
+        &[],
+    );
+    assert!(
+        matches!(result, Err(StoreError::CountOutOfRange { job_id: 3, field: "solutions", .. })),
+        "{result:?}"
+    );
+    assert_eq!(store.results().unwrap().len() as u64, rows, "nothing written");
 }

@@ -130,8 +130,8 @@ async fn main() -> Result<()> {
     println!("coordinator exit: {status}; result: {}", out.trim());
     let record: serde_json::Value =
         serde_json::from_str(out.trim()).context("coordinator result line")?;
-    if record["total"].as_u64() != Some(expected.total)
-        || record["unique"].as_u64() != Some(expected.unique)
+    if record["total"].as_u64().map(u128::from) != Some(expected.total)
+        || record["unique"].as_u64().map(u128::from) != Some(expected.unique)
     {
         bail!("wrong totals from the coordinator: {out}");
     }
