@@ -1,6 +1,7 @@
 //! The coordinator library: everything behind the `nqueens-coordinator` binary that other crates
 //! (the end-to-end tests) may want to drive directly.
 
+pub mod accept;
 pub mod engine;
 pub mod lifecycle;
 pub mod metrics;

@@ -160,8 +160,9 @@ impl Metrics {
 
 /// Serves `/metrics` (any path, in fact) until the task is dropped.
 pub async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>) {
+    let mut incoming = crate::accept::Incoming::new(listener, "metrics");
     loop {
-        let Ok((mut socket, _)) = listener.accept().await else { continue };
+        let mut socket = incoming.accept().await;
         let metrics = metrics.clone();
         tokio::spawn(async move {
             let mut buf = [0u8; 2048];

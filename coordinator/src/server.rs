@@ -4,6 +4,7 @@
 //! Takes already-bound listeners and a shutdown future, so tests can bind 127.0.0.1:0 and stop the
 //! coordinator at will, exactly like the binary does on SIGTERM/Ctrl-C.
 
+use crate::accept::Incoming;
 use crate::engine::{Command, Engine, EngineConfig};
 use crate::metrics::{serve_metrics, Metrics};
 use crate::report::ResultRecord;
@@ -18,7 +19,6 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
 
 /// How long a coordinator whose engine failed keeps answering NOT_SERVING before it exits, so
 /// that health probes see why it is going away.
@@ -257,7 +257,9 @@ async fn serve_inner(
         }
     };
     let mut stopped = stopping_rx.clone();
-    let server = router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop_signal);
+    // Accepts pause (rather than spin) while the process is out of file descriptors; TLS, when
+    // configured, is layered on these connections by the router.
+    let server = router.serve_with_incoming_shutdown(Incoming::new(listener, "grpc"), stop_signal);
     // Streams that do not end on their own get a few seconds after the stop before being cut.
     let served = tokio::select! {
         r = server => r,
