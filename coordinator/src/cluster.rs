@@ -35,7 +35,8 @@ pub struct ServeArgs {
     /// Lease length: a worker silent for this long loses its jobs (heartbeats every third of it).
     #[arg(long, env = "NQ_LEASE_SECONDS", default_value_t = 60)]
     pub lease_seconds: u32,
-    /// Split into about this many jobs (default 2^(N-5), at most 2^21). Fixed at run creation.
+    /// Split into about this many jobs (default 2^(N-5), at most 2^21; at most 2^20 = 1,048,576
+    /// when given). Fixed at run creation.
     #[arg(long, env = "NQ_TARGET_JOBS")]
     pub target_jobs: Option<u64>,
     /// Fraction of jobs solved a second time by a different worker and compared. Fixed at creation.

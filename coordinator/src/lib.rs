@@ -14,5 +14,7 @@ pub mod store;
 pub mod verify;
 pub mod wire;
 
-pub use server::{result_file, serve, ConfigError, ServeConfig, ServeError};
+pub use server::{
+    check_target_jobs, result_file, serve, ConfigError, ServeConfig, ServeError, MAX_TARGET_JOBS,
+};
 pub use store::{LocalCheckpoint, Store, StoreError};

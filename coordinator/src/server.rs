@@ -61,6 +61,36 @@ impl Default for ServeConfig {
     }
 }
 
+/// The largest `--target-jobs` accepted (by `serve` and `solve`): 2^20. The job list lands on the
+/// count nearest the target (on a log scale) that a whole number of pre-placed rows gives, so a
+/// run can hold a few times this many jobs, and every job costs the coordinator about 300 bytes
+/// for the whole run (the job, its scheduler entry, its share of the page cache). Max RSS of
+/// `serve --n N --target-jobs T` once the run is created and listening (`/usr/bin/time -v`):
+///
+/// | N  | --target-jobs     | jobs      | max RSS  |
+/// |----|-------------------|-----------|----------|
+/// | 18 | (default, 2^13)   | 5,728     | 14 MiB   |
+/// | 18 | 100,000           | 60,702    | 30 MiB   |
+/// | 18 | 1,000,000         | 493,492   | 155 MiB  |
+/// | 17 | 2^20              | 1,698,257 | 472 MiB  |
+/// | 21 | 2^20              | 1,766,132 | 521 MiB  |
+/// | 18 | 2^21              | 3,187,947 | 865 MiB  |
+///
+/// At 2^20 the largest list measured stays near half a GiB, leaving room under 1 GiB for a list
+/// that lands further above its target and for what a running run adds; at 2^21 one board already
+/// needs 865 MiB before the first lease.
+pub const MAX_TARGET_JOBS: u64 = 1 << 20;
+
+/// Checks a `--target-jobs` against [`MAX_TARGET_JOBS`].
+pub fn check_target_jobs(target: Option<u64>) -> Result<(), ConfigError> {
+    match target {
+        Some(given) if given > MAX_TARGET_JOBS => {
+            Err(ConfigError::TargetJobs { given, cap: MAX_TARGET_JOBS })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Why `serve` refused to start or stopped. Causes are chained as sources, not repeated.
 #[derive(Debug, Error)]
 pub enum ServeError {
@@ -91,6 +121,8 @@ pub enum ConfigError {
     VerifyFraction(f64),
     #[error("--lease-seconds {0} must be at least 2")]
     LeaseSeconds(u32),
+    #[error("--target-jobs {given} is above the cap of {cap}: a run that finely split needs more coordinator memory than a run should take (give at most {cap})")]
+    TargetJobs { given: u64, cap: u64 },
     #[error("refusing to serve {0} without a token: anyone who can reach it could report results; set --token (NQ_TOKEN) to a long random secret, listen on a loopback address, or pass --insecure (NQ_INSECURE=true) on a network you trust")]
     NoToken(std::net::SocketAddr),
 }
@@ -112,7 +144,7 @@ impl ServeConfig {
         if self.lease_seconds < 2 {
             return Err(ConfigError::LeaseSeconds(self.lease_seconds));
         }
-        Ok(())
+        check_target_jobs(self.target_jobs)
     }
 }
 
