@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use nqueens_coordinator::status::{StateStatus, StatusView};
+use nqueens_coordinator::status::StateStatus;
 use nqueens_coordinator::{serve as serve_run, ServeConfig};
 use nqueens_process::shutdown_signal;
 use nqueens_proto as pb;
@@ -146,16 +146,8 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
 }
 
 pub fn status(args: StatusArgs) -> Result<ExitCode> {
-    let view = match (&args.state, &args.connect) {
-        (Some(path), _) => {
-            let status = StateStatus::read(path)?;
-            if args.json {
-                println!("{}", status.json());
-            } else {
-                print!("{}", status.text());
-            }
-            return Ok(ExitCode::SUCCESS);
-        }
+    let status = match (&args.state, &args.connect) {
+        (Some(path), _) => StateStatus::read(path)?,
         (None, Some(url)) => {
             let ca =
                 args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
@@ -168,15 +160,15 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
                     .status(pb::StatusRequest {})
                     .await
                     .map_err(|s| anyhow::anyhow!("status call to {url} failed: {}", s.message()))?;
-                anyhow::Ok(StatusView::from_response(response.into_inner(), url)?)
+                anyhow::Ok(StateStatus::from_response(response.into_inner(), url)?)
             })?
         }
         (None, None) => bail!("give --connect URL or --state FILE"),
     };
     if args.json {
-        println!("{}", view.json());
+        println!("{}", status.json());
     } else {
-        print!("{}", view.text());
+        print!("{}", status.text());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -48,6 +48,8 @@ pub struct StatusReader {
 /// What [`StatusReader::sums`] found in the committed rows.
 pub struct Sums {
     pub tally: Tally,
+    /// Result rows whose checksum fails: damaged or edited, never counted.
+    pub bad_rows: u64,
     /// The run's result, once it is complete.
     pub result: Option<ResultRecord>,
 }
@@ -65,14 +67,14 @@ impl StatusReader {
             Some(store) => store,
             empty => empty.insert(Store::open_existing(&self.path)?),
         };
-        let tally = store.tally()?;
+        let (tally, bad_rows) = store.tally_checked()?;
         let result = match complete {
             true => store
                 .final_totals(&tally)?
                 .map(|t| ResultRecord::new(&t, store.meta().job_count, store.age(), tally.nodes)),
             false => None,
         };
-        Ok(Sums { tally, result })
+        Ok(Sums { tally, bad_rows, result })
     }
 }
 
@@ -401,7 +403,9 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         (view.partial_total, view.partial_sym180, view.partial_sym90, view.nodes) =
             (summed.tally.total, summed.tally.sym180, summed.tally.sym90, summed.tally.nodes);
         view.result = summed.result;
-        Ok(Response::new(view.to_response(&self.run)))
+        let mut response = view.to_response(&self.run);
+        response.bad_rows = summed.bad_rows;
+        Ok(Response::new(response))
     }
 }
 

@@ -8,7 +8,7 @@
 use crate::engine::{Registration, ReportedResult, ResultReply};
 use crate::lifecycle::{Finding, ResultOutcome};
 use crate::report::ResultRecord;
-use crate::status::{percent, StatusView, WorkerView};
+use crate::status::{percent, StateStatus, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::{self as pb, convert::narrow, Outcome, Reason, WireError};
 
@@ -185,6 +185,8 @@ impl StatusView {
             lease_expiries: self.lease_expiries.unwrap_or(0),
             uptime_seconds: self.uptime_seconds.unwrap_or(0.0),
             untrusted_workers: self.untrusted_workers,
+            // Found by the status reader, not the engine: the service fills it in.
+            bad_rows: 0,
         }
     }
 
@@ -231,5 +233,14 @@ impl StatusView {
                 .collect(),
             uptime_seconds: Some(r.uptime_seconds),
         })
+    }
+}
+
+impl StateStatus {
+    /// A live coordinator's status call with the rows it found bad, as answered by the coordinator
+    /// at `source`. A live coordinator has opened its file for writing, so its rows carry checksums.
+    pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StateStatus, WireError> {
+        let bad_rows = r.bad_rows;
+        Ok(StateStatus { view: StatusView::from_response(r, source)?, bad_rows, checksums: true })
     }
 }
