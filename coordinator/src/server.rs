@@ -96,7 +96,7 @@ pub fn check_target_jobs(target: Option<u64>) -> Result<(), ConfigError> {
 pub enum ServeError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("no board size: give --n for a new run ({0} does not exist yet)")]
+    #[error("no board size: give --n for a new run ({0} holds no run yet)")]
     NoBoardSize(PathBuf),
     #[error("--n {given} does not match the state file, which holds a run of N={stored}")]
     OtherN { given: u32, stored: u8 },
@@ -180,8 +180,11 @@ async fn serve_inner(
         config.validate_listen(addr)?;
     }
 
-    // Which run: a new one from --n, or the one in the state file.
-    let (n, params) = if config.state.exists() {
+    // Which run: a new one from --n, or the one in the state file. A missing or empty (0-byte)
+    // file holds no run and becomes a new one, as with `solve --state`; anything else must be a
+    // state file of ours (checked read-only, so a foreign file is left exactly as it was).
+    let holds_run = std::fs::metadata(&config.state).is_ok_and(|m| m.len() > 0);
+    let (n, params) = if holds_run {
         let existing = Store::open_existing(&config.state)?;
         let meta = existing.meta().clone();
         if let Some(given) = config.n {

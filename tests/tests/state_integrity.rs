@@ -286,3 +286,63 @@ fn a_live_status_reports_a_row_damaged_while_the_coordinator_runs() {
     coord.signal(libc::SIGTERM);
     assert!(coord.wait_exit(Duration::from_secs(60)).success(), "{}", coord.log_text());
 }
+
+#[test]
+fn an_empty_state_file_becomes_a_new_run_for_serve_and_solve_alike() {
+    use nqueens_tests::cluster::{free_port, serve_args, wait_until, Proc};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let expected = known_counts()[&12].total;
+
+    // solve --state on a 0-byte file: initialised, solved, exact.
+    let solved = dir.path().join("solve.db");
+    std::fs::write(&solved, b"").unwrap();
+    let out =
+        coordinator_output(["solve", "12", "--json", "--no-progress", "--state", arg(&solved)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"].as_u64(), Some(expected), "{v}");
+
+    // serve --state on a 0-byte file without --n: there is no run to resume, so it asks for
+    // --n, and leaves the file as it was.
+    let served = dir.path().join("serve.db");
+    std::fs::write(&served, b"").unwrap();
+    let out = coordinator_output([
+        "serve",
+        "--state",
+        arg(&served),
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "off",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("give --n"), "{err}");
+    assert_eq!(std::fs::metadata(&served).unwrap().len(), 0);
+
+    // With --n it is initialised like a missing file, and serves the new run.
+    let port = free_port();
+    let mut coord = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(12, &served, port, &[]),
+        dir.path().join("serve.log"),
+    );
+    wait_until(Duration::from_secs(60), "the run to be created", || {
+        let out = coordinator_output(["status", "--json", "--state", arg(&served)]);
+        out.status.success()
+    });
+    coord.signal(libc::SIGTERM);
+    assert!(coord.wait_exit(Duration::from_secs(60)).success(), "{}", coord.log_text());
+    let out = coordinator_output(["status", "--json", "--state", arg(&served)]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["n"].as_u64(), v["jobs_done"].as_u64()), (Some(12), Some(0)), "{v}");
+    assert!(v["jobs_total"].as_u64().unwrap() > 0, "{v}");
+
+    // `status` reads an empty file as what it is: not a run.
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let out = coordinator_output(["status", "--state", arg(&empty)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("it is empty (0 bytes)"));
+}
