@@ -393,13 +393,22 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         &self,
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
+        let asked = Instant::now();
         let mut view = self.ask(|reply| Command::Status { reply }).await?;
+        let engine_took = asked.elapsed();
         let reader = self.reader.clone();
         let complete = view.complete;
         let summed = tokio::task::spawn_blocking(move || reader.sums(complete))
             .await
             .map_err(|e| Status::internal(format!("status: {e}")))?
             .map_err(|e| Status::internal(format!("status: {e}")))?;
+        // The engine's part holds up leases and results; the rows' part runs beside them.
+        tracing::debug!(
+            engine_ms = engine_took.as_secs_f64() * 1e3,
+            rows_ms = (asked.elapsed() - engine_took).as_secs_f64() * 1e3,
+            jobs = view.jobs_total,
+            "status call answered"
+        );
         (view.partial_total, view.partial_sym180, view.partial_sym90, view.nodes) =
             (summed.tally.total, summed.tally.sym180, summed.tally.sym90, summed.tally.nodes);
         view.result = summed.result;
