@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use nqueens_coordinator::status::{StateStatus, StatusView};
+use nqueens_coordinator::status::StateStatus;
 use nqueens_coordinator::{serve as serve_run, ServeConfig};
 use nqueens_process::shutdown_signal;
 use nqueens_proto as pb;
@@ -36,7 +36,8 @@ pub struct ServeArgs {
     /// Lease length: a worker silent for this long loses its jobs (heartbeats every third of it).
     #[arg(long, env = "NQ_LEASE_SECONDS", default_value_t = 60)]
     pub lease_seconds: u32,
-    /// Split into about this many jobs (default 2^(N-5), at most 2^21). Fixed at run creation.
+    /// Split into about this many jobs (default 2^(N-5), at most 2^21 = 2,097,152, also the
+    /// largest accepted). Fixed at run creation.
     #[arg(long, env = "NQ_TARGET_JOBS")]
     pub target_jobs: Option<u64>,
     /// Fraction of jobs solved a second time by a different worker and compared. Fixed at creation.
@@ -151,16 +152,8 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
 }
 
 pub fn status(args: StatusArgs) -> Result<ExitCode> {
-    let view = match (&args.state, &args.connect) {
-        (Some(path), _) => {
-            let status = StateStatus::read(path)?;
-            if args.json {
-                println!("{}", status.json());
-            } else {
-                print!("{}", status.text());
-            }
-            return Ok(ExitCode::SUCCESS);
-        }
+    let status = match (&args.state, &args.connect) {
+        (Some(path), _) => StateStatus::read(path)?,
         (None, Some(url)) => {
             let ca =
                 args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
@@ -173,15 +166,15 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
                     .status(pb::StatusRequest {})
                     .await
                     .map_err(|s| anyhow::anyhow!("status call to {url} failed: {}", s.message()))?;
-                anyhow::Ok(StatusView::from_response(response.into_inner(), url)?)
+                anyhow::Ok(StateStatus::from_response(response.into_inner(), url)?)
             })?
         }
         (None, None) => bail!("give --connect URL or --state FILE"),
     };
     if args.json {
-        println!("{}", view.json());
+        println!("{}", status.json());
     } else {
-        print!("{}", view.text());
+        print!("{}", status.text());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,7 +5,7 @@
 //! change in ONE transaction, and only then answers. Group commit is what makes thousands of durable
 //! results per second possible with synchronous=FULL; a single writer makes decisions race-free.
 
-use crate::lifecycle::{Change, Finding, Lifecycle, ResultOutcome, Standing};
+use crate::lifecycle::{Change, Finding, Lifecycle, ResultOutcome};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
 use crate::state::JobState;
@@ -553,14 +553,7 @@ impl Engine {
             quiet,
         );
         let complete = self.life.is_complete();
-        let mut leased_by: HashMap<u64, u64> = HashMap::new();
-        let mut last_deadline: Option<Instant> = None;
-        for job in &self.life.jobs {
-            if let Standing::Leased { worker_id, deadline, .. } = job.standing {
-                *leased_by.entry(worker_id).or_default() += 1;
-                last_deadline = last_deadline.max(Some(deadline));
-            }
-        }
+        let last_deadline = self.life.last_lease_deadline();
         let mut workers: Vec<WorkerView> = self
             .workers
             .values()
@@ -573,7 +566,7 @@ impl Engine {
                 results: w.results,
                 conflicts: w.conflicts,
                 last_seen_seconds_ago: now.duration_since(w.last_seen).as_secs_f64(),
-                jobs_leased: leased_by.get(&w.row.id).copied().unwrap_or(0),
+                jobs_leased: self.life.leased_by(w.row.id),
                 untrusted: self.life.is_untrusted(w.row.id),
             })
             .collect();

@@ -1,6 +1,7 @@
 //! The coordinator library: everything behind the `nqueens-coordinator` binary that other crates
 //! (the end-to-end tests) may want to drive directly.
 
+pub mod accept;
 pub mod engine;
 pub mod http;
 pub mod lifecycle;
@@ -15,5 +16,7 @@ pub mod store;
 pub mod verify;
 pub mod wire;
 
-pub use server::{result_file, serve, ConfigError, ServeConfig, ServeError};
+pub use server::{
+    check_target_jobs, result_file, serve, ConfigError, ServeConfig, ServeError, MAX_TARGET_JOBS,
+};
 pub use store::{LocalCheckpoint, Store, StoreError};

@@ -4,6 +4,7 @@
 //! Takes already-bound listeners and a shutdown future, so tests can bind 127.0.0.1:0 and stop the
 //! coordinator at will, exactly like the binary does on SIGTERM/Ctrl-C.
 
+use crate::accept::Incoming;
 use crate::engine::{Command, Engine, EngineConfig};
 use crate::http::{sample_every, serve_http, History, HttpState, RunInfo, StatusSource};
 use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
@@ -20,7 +21,6 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
 
 /// How long a coordinator whose engine failed keeps answering NOT_SERVING before it exits, so
 /// that health probes see why it is going away.
@@ -66,12 +66,42 @@ impl Default for ServeConfig {
     }
 }
 
+/// The largest `--target-jobs` accepted (by `serve` and `solve`): 2^21, the default split's own
+/// maximum (for N >= 26). The job list lands on the
+/// count nearest the target (on a log scale) that a whole number of pre-placed rows gives, so a
+/// run can hold a few times this many jobs, and every job costs the coordinator about 300 bytes
+/// for the whole run (the job, its scheduler entry, its share of the page cache). Max RSS of
+/// `serve --n N --target-jobs T` once the run is created and listening (`/usr/bin/time -v`):
+///
+/// | N  | --target-jobs     | jobs      | max RSS  |
+/// |----|-------------------|-----------|----------|
+/// | 18 | (default, 2^13)   | 5,728     | 14 MiB   |
+/// | 18 | 100,000           | 60,702    | 30 MiB   |
+/// | 18 | 1,000,000         | 493,492   | 155 MiB  |
+/// | 17 | 2^20              | 1,698,257 | 472 MiB  |
+/// | 21 | 2^20              | 1,766,132 | 521 MiB  |
+/// | 18 | 2^21              | 3,187,947 | 865 MiB  |
+///
+/// At 2^21 the largest list measured needs 865 MiB before the first lease: that is as far as a
+/// coordinator should be asked to go (a given 2^23 would need several GiB).
+pub const MAX_TARGET_JOBS: u64 = 1 << 21;
+
+/// Checks a `--target-jobs` against [`MAX_TARGET_JOBS`].
+pub fn check_target_jobs(target: Option<u64>) -> Result<(), ConfigError> {
+    match target {
+        Some(given) if given > MAX_TARGET_JOBS => {
+            Err(ConfigError::TargetJobs { given, cap: MAX_TARGET_JOBS })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Why `serve` refused to start or stopped. Causes are chained as sources, not repeated.
 #[derive(Debug, Error)]
 pub enum ServeError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("no board size: give --n for a new run ({0} does not exist yet)")]
+    #[error("no board size: give --n for a new run ({0} holds no run yet)")]
     NoBoardSize(PathBuf),
     #[error("--n {given} does not match the state file, which holds a run of N={stored}")]
     OtherN { given: u32, stored: u8 },
@@ -96,6 +126,8 @@ pub enum ConfigError {
     VerifyFraction(f64),
     #[error("--lease-seconds {0} must be at least 2")]
     LeaseSeconds(u32),
+    #[error("--target-jobs {given} is above the cap of {cap}: a run that finely split needs more coordinator memory than a run should take (give at most {cap})")]
+    TargetJobs { given: u64, cap: u64 },
     #[error("refusing to serve {0} without a token: anyone who can reach it could report results; set --token (NQ_TOKEN) to a long random secret, listen on a loopback address, or pass --insecure (NQ_INSECURE=true) on a network you trust")]
     NoToken(std::net::SocketAddr),
 }
@@ -117,7 +149,7 @@ impl ServeConfig {
         if self.lease_seconds < 2 {
             return Err(ConfigError::LeaseSeconds(self.lease_seconds));
         }
-        Ok(())
+        check_target_jobs(self.target_jobs)
     }
 }
 
@@ -153,8 +185,11 @@ async fn serve_inner(
         config.validate_listen(addr)?;
     }
 
-    // Which run: a new one from --n, or the one in the state file.
-    let (n, params) = if config.state.exists() {
+    // Which run: a new one from --n, or the one in the state file. A missing or empty (0-byte)
+    // file holds no run and becomes a new one, as with `solve --state`; anything else must be a
+    // state file of ours (checked read-only, so a foreign file is left exactly as it was).
+    let holds_run = std::fs::metadata(&config.state).is_ok_and(|m| m.len() > 0);
+    let (n, params) = if holds_run {
         let existing = Store::open_existing(&config.state)?;
         let meta = existing.meta().clone();
         if let Some(given) = config.n {
@@ -287,7 +322,9 @@ async fn serve_inner(
         }
     };
     let mut stopped = stopping_rx.clone();
-    let server = router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop_signal);
+    // Accepts pause (rather than spin) while the process is out of file descriptors; TLS, when
+    // configured, is layered on these connections by the router.
+    let server = router.serve_with_incoming_shutdown(Incoming::new(listener, "grpc"), stop_signal);
     // Streams that do not end on their own get a few seconds after the stop before being cut.
     let served = tokio::select! {
         r = server => r,

@@ -26,7 +26,8 @@ pub struct SolveArgs {
     /// Print one JSON object per N (fields n, total, unique, count2, count4, count8, jobs, seconds, nodes).
     #[arg(long)]
     pub json: bool,
-    /// Wanted number of jobs per board size [default: 2^(N-5), at most 2^21].
+    /// Wanted number of jobs per board size [default: 2^(N-5), at most 2^21 = 2,097,152, also the
+    /// largest accepted].
     #[arg(long, env = "NQ_TARGET_JOBS")]
     pub target_jobs: Option<u64>,
     /// Never draw the progress bar (it is drawn only on a terminal, for runs over a second).
@@ -57,6 +58,7 @@ pub fn parse_sizes(text: &str) -> Result<RangeInclusive<u32>> {
 
 pub fn run(args: SolveArgs) -> Result<ExitCode> {
     let sizes = parse_sizes(&args.sizes)?;
+    nqueens_coordinator::check_target_jobs(args.target_jobs)?;
     let threads =
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if threads == 0 {

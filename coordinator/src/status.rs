@@ -61,9 +61,11 @@ pub struct StatusView {
     pub uptime_seconds: Option<f64>,
 }
 
-/// `status --state`: the [`StatusView`] of a state file, and what only the file can tell: result
-/// rows whose checksum fails (`bad_rows`; never counted) and whether its rows carry checksums at
-/// all (`checksums`; false for a schema 1 file not yet opened for writing).
+/// What `status` prints: the [`StatusView`], and what the rows themselves tell: result rows whose
+/// checksum fails (`bad_rows`; never counted) and whether the rows carry checksums at all
+/// (`checksums`; false for a schema 1 file not yet opened for writing). Read offline from a state
+/// file ([`StateStatus::read`]) or asked of a live coordinator, whose status reader checks every
+/// row as it sums them.
 #[derive(Debug, Clone, Serialize)]
 pub struct StateStatus {
     #[serde(flatten)]
@@ -73,6 +75,7 @@ pub struct StateStatus {
 }
 
 impl StateStatus {
+    /// `status --state`: reads the state file at `path`.
     pub fn read(path: &Path) -> Result<StateStatus, StoreError> {
         let store = Store::open_existing(path)?;
         let summary = store.summary()?;
@@ -83,19 +86,23 @@ impl StateStatus {
         })
     }
 
+    /// One JSON object: the view's fields, `bad_rows` and `checksums`.
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("status serializes")
     }
 
+    /// The human-readable report.
     pub fn text(&self) -> String {
         let mut o = self.view.text();
+        // `source` is the state file when read offline, the coordinator's URL when live.
+        let file = if self.view.source.contains("://") { "<FILE>" } else { &self.view.source };
         let _ = if !self.checksums {
             writeln!(o, "rows     no checksums (schema 1 file; the next `serve` or `solve --state` on it adds them)")
         } else if self.bad_rows > 0 {
             writeln!(
                 o,
-                "rows     {} bad_rows: result rows fail their checksum (damaged or edited); they are not counted and their jobs are solved again; `verify --state {}` lists them",
-                self.bad_rows, self.view.source
+                "rows     {} bad_rows: result rows fail their checksum (damaged or edited); they are not counted and their jobs are solved again; `verify --state {file}` lists them",
+                self.bad_rows
             )
         } else {
             writeln!(o, "rows     0 bad_rows (every result row's checksum holds)")

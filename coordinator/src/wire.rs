@@ -8,7 +8,7 @@
 use crate::engine::{Registration, ReportedResult, ResultReply};
 use crate::lifecycle::{Finding, ResultOutcome};
 use crate::report::ResultRecord;
-use crate::status::{percent, StatusView, WorkerView};
+use crate::status::{percent, StateStatus, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, Outcome, Reason, WireError};
@@ -206,6 +206,8 @@ impl StatusView {
             untrusted_workers: self.untrusted_workers,
             waiting_on_leases: self.waiting_on_leases,
             leases_expire_in_seconds: self.leases_expire_in_seconds.unwrap_or(-1.0),
+            // Found by the status reader, not the engine: the service fills it in.
+            bad_rows: 0,
         }
     }
 
@@ -255,6 +257,15 @@ impl StatusView {
                 .collect(),
             uptime_seconds: Some(r.uptime_seconds),
         })
+    }
+}
+
+impl StateStatus {
+    /// A live coordinator's status call with the rows it found bad, as answered by the coordinator
+    /// at `source`. A live coordinator has opened its file for writing, so its rows carry checksums.
+    pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StateStatus, WireError> {
+        let bad_rows = r.bad_rows;
+        Ok(StateStatus { view: StatusView::from_response(r, source)?, bad_rows, checksums: true })
     }
 }
 

@@ -85,6 +85,35 @@ fn bad_settings_are_refused_before_anything_is_logged_or_created() {
 }
 
 #[test]
+fn a_target_jobs_above_the_cap_is_refused_before_anything_is_created() {
+    let cap = nqueens_coordinator::MAX_TARGET_JOBS;
+    let over = (cap + 1).to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let state = state.to_str().unwrap();
+    let message = format!("--target-jobs {over} is above the cap of {cap}");
+    let (code, err) = serve_fails(&["--n", "18", "--state", state, "--target-jobs", &over]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.trim().starts_with(&format!("error: {message}")), "{err}");
+    let out = coordinator()
+        .args(["solve", "18", "--no-progress", "--target-jobs", &over, "--state", state])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.trim().starts_with(&format!("error: {message}")), "{err}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing created");
+    // The cap itself is accepted (checked without building a list: N=4 splits into few jobs).
+    let out = coordinator()
+        .args(["solve", "4", "--json", "--no-progress", "--target-jobs", &cap.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn status_of_a_missing_state_file_is_a_clear_error() {
     let out = coordinator().args(["status", "--state", "/nonexistent/run.db"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

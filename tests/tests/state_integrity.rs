@@ -228,3 +228,125 @@ fn a_cluster_run_with_a_damaged_row_solves_its_job_again_and_ends_exact() {
     let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!((v["bad_rows"].as_u64(), v["complete"].as_bool()), (Some(1), Some(true)), "{v}");
 }
+
+#[test]
+fn a_live_status_reports_a_row_damaged_while_the_coordinator_runs() {
+    use nqueens_tests::cluster::{free_port, serve_args, wait_until, worker_args, Proc};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("live.db");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut coord = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(12, &state, port, &["--verify-fraction", "0"]),
+        dir.path().join("coord.log"),
+    );
+    let live = || {
+        let out = coordinator_output(["status", "--json", "--connect", &url]);
+        match out.status.success() {
+            true => Some(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()),
+            false => None,
+        }
+    };
+    let mut worker =
+        Proc::spawn("nqueens-worker", &worker_args(port, 2, "w", &[]), dir.path().join("w.log"));
+    wait_until(Duration::from_secs(120), "the run to complete", || {
+        live().is_some_and(|v| v["complete"].as_bool() == Some(true))
+    });
+    assert!(worker.wait_exit(Duration::from_secs(60)).success(), "{}", worker.log_text());
+    let v = live().unwrap();
+    assert_eq!((v["bad_rows"].as_u64(), v["checksums"].as_bool()), (Some(0), Some(true)), "{v}");
+
+    // A counted row is changed behind the running coordinator's back: the next status call,
+    // which checks every row as it sums them, names it.
+    let row: i64 = {
+        let c = rusqlite::Connection::open(&state).unwrap();
+        c.busy_timeout(Duration::from_secs(10)).unwrap();
+        let row = c
+            .query_row(
+                "SELECT id FROM results WHERE counted=1 AND solutions>0 ORDER BY id LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        c.execute("UPDATE results SET solutions=solutions+1 WHERE id=?1", [row]).unwrap();
+        row
+    };
+    let v = live().unwrap();
+    assert_eq!(v["bad_rows"].as_u64(), Some(1), "row {row}: {v}");
+    let expected = known_counts()[&12].total;
+    assert!(v["partial_total"].as_u64().unwrap() < expected, "the bad row is not counted: {v}");
+    let text = coordinator_output(["status", "--connect", &url]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("rows     1 bad_rows") && text.contains("verify --state <FILE>"),
+        "{text}"
+    );
+    // The offline report agrees with the live one.
+    let offline = coordinator_output(["status", "--json", "--state", arg(&state)]);
+    let o: serde_json::Value = serde_json::from_slice(&offline.stdout).unwrap();
+    assert_eq!(o["bad_rows"].as_u64(), Some(1), "{o}");
+    coord.signal(libc::SIGTERM);
+    assert!(coord.wait_exit(Duration::from_secs(60)).success(), "{}", coord.log_text());
+}
+
+#[test]
+fn an_empty_state_file_becomes_a_new_run_for_serve_and_solve_alike() {
+    use nqueens_tests::cluster::{free_port, serve_args, wait_until, Proc};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let expected = known_counts()[&12].total;
+
+    // solve --state on a 0-byte file: initialised, solved, exact.
+    let solved = dir.path().join("solve.db");
+    std::fs::write(&solved, b"").unwrap();
+    let out =
+        coordinator_output(["solve", "12", "--json", "--no-progress", "--state", arg(&solved)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"].as_u64(), Some(expected), "{v}");
+
+    // serve --state on a 0-byte file without --n: there is no run to resume, so it asks for
+    // --n, and leaves the file as it was.
+    let served = dir.path().join("serve.db");
+    std::fs::write(&served, b"").unwrap();
+    let out = coordinator_output([
+        "serve",
+        "--state",
+        arg(&served),
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "off",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("give --n"), "{err}");
+    assert_eq!(std::fs::metadata(&served).unwrap().len(), 0);
+
+    // With --n it is initialised like a missing file, and serves the new run.
+    let port = free_port();
+    let mut coord = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(12, &served, port, &[]),
+        dir.path().join("serve.log"),
+    );
+    wait_until(Duration::from_secs(60), "the run to be created", || {
+        let out = coordinator_output(["status", "--json", "--state", arg(&served)]);
+        out.status.success()
+    });
+    coord.signal(libc::SIGTERM);
+    assert!(coord.wait_exit(Duration::from_secs(60)).success(), "{}", coord.log_text());
+    let out = coordinator_output(["status", "--json", "--state", arg(&served)]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["n"].as_u64(), v["jobs_done"].as_u64()), (Some(12), Some(0)), "{v}");
+    assert!(v["jobs_total"].as_u64().unwrap() > 0, "{v}");
+
+    // `status` reads an empty file as what it is: not a run.
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let out = coordinator_output(["status", "--state", arg(&empty)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("it is empty (0 bytes)"));
+}

@@ -204,18 +204,12 @@ async fn serve_connection(mut socket: TcpStream, state: Arc<HttpState>) {
 /// Serves the HTTP port on `listener` until the task is dropped.
 pub async fn serve_http(listener: TcpListener, state: Arc<HttpState>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    // Backs off when descriptors run out instead of spinning (see `accept.rs`).
+    let mut incoming = crate::accept::Incoming::new(listener, "http");
     loop {
-        let (socket, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of file descriptors, most likely: wait instead of spinning.
-                tracing::warn!(error = %e, "http accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+        let socket = incoming.accept().await;
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::debug!(%peer, "too many http connections; closed");
+            tracing::debug!(peer = ?socket.peer_addr().ok(), "too many http connections; closed");
             continue;
         };
         let state = state.clone();

@@ -195,6 +195,8 @@ pub struct Lifecycle {
     /// are skipped when popped).
     queue: BinaryHeap<(u64, Reverse<u64>)>,
     by_state: JobsByState,
+    /// Leased jobs per worker, kept as jobs move (status reads it without walking every job).
+    leased_by: HashMap<u64, u64>,
     pub lease_expiries: u64,
     pub conflicts_total: u64,
     /// Workers that disagreed with a settled verification. Their opinions no longer count as
@@ -268,6 +270,7 @@ impl Lifecycle {
             lease_duration,
             queue: BinaryHeap::new(),
             by_state: JobsByState::default(),
+            leased_by: HashMap::new(),
             lease_expiries: 0,
             conflicts_total: 0,
             untrusted: HashSet::new(),
@@ -318,6 +321,9 @@ impl Lifecycle {
                 }
             }
             life.by_state.add(job.standing.state(), 1);
+            if let Standing::Leased { worker_id, .. } = job.standing {
+                *life.leased_by.entry(worker_id).or_default() += 1;
+            }
             if job.standing == Standing::Pending {
                 life.queue.push((job.estimate, Reverse(id as u64)));
             }
@@ -335,6 +341,27 @@ impl Lifecycle {
     /// How many jobs are in each state.
     pub fn by_state(&self) -> JobsByState {
         self.by_state
+    }
+    /// When the last of the current leases runs out unless renewed (active leases only, so that a
+    /// status call need not walk every job).
+    pub fn last_lease_deadline(&self) -> Option<Instant> {
+        let mut last = None;
+        for (&lease_id, lease) in self.leases.iter().filter(|(_, l)| l.active) {
+            for &id in &lease.job_ids {
+                if let Standing::Leased { lease_id: l, deadline, .. } =
+                    self.jobs[id as usize].standing
+                {
+                    if l == lease_id {
+                        last = last.max(Some(deadline));
+                    }
+                }
+            }
+        }
+        last
+    }
+    /// How many jobs `worker_id` holds under its leases.
+    pub fn leased_by(&self, worker_id: u64) -> u64 {
+        self.leased_by.get(&worker_id).copied().unwrap_or(0)
     }
     pub fn is_complete(&self) -> bool {
         self.by_state.get(JobState::Done) == self.jobs.len() as u64
@@ -365,6 +392,14 @@ impl Lifecycle {
     fn set_state(&mut self, id: u64, state: Standing, changes: &mut Vec<Change>) {
         let job = &mut self.jobs[id as usize];
         self.by_state.moved(job.standing.state(), state.state());
+        if let Standing::Leased { worker_id, .. } = job.standing {
+            if let Some(held) = self.leased_by.get_mut(&worker_id) {
+                *held = held.saturating_sub(1);
+            }
+        }
+        if let Standing::Leased { worker_id, .. } = state {
+            *self.leased_by.entry(worker_id).or_default() += 1;
+        }
         job.standing = state;
         let (lease_id, worker_id) = match state {
             Standing::Leased { lease_id, worker_id, .. } => (Some(lease_id), Some(worker_id)),

@@ -24,7 +24,9 @@ fn leases_longest_first_and_completes() {
     let mut ch = Vec::new();
     let (lease, ids) = l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, vec![4, 3]);
+    assert_eq!(l.leased_by(1), 2);
     assert_eq!(l.result(1, lease, 4, solved(counts(1)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.leased_by(1), 1);
     assert_eq!(l.result(1, lease, 4, solved(counts(1)), &[], &mut ch), ResultOutcome::Duplicate);
     assert_eq!(l.result(1, lease, 2, solved(counts(1)), &[], &mut ch), ResultOutcome::UnknownLease);
     assert_eq!(l.result(1, lease, 99, solved(counts(1)), &[], &mut ch), ResultOutcome::UnknownJob);
@@ -42,6 +44,7 @@ fn expired_leases_return_jobs() {
     assert_eq!(l.expire(t0 + Duration::from_secs(11), &mut ch), 1);
     assert_eq!(l.count(JobState::Pending), 3);
     assert_eq!(l.lease_expiries, 1);
+    assert_eq!(l.leased_by(1), 0);
 }
 
 #[test]

@@ -472,7 +472,12 @@ impl Store {
     /// 64-bit integers overflow from N=29: a row that fails is never counted, whatever its
     /// `counted` flag says.
     pub fn tally(&self) -> Result<Tally, StoreError> {
-        Ok(self.tally_and_bad(&self.results()?)?.0)
+        Ok(self.tally_checked()?.0)
+    }
+
+    /// [`Store::tally`], and how many result rows fail their checksum (the `bad_rows` of status).
+    pub fn tally_checked(&self) -> Result<(Tally, u64), StoreError> {
+        self.tally_and_bad(&self.results()?)
     }
 
     /// The tally of `rows`, and how many of them fail their checksum.

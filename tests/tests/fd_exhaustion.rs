@@ -1,0 +1,127 @@
+//! A coordinator out of file descriptors waits instead of spinning: with its descriptor table full
+//! (a low RLIMIT_NOFILE and many idle connections), its accept loops (gRPC and metrics) pause
+//! between failed accepts and use next to no CPU. Once the connections close it serves again, and
+//! a worker then brings the run to its exact end.
+
+use nqueens_coordinator::result_file;
+use nqueens_tests::cluster::*;
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(240);
+/// The coordinator's descriptor limit: room to start (state file, WAL, lock, listeners, runtime),
+/// not for many connections.
+const NOFILE: u64 = 64;
+/// How long the descriptor table is held full while the coordinator's CPU time is measured.
+const WINDOW: Duration = Duration::from_secs(2);
+
+fn health(port: u16) -> String {
+    let out = coordinator_output(["healthcheck", "--connect", &format!("http://127.0.0.1:{port}")]);
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// User plus system CPU time of process `pid` so far (fields 14 and 15 of /proc/PID/stat).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name (field 2) may hold spaces; the fields after it are plain numbers.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_secs_f64(ticks as f64 / per_second as f64)
+}
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Opens up to `count` connections to `addr`, stopping at the first that fails.
+fn connect_many(addr: SocketAddr, count: usize) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..count {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            Ok(s) => held.push(s),
+            Err(_) => break,
+        }
+    }
+    held
+}
+
+#[test]
+fn accept_loops_pause_while_descriptors_run_out_and_serve_again_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run13.db");
+    let (port, metrics_port) = (free_port(), free_port());
+    let args: Vec<String> = [
+        "serve",
+        "--n",
+        "13",
+        "--state",
+        state.to_str().unwrap(),
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--metrics-listen",
+        &format!("127.0.0.1:{metrics_port}"),
+        "--verify-fraction",
+        "0",
+        "--exit-when-done",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut coordinator =
+        Proc::spawn_with("nqueens-coordinator", &args, dir.path().join("coord.log"), |c| {
+            // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child before exec.
+            unsafe {
+                c.pre_exec(|| {
+                    let rl = libc::rlimit { rlim_cur: NOFILE, rlim_max: NOFILE };
+                    match libc::setrlimit(libc::RLIMIT_NOFILE, &rl) {
+                        0 => Ok(()),
+                        _ => Err(std::io::Error::last_os_error()),
+                    }
+                });
+            }
+        });
+    wait_until(LONG, "the coordinator to serve", || health(port) == "SERVING");
+    let pid = coordinator.child.id();
+
+    // Fill the descriptor table: every connection the coordinator accepts takes one descriptor;
+    // the rest wait in the listeners' backlogs, and each accept of them fails with EMFILE.
+    let grpc: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let metrics: SocketAddr = format!("127.0.0.1:{metrics_port}").parse().unwrap();
+    let mut held = connect_many(grpc, 2 * NOFILE as usize);
+    held.extend(connect_many(metrics, 16));
+    assert!(held.len() > NOFILE as usize, "only {} connections opened", held.len());
+    wait_until(Duration::from_secs(30), "the coordinator to run out of descriptors", || {
+        open_descriptors(pid) + 2 >= NOFILE as usize
+    });
+
+    // While the table stays full, the coordinator sleeps between failed accepts.
+    let (cpu0, t0) = (cpu_time(pid), Instant::now());
+    std::thread::sleep(WINDOW);
+    let (cpu, wall) = (cpu_time(pid) - cpu0, t0.elapsed());
+    let share = cpu.as_secs_f64() / wall.as_secs_f64();
+    eprintln!(
+        "coordinator CPU while out of descriptors: {cpu:?} in {wall:?} ({:.1}%)",
+        share * 100.0
+    );
+    assert!(share < 0.2, "{cpu:?} of CPU in {wall:?}: the accept loop spins");
+
+    let log = coordinator.log_text();
+    let failures = log.lines().filter(|l| l.contains("accepting a connection failed")).count();
+    assert!(log.contains("errno=24"), "the log names the errno (EMFILE):\n{log}");
+    assert!(failures <= 4, "failed accepts are logged at most once per 10 s per listener:\n{log}");
+
+    // With the connections closed, the coordinator serves again and the run ends exact.
+    drop(held);
+    wait_until(Duration::from_secs(30), "the coordinator to serve again", || {
+        health(port) == "SERVING"
+    });
+    let mut worker =
+        Proc::spawn("nqueens-worker", &worker_args(port, 2, "w", &[]), dir.path().join("w.log"));
+    let status = coordinator.wait_exit(LONG);
+    assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());
+    assert_matches_reference(&read_result_file(&result_file(&state)));
+    assert_each_job_counted_once(&state);
+    assert!(worker.wait_exit(LONG).success(), "{}", worker.log_text());
+}
