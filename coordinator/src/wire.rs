@@ -322,6 +322,8 @@ mod tests {
             lease_expiries: Some(0),
             results_per_second: Some(1.0),
             eta_seconds: Some(0.0),
+            waiting_on_leases: 0,
+            leases_expire_in_seconds: None,
             partial_total: total,
             partial_sym180: u128::from(u64::MAX) + 1,
             partial_sym90: 4,
