@@ -21,7 +21,9 @@ fn one_in() -> Option<u64> {
 
 /// Whether the injected fault hits this job.
 pub fn hits(job_id: u64) -> bool {
-    one_in().is_some_and(|k| job_id.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) % k == 0)
+    one_in().is_some_and(|k| {
+        job_id.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17).is_multiple_of(k)
+    })
 }
 
 /// The counts as the faulty solver reports them.
