@@ -173,29 +173,6 @@ pub struct Timed {
     pub weighted_solutions: f64,
 }
 
-/// splitmix64: a small, stable pseudo-random sequence for the draw.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..bound` (bound > 0), by rejection.
-    fn below(&mut self, bound: u64) -> u64 {
-        let zone = u64::MAX - u64::MAX % bound;
-        loop {
-            let x = self.next();
-            if x < zone {
-                return x % bound;
-            }
-        }
-    }
-}
-
 /// Cuts jobs of costs `costs` into strata and draws `sample` of them (see the module
 /// documentation). Strata hold indices into `costs`.
 pub fn plan_sample(costs: &[u64], sample: usize, seed: u64) -> SamplePlan {
@@ -243,7 +220,7 @@ pub fn plan_sample(costs: &[u64], sample: usize, seed: u64) -> SamplePlan {
             break;
         }
     }
-    let mut rng = SplitMix(seed);
+    let mut rng = crate::SplitMix64::new(seed);
     let chosen = strata
         .iter()
         .zip(&take)

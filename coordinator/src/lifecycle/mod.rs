@@ -8,7 +8,7 @@
 //! every lease found in the store a fresh grace period.
 
 use crate::state::{JobState, JobsByState, ResultKind};
-use nqueens_core::JobCounts;
+use nqueens_core::{JobCounts, SplitMix64};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -220,37 +220,18 @@ pub struct Lifecycle {
     rng: SplitMix64,
 }
 
-/// A small, fast generator for the scheduler's random choices (which lease carries a spot check,
-/// which known job it is), seeded from the operating system: nothing a worker can predict.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn from_os() -> Self {
-        let mut seed = [0u8; 8];
-        // Without OS randomness the clock still makes the choices unpredictable enough.
-        if getrandom::getrandom(&mut seed).is_err() {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-            seed = nanos.to_le_bytes();
-        }
-        SplitMix64(u64::from_le_bytes(seed))
+/// The scheduler's random choices (which lease carries a spot check, which known job it is) come
+/// from a generator seeded by the operating system: nothing a worker can predict.
+fn rng_from_os() -> SplitMix64 {
+    let mut seed = [0u8; 8];
+    // Without OS randomness the clock still makes the choices unpredictable enough.
+    if getrandom::getrandom(&mut seed).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        seed = nanos.to_le_bytes();
     }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in [0, n), n > 0.
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
+    SplitMix64::new(u64::from_le_bytes(seed))
 }
 
 impl Lifecycle {
@@ -281,7 +262,7 @@ impl Lifecycle {
             checked: HashSet::new(),
             seconds_per_estimate: None,
             next_overdue_scan: None,
-            rng: SplitMix64::from_os(),
+            rng: rng_from_os(),
         };
         for lease in life.leases.values_mut() {
             lease.active = false;
@@ -521,7 +502,7 @@ impl Lifecycle {
         let typical = picked.first().map(|&id| self.jobs[id as usize].estimate);
         let mut best: Option<u64> = None;
         for _ in 0..16 {
-            let id = self.known[self.rng.below(self.known.len())];
+            let id = self.known[self.rng.below(self.known.len() as u64) as usize];
             if picked.contains(&id) || extra.contains(&id) || self.answered(worker_id, id) {
                 continue;
             }
