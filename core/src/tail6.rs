@@ -14,7 +14,7 @@
 //! - a population count of what is left.
 //!
 //! `Conflicts6::completions` is the plain form, which the tests run on any CPU; the AVX-512
-//! kernel in [`crate::search`] computes the same with vector instructions, about 95 per state of
+//! kernel in [`crate::search`] computes the same with vector instructions, about 75 per state of
 //! row `last` where the five-row form spent some 80 per state plus 50 per queued queen and 30 per
 //! surviving tail. The tables take 48 KiB (`ALLOWED`) and 192 KiB per pattern of rows (three
 //! conflict tables of 512 entries, of which `(span + 1)^3` are used).
