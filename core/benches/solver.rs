@@ -1,7 +1,7 @@
 //! Solver benchmark against the plain C bitboard counter in `shared/bench/baseline.c`.
 //!
 //!     cargo bench -p nqueens-core --bench solver -- [N ...] [--runs R] [--threads 1] [--no-baseline]
-//!         [--sample K]
+//!         [--sample K] [--trend]
 //!
 //! For each N (default 16 to 19; `A..B` names a range) it runs R rounds (default 3) of: the C
 //! baseline (one thread), then this solver on one thread and on two threads (in turn first;
@@ -21,6 +21,13 @@
 //! `NQ_BASELINE_SRC` overrides the baseline's path. Every total is checked against the reference
 //! table (`NQ_KNOWN_COUNTS`, or `shared/reference/known-counts.tsv`) where it has the board.
 //!
+//! `--trend` prints ns per solution across board sizes instead (default 18 to 20, ours only, one
+//! thread), the sizes measured in the same minutes: each solves every K-th job of its list, with K
+//! divided by 8 per size below the largest (`--sample K` for the largest, default 128, so that
+//! every size gets about the same work), and the sizes take turns, a quarter of a second at a
+//! time, until all are done. Sizes solved one after the other would each see another state of a
+//! shared machine, whose speed drifts by a third within minutes.
+//!
 //! Then it prints the sizing estimate (`nqueens_core::estimate`, what `nqueens-coordinator
 //! estimate` prints) for N=20 and N=21 from a sample of 32 jobs each: `--estimate-sample K` changes
 //! the sample, `--estimate-sizes A..B` the boards, `--no-estimate` leaves it out.
@@ -39,6 +46,7 @@ fn main() {
     let mut want_baseline = true;
     let mut sample = 1usize;
     let mut estimates = EstimateArgs::default();
+    let mut trend = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -57,9 +65,17 @@ fn main() {
             "--no-estimate" | "--estimate-sample" | "--estimate-sizes" => {
                 estimates.parse(&arg, &mut args)
             }
+            "--trend" => trend = true,
             "--bench" => {}
             other => sizes.extend(parse_sizes(other)),
         }
+    }
+    if trend {
+        if sizes.is_empty() {
+            sizes = (18..=20).collect();
+        }
+        print_trend(&sizes, if sample > 1 { sample } else { 128 });
+        return;
     }
     if sizes.is_empty() {
         sizes = (16..=19).collect();
@@ -148,6 +164,63 @@ fn main() {
         let _ = std::fs::remove_file(exe);
     }
     print_estimates(&estimates, &known);
+}
+
+/// ns per solution of every size in `sizes`, the sizes taking turns (see the module comment).
+fn print_trend(sizes: &[u32], sample: usize) {
+    struct Size {
+        n: u32,
+        step: usize,
+        jobs: Vec<nqueens_core::Job>,
+        next: usize,
+        seconds: f64,
+        total: u128,
+        nodes: u64,
+    }
+    let largest = *sizes.iter().max().expect("at least one size");
+    let mut all: Vec<Size> = sizes
+        .iter()
+        .map(|&n| {
+            let step = (sample >> (3 * (largest - n)).min(63)).max(1);
+            let list = job_list(n, &SplitParams::default()).expect("job list");
+            let jobs = list.jobs.into_iter().step_by(step).collect();
+            Size { n, step, jobs, next: 0, seconds: 0.0, total: 0, nodes: 0 }
+        })
+        .collect();
+    let turn = std::time::Duration::from_millis(250);
+    while all.iter().any(|s| s.next < s.jobs.len()) {
+        for size in all.iter_mut() {
+            let started = Instant::now();
+            while size.next < size.jobs.len() && started.elapsed() < turn {
+                let job = &size.jobs[size.next];
+                let solved = Instant::now();
+                let counts = job.solve().expect("solve");
+                size.seconds += solved.elapsed().as_secs_f64();
+                size.total += job.weight as u128 * counts.solutions as u128;
+                size.nodes += counts.nodes;
+                size.next += 1;
+            }
+        }
+    }
+    println!(
+        "ns per solution, sizes interleaved (one thread; every K-th job of the default list):"
+    );
+    println!(
+        "{:>3} {:>6} {:>7} {:>11} {:>17} {:>15} {:>9}",
+        "N", "K", "jobs", "seconds", "solutions", "nodes", "ns/sol"
+    );
+    for s in &all {
+        println!(
+            "{:>3} {:>6} {:>7} {:>11.3} {:>17} {:>15} {:>9.2}",
+            s.n,
+            s.step,
+            s.jobs.len(),
+            s.seconds,
+            s.total,
+            s.nodes,
+            s.seconds * 1e9 / s.total.max(1) as f64
+        );
+    }
 }
 
 /// What the sizing estimate after the table covers.
