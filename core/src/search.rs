@@ -376,10 +376,10 @@ impl Layout {
         use std::arch::x86_64::*;
         let shift = _mm_cvtsi32_si128(self.shift[depth & SLOT] as i32);
         let blocked = _mm512_set1_epi32(self.blocked[(depth + 1) & SLOT] as i32);
-        let iota = _mm512_loadu_si512(IOTA.0.as_ptr() as *const __m512i);
+        let iota = _mm256_loadu_si256(IOTA.0.as_ptr() as *const __m256i);
         let q = |x: u32| _mm512_set1_epi32(x as i32);
-        let position = _mm512_maskz_compress_epi8(free as u64, iota);
-        let bits = _mm512_sllv_epi32(q(1), _mm512_cvtepu8_epi32(_mm512_castsi512_si128(position)));
+        let position = _mm256_maskz_compress_epi8(free, iota);
+        let bits = _mm512_sllv_epi32(q(1), _mm512_cvtepu8_epi32(_mm256_castsi256_si128(position)));
         let c = _mm512_or_si512(q(cols), bits);
         let r = _mm512_sll_epi32(_mm512_or_si512(q(right), bits), shift);
         let l = _mm512_srl_epi32(_mm512_or_si512(q(left), bits), shift);
@@ -417,7 +417,7 @@ impl Layout {
         let last = self.last();
         let shift = _mm_cvtsi32_si128(self.shift[(last - 1) & SLOT] as i32);
         let blocked = _mm256_set1_epi32(self.blocked[last & SLOT] as i32);
-        let iota = _mm512_loadu_si512(IOTA.0.as_ptr() as *const __m512i);
+        let iota = _mm256_loadu_si256(IOTA.0.as_ptr() as *const __m256i);
         let one = _mm256_set1_epi32(1);
         let q = |x: u32| _mm256_set1_epi32(x as i32);
         let mut below = _mm256_setzero_si256();
@@ -427,9 +427,9 @@ impl Layout {
         for i in 0..from.len.min(ABOVE1_CAP) {
             let (cols, right, left, free) =
                 (from.cols[i], from.right[i], from.left[i], from.free[i]);
-            let position = _mm512_maskz_compress_epi8(free as u64, iota);
+            let position = _mm256_maskz_compress_epi8(free, iota);
             let bits =
-                _mm256_sllv_epi32(one, _mm256_cvtepu8_epi32(_mm512_castsi512_si128(position)));
+                _mm256_sllv_epi32(one, _mm256_cvtepu8_epi32(_mm256_castsi256_si128(position)));
             let c = _mm256_or_si256(q(cols), bits);
             let r = _mm256_sll_epi32(_mm256_or_si256(q(right), bits), shift);
             let l = _mm256_srl_epi32(_mm256_or_si256(q(left), bits), shift);
@@ -531,8 +531,8 @@ impl Layout {
         let (first, second, middle) = (&*six.first, &*six.second, &*six.middle);
         let lanes = |l: &Lanes| _mm256_load_si256(l.0.as_ptr() as *const __m256i);
         let (reach, blocked) = (lanes(&self.six_reach), lanes(&self.six_blocked));
-        let iota = _mm512_loadu_si512(IOTA.0.as_ptr() as *const __m512i);
-        let beyond = _mm512_set1_epi8(63);
+        let iota = _mm256_loadu_si256(IOTA.0.as_ptr() as *const __m256i);
+        let beyond = _mm256_set1_epi8(63);
         let clip = _mm_set1_epi8(six.clip as i8);
         let one = _mm_set1_epi8(1);
         let board = self.board;
@@ -556,8 +556,8 @@ impl Layout {
             let open = !cols & board;
             // The open columns' positions in bytes 0..6; the other bytes are 63, a bit that is 0
             // in every widened row, so that each byte of `compressed` holds one row's six bits.
-            let position = _mm512_mask_compress_epi8(beyond, open as u64, iota);
-            let low = _mm512_castsi512_si128(position);
+            let position = _mm256_mask_compress_epi8(beyond, open, iota);
+            let low = _mm256_castsi256_si128(position);
             let compressed = _mm512_bitshuffle_epi64_mask(rows, _mm512_broadcastq_epi64(low));
             // The byte offset of each row's entry of `allowed`, row * 64 * 128 + free * 128, in
             // general registers: the vector ports are the busy ones.
