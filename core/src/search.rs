@@ -346,6 +346,8 @@ impl Layout {
         }
         batch.above2.len = 0;
         if all || batch.above1.len >= ABOVE1_BATCH {
+            found.nodes +=
+                self.drop_dead::<ABOVE1_CAP, { ROWS6 + 1 }, true>(&mut batch.above1, last - 1);
             found.nodes += self.expand6(batch);
             found.solutions += self.count_children6(&mut batch.last, six);
         }
@@ -476,63 +478,105 @@ impl Layout {
         nodes + below.iter().map(|&x| x as u64).sum::<u64>()
     }
 
-    /// Drops from the waiting states of row `last` those that have no completion for sure (a row
-    /// of the six with no free square, or an open column that none of them can take), moves the
-    /// others to the front of the arrays, empties the batch and returns how many are left.
+    /// Drops from the waiting states of searched row `first` those that surely have no
+    /// completion: one of the `ROWS` rows from `first` down (to the bottom) with no free square,
+    /// or an open column that none of them can take. Moves the others to the front of the
+    /// arrays (with their free squares when `PARENTS`), sets the batch's length to their number
+    /// and returns the nodes that the dropped states would have given in
+    /// [`Layout::expand6`] (with `PARENTS`, for states of row `last - 1`; otherwise 0).
     ///
-    /// About a third of the states go (27% at N=16, 42% at N=19: the share grows with N), for
-    /// some 40 vector instructions per sixteen states. The survivors are packed in place
-    /// (`vpcompressd` of every array, written at or behind where it was read), so that the
-    /// count's loop reads them in order: reading them through a list of indices instead saved
-    /// a third as much, and testing them at the end of [`Layout::expand6`], where the children
-    /// are made, was slower than not testing at all (the stores waited on the test).
+    /// In row `last`, about a third of the states go (27% at N=16, 42% at N=19: the share grows
+    /// with N), for some 40 vector instructions per sixteen states, and the count of the rest
+    /// takes 0.74-0.83x the time (N=18..20). In row `last - 1`, 8% (N=16) to 24% (N=20).
+    /// The survivors are packed in place (`vpcompressd` of every array, written at or behind
+    /// where it was read), so that the next loop reads them in order: reading them through a
+    /// list of indices instead saved a third as much, and testing the children of row `last` as
+    /// [`Layout::expand6`] makes them was slower than not testing at all (the stores waited on
+    /// the test).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(
         enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
     )]
-    unsafe fn drop_dead6(&self, batch: &mut Waiting<LAST_CAP>) -> usize {
+    unsafe fn drop_dead<const CAP: usize, const ROWS: usize, const PARENTS: bool>(
+        &self,
+        batch: &mut Waiting<CAP>,
+        first: usize,
+    ) -> u64 {
         use std::arch::x86_64::*;
-        let reach: [__m128i; ROWS6] =
-            std::array::from_fn(|j| _mm_cvtsi32_si128(self.six_reach.0[j] as i32));
-        let blocked: [__m512i; ROWS6] =
-            std::array::from_fn(|j| _mm512_set1_epi32(self.six_blocked.0[j] as i32));
+        let distance =
+            |j: usize| (self.row_of[first & SLOT] - self.row_of[(first + j) & SLOT]) as i32;
+        let reach: [__m128i; ROWS] = std::array::from_fn(|j| _mm_cvtsi32_si128(distance(j)));
+        let blocked: [__m512i; ROWS] =
+            std::array::from_fn(|j| _mm512_set1_epi32(self.blocked[(first + j) & SLOT] as i32));
         let board = _mm512_set1_epi32(self.board as i32);
-        let children = batch.len.min(LAST_CAP - 16);
-        batch.len = 0;
+        let states = batch.len.min(CAP - 16);
         let mut kept_total = 0;
-        for at in (0..children).step_by(16) {
-            // SAFETY: `at` < `children` <= `LAST_CAP - 16`: the sixteen lanes are inside the
-            // arrays (those past `children` are masked off below).
-            let load = |a: &[u32; LAST_CAP]| _mm512_loadu_si512(a.as_ptr().add(at) as *const _);
+        let mut dropped_nodes = _mm512_setzero_si512();
+        for at in (0..states).step_by(16) {
+            // SAFETY: `at` < `states` <= `CAP - 16`: the sixteen lanes are inside the arrays
+            // (those past `states` are masked off below).
+            let load = |a: &[u32; CAP]| _mm512_loadu_si512(a.as_ptr().add(at) as *const _);
             let (c, r, l) = (load(&batch.cols), load(&batch.right), load(&batch.left));
             // (`bzhi` reads the low byte of its count only: hence the `min`.)
-            let mut kept = _bzhi_u32(0xffff, (children - at).min(16) as u32) as __mmask16;
+            let valid = _bzhi_u32(0xffff, (states - at).min(16) as u32) as __mmask16;
+            let mut kept = valid;
             let mut union = _mm512_setzero_si512();
-            for j in 0..ROWS6 {
+            let mut below = _mm512_setzero_si512();
+            for j in 0..ROWS {
                 let shifted =
                     _mm512_or_si512(_mm512_sll_epi32(r, reach[j]), _mm512_srl_epi32(l, reach[j]));
                 let free = _mm512_ternarylogic_epi32::<0x01>(c, shifted, blocked[j]);
                 kept &= _mm512_test_epi32_mask(free, free);
                 union = _mm512_or_si512(union, free);
+                if j == 1 {
+                    below = free;
+                }
             }
             kept &= _mm512_cmpeq_epi32_mask(union, _mm512_andnot_si512(c, board));
+            if PARENTS {
+                // A dropped state's nodes, as `expand6` counts them: its queens (`free`, F),
+                // and for each, the free squares it leaves in row `last`: those of `below` (B)
+                // less the queen's column and diagonals. In all, |F| + |F||B| - |F & B| -
+                // |F & (B >> d)| - |F & (B << d)|, with d the distance between the rows.
+                let f = load(&batch.free);
+                let count = |x: __m512i| _mm512_popcnt_epi32(x);
+                let (d, one) = (reach[1], count(f));
+                let lost = _mm512_add_epi32(
+                    count(_mm512_and_si512(f, below)),
+                    _mm512_add_epi32(
+                        count(_mm512_and_si512(f, _mm512_srl_epi32(below, d))),
+                        count(_mm512_and_si512(f, _mm512_sll_epi32(below, d))),
+                    ),
+                );
+                let nodes = _mm512_sub_epi32(
+                    _mm512_add_epi32(one, _mm512_mullo_epi32(one, count(below))),
+                    lost,
+                );
+                dropped_nodes =
+                    _mm512_mask_add_epi32(dropped_nodes, valid & !kept, dropped_nodes, nodes);
+            }
             // SAFETY: `kept_total` <= `at`: the stores stay inside the arrays and behind the
             // states not read yet.
-            let store = |a: &mut [u32; LAST_CAP], v: __m512i| {
+            let store = |a: &mut [u32; CAP], v: __m512i| {
                 let packed = _mm512_maskz_compress_epi32(kept, v);
                 _mm512_storeu_si512(a.as_mut_ptr().add(kept_total) as *mut _, packed)
             };
             store(&mut batch.cols, c);
             store(&mut batch.right, r);
             store(&mut batch.left, l);
+            if PARENTS {
+                let f = load(&batch.free);
+                store(&mut batch.free, f);
+            }
             kept_total += kept.count_ones() as usize;
         }
-        kept_total
+        batch.len = kept_total;
+        _mm512_reduce_add_epi32(dropped_nodes) as u32 as u64
     }
 
     /// Counts the completions of every waiting state of row `last` through the last six rows, and
     /// empties the batch. The states that surely have none are dropped first
-    /// ([`Layout::drop_dead6`]); each other state costs about 75 instructions and no branch:
+    /// ([`Layout::drop_dead`]); each other state costs about 75 instructions and no branch:
     /// - the six rows' free squares in one vector (`vpsllvd`, `vpsrlvd`), widened to 64-bit lanes;
     /// - the open columns' positions as bytes (`vpcompressb` of 0, 1, 2, ...), and every row's
     ///   bits at those positions at once (`vpshufbitqmb`, a `pext` of eight lanes);
@@ -563,7 +607,8 @@ impl Layout {
             (_mm512_loadu_si512(p as *const __m512i), _mm256_load_si256(p.add(8) as *const __m256i))
         };
         let mut sum = _mm512_setzero_si512();
-        let children = self.drop_dead6(batch).min(LAST_CAP);
+        self.drop_dead::<LAST_CAP, ROWS6, false>(batch, self.last());
+        let children = std::mem::take(&mut batch.len).min(LAST_CAP);
         for i in 0..children {
             let (cols, right, left) = (batch.cols[i], batch.right[i], batch.left[i]);
             let q = |x: u32| _mm256_set1_epi32(x as i32);
