@@ -348,7 +348,7 @@ impl Layout {
         if all || batch.above1.len >= ABOVE1_BATCH {
             found.nodes +=
                 self.drop_dead::<ABOVE1_CAP, { ROWS6 + 1 }, true>(&mut batch.above1, last - 1);
-            found.nodes += self.expand6(batch);
+            self.expand6(batch);
             found.solutions += self.count_children6(&mut batch.last, six);
         }
     }
@@ -431,21 +431,19 @@ impl Layout {
 
     /// Turns every waiting state of row `last - 1` into the states of row `last` that its queens
     /// give, without a branch: the free squares' positions by `vpcompressb`, then eight children
-    /// at once, of which as many as the state has free squares are kept. Returns the nodes.
+    /// at once, of which as many as the state has free squares are kept. (Their nodes were
+    /// counted by [`Layout::drop_dead`].)
     #[cfg(target_arch = "x86_64")]
     #[target_feature(
         enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
     )]
-    unsafe fn expand6(&self, batch: &mut Batch6) -> u64 {
+    unsafe fn expand6(&self, batch: &mut Batch6) {
         use std::arch::x86_64::*;
         let last = self.last();
         let shift = _mm_cvtsi32_si128(self.shift[(last - 1) & SLOT] as i32);
-        let blocked = _mm256_set1_epi32(self.blocked[last & SLOT] as i32);
         let iota = _mm256_loadu_si256(IOTA.0.as_ptr() as *const __m256i);
         let one = _mm256_set1_epi32(1);
         let q = |x: u32| _mm256_set1_epi32(x as i32);
-        let mut below = _mm256_setzero_si256();
-        let mut nodes = 0u64;
         let mut children = batch.last.len;
         let from = &batch.above1;
         for i in 0..from.len.min(ABOVE1_CAP) {
@@ -464,26 +462,18 @@ impl Layout {
             _mm256_storeu_si256(to.cols.as_mut_ptr().add(at) as *mut __m256i, c);
             _mm256_storeu_si256(to.right.as_mut_ptr().add(at) as *mut __m256i, r);
             _mm256_storeu_si256(to.left.as_mut_ptr().add(at) as *mut __m256i, l);
-            let used = free.count_ones();
-            // Nodes: the queen of row `last - 1`, and each free square of row `last` it leaves.
-            let last_free = _mm256_ternarylogic_epi32::<0x01>(c, _mm256_or_si256(r, l), blocked);
-            let kept = _bzhi_u32(0xff, used) as __mmask8;
-            below = _mm256_mask_add_epi32(below, kept, below, _mm256_popcnt_epi32(last_free));
-            nodes += used as u64;
-            children += used as usize;
+            children += free.count_ones() as usize;
         }
         batch.last.len = children;
         batch.above1.len = 0;
-        let below: [u32; 8] = std::mem::transmute(below);
-        nodes + below.iter().map(|&x| x as u64).sum::<u64>()
     }
 
     /// Drops from the waiting states of searched row `first` those that surely have no
     /// completion: one of the `ROWS` rows from `first` down (to the bottom) with no free square,
     /// or an open column that none of them can take. Moves the others to the front of the
     /// arrays (with their free squares when `PARENTS`), sets the batch's length to their number
-    /// and returns the nodes that the dropped states would have given in
-    /// [`Layout::expand6`] (with `PARENTS`, for states of row `last - 1`; otherwise 0).
+    /// and, with `PARENTS` (states of row `last - 1`), returns the nodes of all of them, dropped
+    /// or not: their queens and those of row `last` below them (otherwise 0).
     ///
     /// In row `last`, about a third of the states go (27% at N=16, 42% at N=19: the share grows
     /// with N), for some 40 vector instructions per sixteen states, and the count of the rest
@@ -511,7 +501,7 @@ impl Layout {
         let board = _mm512_set1_epi32(self.board as i32);
         let states = batch.len.min(CAP - 16);
         let mut kept_total = 0;
-        let mut dropped_nodes = _mm512_setzero_si512();
+        let mut all_nodes = _mm512_setzero_si512();
         for at in (0..states).step_by(16) {
             // SAFETY: `at` < `states` <= `CAP - 16`: the sixteen lanes are inside the arrays
             // (those past `states` are masked off below).
@@ -534,10 +524,11 @@ impl Layout {
             }
             kept &= _mm512_cmpeq_epi32_mask(union, _mm512_andnot_si512(c, board));
             if PARENTS {
-                // A dropped state's nodes, as `expand6` counts them: its queens (`free`, F),
-                // and for each, the free squares it leaves in row `last`: those of `below` (B)
-                // less the queen's column and diagonals. In all, |F| + |F||B| - |F & B| -
-                // |F & (B >> d)| - |F & (B << d)|, with d the distance between the rows.
+                // A state's nodes: its queens (`free`, F), and for each, the free squares it
+                // leaves in row `last`: those of `below` (B) less the queen's column and
+                // diagonals. In all, |F| + |F||B| - |F & B| - |F & (B >> d)| - |F & (B << d)|,
+                // with d the distance between the rows. Sixteen states at once here cost less
+                // than a count per state in `expand6`.
                 let f = load(&batch.free);
                 let count = |x: __m512i| _mm512_popcnt_epi32(x);
                 let (d, one) = (reach[1], count(f));
@@ -552,8 +543,7 @@ impl Layout {
                     _mm512_add_epi32(one, _mm512_mullo_epi32(one, count(below))),
                     lost,
                 );
-                dropped_nodes =
-                    _mm512_mask_add_epi32(dropped_nodes, valid & !kept, dropped_nodes, nodes);
+                all_nodes = _mm512_mask_add_epi32(all_nodes, valid, all_nodes, nodes);
             }
             // SAFETY: `kept_total` <= `at`: the stores stay inside the arrays and behind the
             // states not read yet.
@@ -571,7 +561,7 @@ impl Layout {
             kept_total += kept.count_ones() as usize;
         }
         batch.len = kept_total;
-        _mm512_reduce_add_epi32(dropped_nodes) as u32 as u64
+        _mm512_reduce_add_epi32(all_nodes) as u32 as u64
     }
 
     /// Counts the completions of every waiting state of row `last` through the last six rows, and
