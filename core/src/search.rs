@@ -358,11 +358,13 @@ impl Layout {
     /// without a branch: the free squares' positions by `vpcompressb`, then all children at
     /// once, of which as many as there are free squares are kept. Returns their number (nodes).
     ///
-    /// With `PRUNE` (row `last - 3`, sixteen lanes), a child whose next row is already full (as
-    /// the depth-first search checks before going down) gets no free squares, so that it is not
-    /// expanded: the nodes then match the other builds exactly. Without it (row `last - 2`,
-    /// whose children go to the six-row count, which needs no such check), eight lanes: on a
-    /// CPU that runs 512-bit operations as two halves (Zen 4), 0.97-0.99x the time at N=18..20.
+    /// With `PRUNE` (row `last - 3`), a child whose next row is already full (as the depth-first
+    /// search checks before going down) gets no free squares, so that it is not expanded: the
+    /// nodes then match the other builds exactly. Without it (row `last - 2`, whose children
+    /// are tested in [`Layout::drop_dead`]), no such check.
+    ///
+    /// Eight lanes at a time: on a CPU that runs 512-bit operations as two halves (Zen 4), 0.94-0.97x
+    /// the time of sixteen lanes at N=18..20.
     #[inline]
     #[cfg(target_arch = "x86_64")]
     #[target_feature(
@@ -384,45 +386,38 @@ impl Layout {
         // SAFETY (stores): `min` keeps the lanes inside the arrays; `ABOVE2_CAP` and `ABOVE1_CAP`
         // leave room for every child and one store more.
         let at = to.len.min(CAP - 16);
-        if PRUNE {
-            // Sixteen lanes: a state of row `last - 3` has up to nine free squares.
-            let q = |x: u32| _mm512_set1_epi32(x as i32);
-            let bits = _mm512_sllv_epi32(q(1), _mm512_cvtepu8_epi32(position));
-            let c = _mm512_or_si512(q(cols), bits);
-            let r = _mm512_sll_epi32(_mm512_or_si512(q(right), bits), shift);
-            let l = _mm512_srl_epi32(_mm512_or_si512(q(left), bits), shift);
-            let f = _mm512_ternarylogic_epi32::<0x01>(
-                c,
-                _mm512_or_si512(r, l),
-                q(self.blocked[(depth + 1) & SLOT]),
-            );
-            let next = _mm_cvtsi32_si128(self.shift[(depth + 1) & SLOT] as i32);
-            let after = _mm512_ternarylogic_epi32::<0x01>(
-                c,
-                _mm512_or_si512(_mm512_sll_epi32(r, next), _mm512_srl_epi32(l, next)),
-                q(self.blocked[(depth + 2) & SLOT]),
-            );
-            let f = _mm512_maskz_mov_epi32(_mm512_test_epi32_mask(after, after), f);
-            _mm512_storeu_si512(to.cols.as_mut_ptr().add(at) as *mut __m512i, c);
-            _mm512_storeu_si512(to.right.as_mut_ptr().add(at) as *mut __m512i, r);
-            _mm512_storeu_si512(to.left.as_mut_ptr().add(at) as *mut __m512i, l);
-            _mm512_storeu_si512(to.free.as_mut_ptr().add(at) as *mut __m512i, f);
-        } else {
-            // Eight lanes: a state of row `last - 2` has up to eight free squares.
-            let q = |x: u32| _mm256_set1_epi32(x as i32);
+        let q = |x: u32| _mm256_set1_epi32(x as i32);
+        let blocked = q(self.blocked[(depth + 1) & SLOT]);
+        let (next, blocked_after) = (
+            _mm_cvtsi32_si128(self.shift[(depth + 1) & SLOT] as i32),
+            q(self.blocked[(depth + 2) & SLOT]),
+        );
+        // Eight children, from the positions in the low eight bytes of `position`, stored at `at`.
+        let mut eight = |position: __m128i, at: usize| {
             let bits = _mm256_sllv_epi32(q(1), _mm256_cvtepu8_epi32(position));
             let c = _mm256_or_si256(q(cols), bits);
             let r = _mm256_sll_epi32(_mm256_or_si256(q(right), bits), shift);
             let l = _mm256_srl_epi32(_mm256_or_si256(q(left), bits), shift);
-            let f = _mm256_ternarylogic_epi32::<0x01>(
-                c,
-                _mm256_or_si256(r, l),
-                q(self.blocked[(depth + 1) & SLOT]),
-            );
+            let mut f = _mm256_ternarylogic_epi32::<0x01>(c, _mm256_or_si256(r, l), blocked);
+            if PRUNE {
+                let after = _mm256_ternarylogic_epi32::<0x01>(
+                    c,
+                    _mm256_or_si256(_mm256_sll_epi32(r, next), _mm256_srl_epi32(l, next)),
+                    blocked_after,
+                );
+                f = _mm256_maskz_mov_epi32(_mm256_test_epi32_mask(after, after), f);
+            }
             _mm256_storeu_si256(to.cols.as_mut_ptr().add(at) as *mut __m256i, c);
             _mm256_storeu_si256(to.right.as_mut_ptr().add(at) as *mut __m256i, r);
             _mm256_storeu_si256(to.left.as_mut_ptr().add(at) as *mut __m256i, l);
             _mm256_storeu_si256(to.free.as_mut_ptr().add(at) as *mut __m256i, f);
+        };
+        eight(position, at);
+        // A state of row `last - 3` has up to nine free squares, of row `last - 2` up to eight.
+        // Eight lanes and a rare second pass cost less than sixteen lanes on a CPU that runs
+        // 512-bit operations as two halves (Zen 4).
+        if free.count_ones() > 8 {
+            eight(_mm_srli_si128::<8>(position), at + 8);
         }
         let used = free.count_ones();
         to.len += used as usize;
