@@ -346,9 +346,7 @@ impl Layout {
         }
         batch.above2.len = 0;
         if all || batch.above1.len >= ABOVE1_BATCH {
-            found.nodes +=
-                self.drop_dead::<ABOVE1_CAP, { ROWS6 + 1 }, true>(&mut batch.above1, last - 1);
-            self.expand6(batch);
+            found.nodes += self.expand_last(batch);
             found.solutions += self.count_children6(&mut batch.last, six);
         }
     }
@@ -361,10 +359,10 @@ impl Layout {
     /// With `PRUNE` (row `last - 3`), a child whose next row is already full (as the depth-first
     /// search checks before going down) gets no free squares, so that it is not expanded: the
     /// nodes then match the other builds exactly. Without it (row `last - 2`, whose children
-    /// are tested in [`Layout::drop_dead`]), no such check.
+    /// are tested in [`Layout::expand_last`]), no such check.
     ///
-    /// Eight lanes at a time: on a CPU that runs 512-bit operations as two halves (Zen 4), 0.94-0.97x
-    /// the time of sixteen lanes at N=18..20.
+    /// Eight lanes at a time: on a CPU that runs 512-bit operations as two halves (Zen 4),
+    /// 0.94-0.97x the time of sixteen lanes at N=18..20.
     #[inline]
     #[cfg(target_arch = "x86_64")]
     #[target_feature(
@@ -424,139 +422,118 @@ impl Layout {
         used as u64
     }
 
-    /// Turns every waiting state of row `last - 1` into the states of row `last` that its queens
-    /// give, without a branch: the free squares' positions by `vpcompressb`, then eight children
-    /// at once, of which as many as the state has free squares are kept. (Their nodes were
-    /// counted by [`Layout::drop_dead`].)
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(
-        enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
-    )]
-    unsafe fn expand6(&self, batch: &mut Batch6) {
-        use std::arch::x86_64::*;
-        let last = self.last();
-        let shift = _mm_cvtsi32_si128(self.shift[(last - 1) & SLOT] as i32);
-        let iota = _mm256_loadu_si256(IOTA.0.as_ptr() as *const __m256i);
-        let one = _mm256_set1_epi32(1);
-        let q = |x: u32| _mm256_set1_epi32(x as i32);
-        let mut children = batch.last.len;
-        let from = &batch.above1;
-        for i in 0..from.len.min(ABOVE1_CAP) {
-            let (cols, right, left, free) =
-                (from.cols[i], from.right[i], from.left[i], from.free[i]);
-            let position = _mm256_maskz_compress_epi8(free, iota);
-            let bits =
-                _mm256_sllv_epi32(one, _mm256_cvtepu8_epi32(_mm256_castsi256_si128(position)));
-            let c = _mm256_or_si256(q(cols), bits);
-            let r = _mm256_sll_epi32(_mm256_or_si256(q(right), bits), shift);
-            let l = _mm256_srl_epi32(_mm256_or_si256(q(left), bits), shift);
-            // SAFETY: `min` keeps the eight lanes inside the arrays; `LAST_CAP` leaves room for
-            // every child (at most seven per state) and one store more.
-            let to = &mut batch.last;
-            let at = children.min(LAST_CAP - 8);
-            _mm256_storeu_si256(to.cols.as_mut_ptr().add(at) as *mut __m256i, c);
-            _mm256_storeu_si256(to.right.as_mut_ptr().add(at) as *mut __m256i, r);
-            _mm256_storeu_si256(to.left.as_mut_ptr().add(at) as *mut __m256i, l);
-            children += free.count_ones() as usize;
-        }
-        batch.last.len = children;
-        batch.above1.len = 0;
-    }
-
-    /// Drops from the waiting states of searched row `first` those that surely have no
-    /// completion: one of the `ROWS` rows from `first` down (to the bottom) with no free square,
-    /// or an open column that none of them can take. Moves the others to the front of the
-    /// arrays (with their free squares when `PARENTS`), sets the batch's length to their number
-    /// and, with `PARENTS` (states of row `last - 1`), returns the nodes of all of them, dropped
-    /// or not: their queens and those of row `last` below them (otherwise 0).
+    /// Turns the waiting states of row `last - 1` into the states of row `last` that their
+    /// queens give, sixteen states at a time, and returns the nodes: the queens of both rows.
     ///
-    /// In row `last`, about a third of the states go (27% at N=16, 42% at N=19: the share grows
-    /// with N), for some 40 vector instructions per sixteen states, and the count of the rest
-    /// takes 0.74-0.83x the time (N=18..20). In row `last - 1`, 8% (N=16) to 24% (N=20).
-    /// The survivors are packed in place (`vpcompressd` of every array, written at or behind
-    /// where it was read), so that the next loop reads them in order: reading them through a
-    /// list of indices instead saved a third as much, and testing the children of row `last` as
-    /// [`Layout::expand6`] makes them was slower than not testing at all (the stores waited on
-    /// the test).
+    /// States that surely have no completion ([`DeadTest`], over the seven rows from `last - 1`
+    /// down: 8% of them at N=16, 24% at N=20) are not expanded. The nodes come in closed form, for
+    /// every state, dropped or not: its queens (`free`, F), and for each, the free squares it
+    /// leaves in row `last`, those of B (row `last`'s free squares before the queen) less the
+    /// queen's column and diagonals: |F| + |F||B| - |F & B| - |F & (B >> d)| - |F & (B << d)|,
+    /// with d the distance between the rows. The children are made a queen at a time for all
+    /// sixteen states (the lowest free square of each, then the next), and packed by
+    /// `vpcompressd`. This costs 0.88-0.95x the time of expanding one state at a time (eight
+    /// lanes, the free squares' positions by `vpcompressb`) and counting nodes per child; testing
+    /// the children here too, rather than in [`Layout::drop_dead`], 1.0-1.18x.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(
         enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
     )]
-    unsafe fn drop_dead<const CAP: usize, const ROWS: usize, const PARENTS: bool>(
-        &self,
-        batch: &mut Waiting<CAP>,
-        first: usize,
-    ) -> u64 {
+    unsafe fn expand_last(&self, batch: &mut Batch6) -> u64 {
         use std::arch::x86_64::*;
-        let distance =
-            |j: usize| (self.row_of[first & SLOT] - self.row_of[(first + j) & SLOT]) as i32;
-        let reach: [__m128i; ROWS] = std::array::from_fn(|j| _mm_cvtsi32_si128(distance(j)));
-        let blocked: [__m512i; ROWS] =
-            std::array::from_fn(|j| _mm512_set1_epi32(self.blocked[(first + j) & SLOT] as i32));
-        let board = _mm512_set1_epi32(self.board as i32);
-        let states = batch.len.min(CAP - 16);
-        let mut kept_total = 0;
-        let mut all_nodes = _mm512_setzero_si512();
+        let test = DeadTest::<{ ROWS6 + 1 }>::new(self, self.last() - 1);
+        let d = test.reach[1];
+        let (from, to) = (&batch.above1, &mut batch.last);
+        let states = from.len.min(ABOVE1_CAP - 16);
+        let mut children = to.len;
+        let mut nodes = _mm512_setzero_si512();
         for at in (0..states).step_by(16) {
-            // SAFETY: `at` < `states` <= `CAP - 16`: the sixteen lanes are inside the arrays
-            // (those past `states` are masked off below).
-            let load = |a: &[u32; CAP]| _mm512_loadu_si512(a.as_ptr().add(at) as *const _);
-            let (c, r, l) = (load(&batch.cols), load(&batch.right), load(&batch.left));
+            // SAFETY: `at` < `states` <= `ABOVE1_CAP - 16`: the sixteen lanes are inside the
+            // arrays (those past `states` are masked off).
+            let load = |a: &[u32; ABOVE1_CAP]| _mm512_loadu_si512(a.as_ptr().add(at) as *const _);
+            let (c, r, l, f) =
+                (load(&from.cols), load(&from.right), load(&from.left), load(&from.free));
             // (`bzhi` reads the low byte of its count only: hence the `min`.)
             let valid = _bzhi_u32(0xffff, (states - at).min(16) as u32) as __mmask16;
-            let mut kept = valid;
-            let mut union = _mm512_setzero_si512();
-            let mut below = _mm512_setzero_si512();
-            for j in 0..ROWS {
-                let shifted =
-                    _mm512_or_si512(_mm512_sll_epi32(r, reach[j]), _mm512_srl_epi32(l, reach[j]));
-                let free = _mm512_ternarylogic_epi32::<0x01>(c, shifted, blocked[j]);
-                kept &= _mm512_test_epi32_mask(free, free);
-                union = _mm512_or_si512(union, free);
-                if j == 1 {
-                    below = free;
+            let (alive, below) = test.alive(c, r, l);
+            let count = |x: __m512i| _mm512_popcnt_epi32(x);
+            let queens = count(f);
+            let lost = _mm512_add_epi32(
+                count(_mm512_and_si512(f, below)),
+                _mm512_add_epi32(
+                    count(_mm512_and_si512(f, _mm512_srl_epi32(below, d))),
+                    count(_mm512_and_si512(f, _mm512_sll_epi32(below, d))),
+                ),
+            );
+            let these = _mm512_sub_epi32(
+                _mm512_add_epi32(queens, _mm512_mullo_epi32(queens, count(below))),
+                lost,
+            );
+            nodes = _mm512_mask_add_epi32(nodes, valid, nodes, these);
+            let mut rest = _mm512_maskz_mov_epi32(valid & alive, f);
+            loop {
+                let some = _mm512_test_epi32_mask(rest, rest);
+                if some == 0 {
+                    break;
                 }
+                let bit = _mm512_and_si512(rest, _mm512_sub_epi32(_mm512_setzero_si512(), rest));
+                rest = _mm512_xor_si512(rest, bit);
+                // SAFETY: `min` keeps the sixteen lanes inside the arrays; `LAST_CAP` leaves room
+                // for every child (at most seven per state) and one store more.
+                let at = children.min(LAST_CAP - 16);
+                let store = |a: &mut [u32; LAST_CAP], v: __m512i| {
+                    let packed = _mm512_maskz_compress_epi32(some, v);
+                    _mm512_storeu_si512(a.as_mut_ptr().add(at) as *mut _, packed)
+                };
+                store(&mut to.cols, _mm512_or_si512(c, bit));
+                store(&mut to.right, _mm512_sll_epi32(_mm512_or_si512(r, bit), d));
+                store(&mut to.left, _mm512_srl_epi32(_mm512_or_si512(l, bit), d));
+                children += some.count_ones() as usize;
             }
-            kept &= _mm512_cmpeq_epi32_mask(union, _mm512_andnot_si512(c, board));
-            if PARENTS {
-                // A state's nodes: its queens (`free`, F), and for each, the free squares it
-                // leaves in row `last`: those of `below` (B) less the queen's column and
-                // diagonals. In all, |F| + |F||B| - |F & B| - |F & (B >> d)| - |F & (B << d)|,
-                // with d the distance between the rows. Sixteen states at once here cost less
-                // than a count per state in `expand6`.
-                let f = load(&batch.free);
-                let count = |x: __m512i| _mm512_popcnt_epi32(x);
-                let (d, one) = (reach[1], count(f));
-                let lost = _mm512_add_epi32(
-                    count(_mm512_and_si512(f, below)),
-                    _mm512_add_epi32(
-                        count(_mm512_and_si512(f, _mm512_srl_epi32(below, d))),
-                        count(_mm512_and_si512(f, _mm512_sll_epi32(below, d))),
-                    ),
-                );
-                let nodes = _mm512_sub_epi32(
-                    _mm512_add_epi32(one, _mm512_mullo_epi32(one, count(below))),
-                    lost,
-                );
-                all_nodes = _mm512_mask_add_epi32(all_nodes, valid, all_nodes, nodes);
-            }
-            // SAFETY: `kept_total` <= `at`: the stores stay inside the arrays and behind the
-            // states not read yet.
-            let store = |a: &mut [u32; CAP], v: __m512i| {
-                let packed = _mm512_maskz_compress_epi32(kept, v);
-                _mm512_storeu_si512(a.as_mut_ptr().add(kept_total) as *mut _, packed)
+        }
+        to.len = children;
+        batch.above1.len = 0;
+        _mm512_reduce_add_epi32(nodes) as u32 as u64
+    }
+
+    /// Drops from the waiting states of row `last` those that surely have no completion
+    /// ([`DeadTest`] over the six rows), moves the others to the front of the arrays, and sets
+    /// the batch's length to their number.
+    ///
+    /// About a third of the states go (27% at N=16, 42% at N=19: the share grows with N), for
+    /// some 40 vector instructions per sixteen states, and the count of the rest takes
+    /// 0.74-0.83x the time (N=18..20). The survivors are packed in place (`vpcompressd` of every
+    /// array, written at or behind where it was read), so that the count's loop reads them in
+    /// order: reading them through a list of indices instead saved a third as much, and
+    /// testing them as they are made was slower than not testing at all.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(
+        enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
+    )]
+    unsafe fn drop_dead(&self, batch: &mut Waiting<LAST_CAP>) {
+        use std::arch::x86_64::*;
+        let test = DeadTest::<ROWS6>::new(self, self.last());
+        let states = batch.len.min(LAST_CAP - 16);
+        let mut kept = 0;
+        for at in (0..states).step_by(16) {
+            // SAFETY: `at` < `states` <= `LAST_CAP - 16`: the sixteen lanes are inside the arrays
+            // (those past `states` are masked off).
+            let load = |a: &[u32; LAST_CAP]| _mm512_loadu_si512(a.as_ptr().add(at) as *const _);
+            let (c, r, l) = (load(&batch.cols), load(&batch.right), load(&batch.left));
+            let valid = _bzhi_u32(0xffff, (states - at).min(16) as u32) as __mmask16;
+            let alive = valid & test.alive(c, r, l).0;
+            // SAFETY: `kept` <= `at`: the stores stay inside the arrays and behind the states
+            // not read yet.
+            let store = |a: &mut [u32; LAST_CAP], v: __m512i| {
+                let packed = _mm512_maskz_compress_epi32(alive, v);
+                _mm512_storeu_si512(a.as_mut_ptr().add(kept) as *mut _, packed)
             };
             store(&mut batch.cols, c);
             store(&mut batch.right, r);
             store(&mut batch.left, l);
-            if PARENTS {
-                let f = load(&batch.free);
-                store(&mut batch.free, f);
-            }
-            kept_total += kept.count_ones() as usize;
+            kept += alive.count_ones() as usize;
         }
-        batch.len = kept_total;
-        _mm512_reduce_add_epi32(all_nodes) as u32 as u64
+        batch.len = kept;
     }
 
     /// Counts the completions of every waiting state of row `last` through the last six rows, and
@@ -592,7 +569,7 @@ impl Layout {
             (_mm512_loadu_si512(p as *const __m512i), _mm256_load_si256(p.add(8) as *const __m256i))
         };
         let mut sum = _mm512_setzero_si512();
-        self.drop_dead::<LAST_CAP, ROWS6, false>(batch, self.last());
+        self.drop_dead(batch);
         let children = std::mem::take(&mut batch.len).min(LAST_CAP);
         for i in 0..children {
             let (cols, right, left) = (batch.cols[i], batch.right[i], batch.left[i]);
@@ -979,6 +956,62 @@ struct Batch6 {
 impl Batch6 {
     fn new() -> Batch6 {
         Batch6 { above2: Waiting::new(), above1: Waiting::new(), last: Waiting::new() }
+    }
+}
+
+/// A test that a state of searched row `first` has no completion for sure: one of the `ROWS`
+/// rows from `first` down (to the bottom) has no free square, or an open column is free in none
+/// of them. Sixteen states at once, their masks in the lanes of three vectors.
+#[cfg(target_arch = "x86_64")]
+struct DeadTest<const ROWS: usize> {
+    /// Per row, the distance from row `first`, as a shift count.
+    reach: [std::arch::x86_64::__m128i; ROWS],
+    /// Per row, its squares taken by the border queens, in every lane.
+    blocked: [std::arch::x86_64::__m512i; ROWS],
+    board: std::arch::x86_64::__m512i,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<const ROWS: usize> DeadTest<ROWS> {
+    #[target_feature(enable = "avx512f")]
+    unsafe fn new(layout: &Layout, first: usize) -> Self {
+        use std::arch::x86_64::*;
+        let distance = |j: usize| layout.row_of[first & SLOT] - layout.row_of[(first + j) & SLOT];
+        DeadTest {
+            reach: std::array::from_fn(|j| _mm_cvtsi32_si128(distance(j) as i32)),
+            blocked: std::array::from_fn(|j| {
+                _mm512_set1_epi32(layout.blocked[(first + j) & SLOT] as i32)
+            }),
+            board: _mm512_set1_epi32(layout.board as i32),
+        }
+    }
+
+    /// The lanes whose state may have a completion, and every lane's free squares in row
+    /// `first + 1`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn alive(
+        &self,
+        cols: std::arch::x86_64::__m512i,
+        right: std::arch::x86_64::__m512i,
+        left: std::arch::x86_64::__m512i,
+    ) -> (std::arch::x86_64::__mmask16, std::arch::x86_64::__m512i) {
+        use std::arch::x86_64::*;
+        let mut alive = !0;
+        let (mut union, mut next) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+        for j in 0..ROWS {
+            let (reach, blocked) = (self.reach[j], self.blocked[j]);
+            let shifted =
+                _mm512_or_si512(_mm512_sll_epi32(right, reach), _mm512_srl_epi32(left, reach));
+            let free = _mm512_ternarylogic_epi32::<0x01>(cols, shifted, blocked);
+            alive &= _mm512_test_epi32_mask(free, free);
+            union = _mm512_or_si512(union, free);
+            if j == 1 {
+                next = free;
+            }
+        }
+        alive &= _mm512_cmpeq_epi32_mask(union, _mm512_andnot_si512(cols, self.board));
+        (alive, next)
     }
 }
 
