@@ -337,14 +337,7 @@ impl Layout {
     )]
     unsafe fn drain6(&self, batch: &mut Batch6, six: &Conflicts6, found: &mut Found, all: bool) {
         let last = self.last();
-        for i in 0..batch.above2.len.min(ABOVE2_CAP) {
-            let from = &batch.above2;
-            let (cols, right, left, free) =
-                (from.cols[i], from.right[i], from.left[i], from.free[i]);
-            found.nodes +=
-                self.expand_into::<false, _>(last - 2, &mut batch.above1, cols, right, left, free);
-        }
-        batch.above2.len = 0;
+        found.nodes += self.expand_all(last - 2, &mut batch.above2, &mut batch.above1);
         if all || batch.above1.len >= ABOVE1_BATCH {
             found.nodes += self.expand_last(batch);
             found.solutions += self.count_children6(&mut batch.last, six);
@@ -420,6 +413,64 @@ impl Layout {
         let used = free.count_ones();
         to.len += used as usize;
         used as u64
+    }
+
+    /// Appends to `to` the states of searched row `depth + 1` that the queens of the states of
+    /// `from` (in row `depth`) give, with their own free squares, sixteen states at a time: a
+    /// queen per lane per step (the lowest free square of each state, then the next), the
+    /// children packed by `vpcompressd`. Returns the nodes (the queens placed). Empties `from`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(
+        enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
+    )]
+    unsafe fn expand_all<const FROM: usize, const TO: usize>(
+        &self,
+        depth: usize,
+        from: &mut Waiting<FROM>,
+        to: &mut Waiting<TO>,
+    ) -> u64 {
+        use std::arch::x86_64::*;
+        let shift = _mm_cvtsi32_si128(self.shift[depth & SLOT] as i32);
+        let blocked = _mm512_set1_epi32(self.blocked[(depth + 1) & SLOT] as i32);
+        let states = std::mem::take(&mut from.len).min(FROM - 16);
+        let mut children = to.len;
+        let mut nodes = _mm512_setzero_si512();
+        for at in (0..states).step_by(16) {
+            // SAFETY: `at` < `states` <= `FROM - 16`: the sixteen lanes are inside the arrays
+            // (those past `states` are masked off).
+            let load = |a: &[u32; FROM]| _mm512_loadu_si512(a.as_ptr().add(at) as *const _);
+            let (c, r, l) = (load(&from.cols), load(&from.right), load(&from.left));
+            // (`bzhi` reads the low byte of its count only: hence the `min`.)
+            let valid = _bzhi_u32(0xffff, (states - at).min(16) as u32) as __mmask16;
+            let mut rest = _mm512_maskz_mov_epi32(valid, load(&from.free));
+            nodes = _mm512_add_epi32(nodes, _mm512_popcnt_epi32(rest));
+            loop {
+                let some = _mm512_test_epi32_mask(rest, rest);
+                if some == 0 {
+                    break;
+                }
+                let bit = _mm512_and_si512(rest, _mm512_sub_epi32(_mm512_setzero_si512(), rest));
+                rest = _mm512_xor_si512(rest, bit);
+                let cc = _mm512_or_si512(c, bit);
+                let rr = _mm512_sll_epi32(_mm512_or_si512(r, bit), shift);
+                let ll = _mm512_srl_epi32(_mm512_or_si512(l, bit), shift);
+                let ff = _mm512_ternarylogic_epi32::<0x01>(cc, _mm512_or_si512(rr, ll), blocked);
+                // SAFETY: `min` keeps the sixteen lanes inside the arrays; `TO` leaves room for
+                // every child and one store more.
+                let at = children.min(TO - 16);
+                let store = |a: &mut [u32; TO], v: __m512i| {
+                    let packed = _mm512_maskz_compress_epi32(some, v);
+                    _mm512_storeu_si512(a.as_mut_ptr().add(at) as *mut _, packed)
+                };
+                store(&mut to.cols, cc);
+                store(&mut to.right, rr);
+                store(&mut to.left, ll);
+                store(&mut to.free, ff);
+                children += some.count_ones() as usize;
+            }
+        }
+        to.len = children;
+        _mm512_reduce_add_epi32(nodes) as u32 as u64
     }
 
     /// Turns the waiting states of row `last - 1` into the states of row `last` that their
@@ -906,7 +957,7 @@ static IOTA: Iota = {
 /// States of row `last - 2` that wait before the batch moves down (more rows of `last - 3` are
 /// expanded into it until it holds this many).
 #[cfg(target_arch = "x86_64")]
-const ABOVE2_BATCH: usize = 16;
+const ABOVE2_BATCH: usize = 64;
 #[cfg(target_arch = "x86_64")]
 const ABOVE2_CAP: usize = ABOVE2_BATCH - 1 + (TAIL + 4) + 16;
 /// States of row `last - 1` that wait before their children in row `last` are counted.
