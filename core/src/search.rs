@@ -296,30 +296,14 @@ impl Layout {
             }
             1 => batch.above1.push(cols, right, left, free),
             2 => batch.above2.push(cols, right, left, free),
-            3 => {
-                found.nodes = self.expand_into::<true, _>(
-                    last - 3,
-                    &mut batch.above2,
-                    cols,
-                    right,
-                    left,
-                    free,
-                )
-            }
+            3 => batch.above3.push(cols, right, left, free),
             _ => self.search::<4>(start, &mut found, |found, cols, right, left, free| {
                 // What the depth-first search checks before going down (see `search`).
                 let s = self.shift[(last - 3) & SLOT];
                 let after = !(cols | (right << s) | (left >> s) | self.blocked[(last - 2) & SLOT]);
                 let free = free & 0u32.wrapping_sub((after != 0) as u32);
-                found.nodes += self.expand_into::<true, _>(
-                    last - 3,
-                    &mut batch.above2,
-                    cols,
-                    right,
-                    left,
-                    free,
-                );
-                if batch.above2.len >= ABOVE2_BATCH {
+                batch.above3.push(cols, right, left, free);
+                if batch.above3.len >= ABOVE3_BATCH {
                     self.drain6(&mut batch, six, found, false);
                 }
             }),
@@ -328,91 +312,29 @@ impl Layout {
         found
     }
 
-    /// Moves the waiting states down the last rows: those of row `last - 2` to row `last - 1`
-    /// always, and those of row `last - 1` to row `last`, counting these, once enough wait (or
-    /// when `all`, at the end of the search).
+    /// Moves the waiting states down the last rows: those of row `last - 3` to row `last - 2`
+    /// always, those of row `last - 2` to row `last - 1` once enough wait, and those of row
+    /// `last - 1` to row `last`, counting these, once enough wait there (every row when `all`,
+    /// at the end of the search). Each row is expanded sixteen states at a time
+    /// ([`Layout::expand_all`], [`Layout::expand_last`]): with the rows `last - 3` and `last - 2`
+    /// expanded one state at a time instead (eight lanes), 1.03-1.10x the time (N=18..20).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(
         enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
     )]
     unsafe fn drain6(&self, batch: &mut Batch6, six: &Conflicts6, found: &mut Found, all: bool) {
         let last = self.last();
-        found.nodes += self.expand_all(last - 2, &mut batch.above2, &mut batch.above1);
+        found.nodes +=
+            self.expand_all::<true, _, _>(last - 3, &mut batch.above3, &mut batch.above2);
+        if !all && batch.above2.len < ABOVE2_BATCH {
+            return;
+        }
+        found.nodes +=
+            self.expand_all::<false, _, _>(last - 2, &mut batch.above2, &mut batch.above1);
         if all || batch.above1.len >= ABOVE1_BATCH {
             found.nodes += self.expand_last(batch);
             found.solutions += self.count_children6(&mut batch.last, six);
         }
-    }
-
-    /// Appends to `to` the states of searched row `depth + 1` that the queens of one state of
-    /// row `depth` give (its masks, and `free`, its free squares), with their own free squares,
-    /// without a branch: the free squares' positions by `vpcompressb`, then all children at
-    /// once, of which as many as there are free squares are kept. Returns their number (nodes).
-    ///
-    /// With `PRUNE` (row `last - 3`), a child whose next row is already full (as the depth-first
-    /// search checks before going down) gets no free squares, so that it is not expanded: the
-    /// nodes then match the other builds exactly. Without it (row `last - 2`, whose children
-    /// are tested in [`Layout::expand_last`]), no such check.
-    ///
-    /// Eight lanes at a time: on a CPU that runs 512-bit operations as two halves (Zen 4),
-    /// 0.94-0.97x the time of sixteen lanes at N=18..20.
-    #[inline]
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(
-        enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
-    )]
-    unsafe fn expand_into<const PRUNE: bool, const CAP: usize>(
-        &self,
-        depth: usize,
-        to: &mut Waiting<CAP>,
-        cols: u32,
-        right: u32,
-        left: u32,
-        free: u32,
-    ) -> u64 {
-        use std::arch::x86_64::*;
-        let shift = _mm_cvtsi32_si128(self.shift[depth & SLOT] as i32);
-        let iota = _mm256_loadu_si256(IOTA.0.as_ptr() as *const __m256i);
-        let position = _mm256_castsi256_si128(_mm256_maskz_compress_epi8(free, iota));
-        // SAFETY (stores): `min` keeps the lanes inside the arrays; `ABOVE2_CAP` and `ABOVE1_CAP`
-        // leave room for every child and one store more.
-        let at = to.len.min(CAP - 16);
-        let q = |x: u32| _mm256_set1_epi32(x as i32);
-        let blocked = q(self.blocked[(depth + 1) & SLOT]);
-        let (next, blocked_after) = (
-            _mm_cvtsi32_si128(self.shift[(depth + 1) & SLOT] as i32),
-            q(self.blocked[(depth + 2) & SLOT]),
-        );
-        // Eight children, from the positions in the low eight bytes of `position`, stored at `at`.
-        let mut eight = |position: __m128i, at: usize| {
-            let bits = _mm256_sllv_epi32(q(1), _mm256_cvtepu8_epi32(position));
-            let c = _mm256_or_si256(q(cols), bits);
-            let r = _mm256_sll_epi32(_mm256_or_si256(q(right), bits), shift);
-            let l = _mm256_srl_epi32(_mm256_or_si256(q(left), bits), shift);
-            let mut f = _mm256_ternarylogic_epi32::<0x01>(c, _mm256_or_si256(r, l), blocked);
-            if PRUNE {
-                let after = _mm256_ternarylogic_epi32::<0x01>(
-                    c,
-                    _mm256_or_si256(_mm256_sll_epi32(r, next), _mm256_srl_epi32(l, next)),
-                    blocked_after,
-                );
-                f = _mm256_maskz_mov_epi32(_mm256_test_epi32_mask(after, after), f);
-            }
-            _mm256_storeu_si256(to.cols.as_mut_ptr().add(at) as *mut __m256i, c);
-            _mm256_storeu_si256(to.right.as_mut_ptr().add(at) as *mut __m256i, r);
-            _mm256_storeu_si256(to.left.as_mut_ptr().add(at) as *mut __m256i, l);
-            _mm256_storeu_si256(to.free.as_mut_ptr().add(at) as *mut __m256i, f);
-        };
-        eight(position, at);
-        // A state of row `last - 3` has up to nine free squares, of row `last - 2` up to eight.
-        // Eight lanes and a rare second pass cost less than sixteen lanes on a CPU that runs
-        // 512-bit operations as two halves (Zen 4).
-        if free.count_ones() > 8 {
-            eight(_mm_srli_si128::<8>(position), at + 8);
-        }
-        let used = free.count_ones();
-        to.len += used as usize;
-        used as u64
     }
 
     /// Appends to `to` the states of searched row `depth + 1` that the queens of the states of
@@ -423,7 +345,7 @@ impl Layout {
     #[target_feature(
         enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
     )]
-    unsafe fn expand_all<const FROM: usize, const TO: usize>(
+    unsafe fn expand_all<const PRUNE: bool, const FROM: usize, const TO: usize>(
         &self,
         depth: usize,
         from: &mut Waiting<FROM>,
@@ -432,6 +354,8 @@ impl Layout {
         use std::arch::x86_64::*;
         let shift = _mm_cvtsi32_si128(self.shift[depth & SLOT] as i32);
         let blocked = _mm512_set1_epi32(self.blocked[(depth + 1) & SLOT] as i32);
+        let next = _mm_cvtsi32_si128(self.shift[(depth + 1) & SLOT] as i32);
+        let blocked_after = _mm512_set1_epi32(self.blocked[(depth + 2) & SLOT] as i32);
         let states = std::mem::take(&mut from.len).min(FROM - 16);
         let mut children = to.len;
         let mut nodes = _mm512_setzero_si512();
@@ -454,7 +378,16 @@ impl Layout {
                 let cc = _mm512_or_si512(c, bit);
                 let rr = _mm512_sll_epi32(_mm512_or_si512(r, bit), shift);
                 let ll = _mm512_srl_epi32(_mm512_or_si512(l, bit), shift);
-                let ff = _mm512_ternarylogic_epi32::<0x01>(cc, _mm512_or_si512(rr, ll), blocked);
+                let mut ff =
+                    _mm512_ternarylogic_epi32::<0x01>(cc, _mm512_or_si512(rr, ll), blocked);
+                if PRUNE {
+                    let after = _mm512_ternarylogic_epi32::<0x01>(
+                        cc,
+                        _mm512_or_si512(_mm512_sll_epi32(rr, next), _mm512_srl_epi32(ll, next)),
+                        blocked_after,
+                    );
+                    ff = _mm512_maskz_mov_epi32(_mm512_test_epi32_mask(after, after), ff);
+                }
                 // SAFETY: `min` keeps the sixteen lanes inside the arrays; `TO` leaves room for
                 // every child and one store more.
                 let at = children.min(TO - 16);
@@ -954,12 +887,17 @@ static IOTA: Iota = {
 // `last - 2`, seven in `last - 1`. Each row's arrays hold what waits before it is drained, what
 // one drain of the row above adds, and one vector store past the end.
 
+/// States of row `last - 3` that wait before they are expanded.
+#[cfg(target_arch = "x86_64")]
+const ABOVE3_BATCH: usize = 16;
+#[cfg(target_arch = "x86_64")]
+const ABOVE3_CAP: usize = ABOVE3_BATCH + 16;
 /// States of row `last - 2` that wait before the batch moves down (more rows of `last - 3` are
 /// expanded into it until it holds this many).
 #[cfg(target_arch = "x86_64")]
 const ABOVE2_BATCH: usize = 64;
 #[cfg(target_arch = "x86_64")]
-const ABOVE2_CAP: usize = ABOVE2_BATCH - 1 + (TAIL + 4) + 16;
+const ABOVE2_CAP: usize = ABOVE2_BATCH - 1 + ABOVE3_BATCH * (TAIL + 4) + 16;
 /// States of row `last - 1` that wait before their children in row `last` are counted.
 #[cfg(target_arch = "x86_64")]
 const ABOVE1_BATCH: usize = 64;
@@ -998,6 +936,7 @@ impl<const CAP: usize> Waiting<CAP> {
 /// The six-row search's waiting states of rows `last - 2`, `last - 1` and `last`.
 #[cfg(target_arch = "x86_64")]
 struct Batch6 {
+    above3: Waiting<ABOVE3_CAP>,
     above2: Waiting<ABOVE2_CAP>,
     above1: Waiting<ABOVE1_CAP>,
     last: Waiting<LAST_CAP>,
@@ -1006,7 +945,12 @@ struct Batch6 {
 #[cfg(target_arch = "x86_64")]
 impl Batch6 {
     fn new() -> Batch6 {
-        Batch6 { above2: Waiting::new(), above1: Waiting::new(), last: Waiting::new() }
+        Batch6 {
+            above3: Waiting::new(),
+            above2: Waiting::new(),
+            above1: Waiting::new(),
+            last: Waiting::new(),
+        }
     }
 }
 
