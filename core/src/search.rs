@@ -847,17 +847,31 @@ fn rows_allow_portable(bit: u32, above: &Lanes, reach: &Lanes, open: u32) -> Per
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn has_bmi() -> bool {
-    std::arch::is_x86_feature_detected!("bmi1")
+    widest_build() >= 1
+        && std::arch::is_x86_feature_detected!("bmi1")
         && std::arch::is_x86_feature_detected!("bmi2")
         && std::arch::is_x86_feature_detected!("popcnt")
         && std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// The widest build that `NQ_SOLVER_BUILD` allows (read once): `portable` 0, `bmi` 1, unset or
+/// `avx512` 2 (then the CPU decides). For comparing the builds on one machine.
+#[cfg(target_arch = "x86_64")]
+fn widest_build() -> u8 {
+    static WIDEST: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    *WIDEST.get_or_init(|| match std::env::var("NQ_SOLVER_BUILD").as_deref() {
+        Ok("portable") => 0,
+        Ok("bmi") => 1,
+        _ => 2,
+    })
 }
 
 /// Whether the CPU has every feature that [`Layout::count_avx512`] is compiled for.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn has_avx512_six() -> bool {
-    has_bmi()
+    widest_build() >= 2
+        && has_bmi()
         && std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512vl")
         && std::arch::is_x86_feature_detected!("avx512bw")
