@@ -357,16 +357,10 @@ impl Layout {
         let next = _mm_cvtsi32_si128(self.shift[(depth + 1) & SLOT] as i32);
         let blocked_after = _mm512_set1_epi32(self.blocked[(depth + 2) & SLOT] as i32);
         let states = std::mem::take(&mut from.len).min(FROM - 16);
-        let mut children = to.len;
         let mut nodes = _mm512_setzero_si512();
         for at in (0..states).step_by(16) {
-            // SAFETY: `at` < `states` <= `FROM - 16`: the sixteen lanes are inside the arrays
-            // (those past `states` are masked off).
-            let load = |a: &[u32; FROM]| _mm512_loadu_si512(a.as_ptr().add(at) as *const _);
-            let (c, r, l) = (load(&from.cols), load(&from.right), load(&from.left));
-            // (`bzhi` reads the low byte of its count only: hence the `min`.)
-            let valid = _bzhi_u32(0xffff, (states - at).min(16) as u32) as __mmask16;
-            let mut rest = _mm512_maskz_mov_epi32(valid, load(&from.free));
+            let (c, r, l, f, valid) = from.slice(at, states);
+            let mut rest = _mm512_maskz_mov_epi32(valid, f);
             nodes = _mm512_add_epi32(nodes, _mm512_popcnt_epi32(rest));
             loop {
                 let some = _mm512_test_epi32_mask(rest, rest);
@@ -388,21 +382,9 @@ impl Layout {
                     );
                     ff = _mm512_maskz_mov_epi32(_mm512_test_epi32_mask(after, after), ff);
                 }
-                // SAFETY: `min` keeps the sixteen lanes inside the arrays; `TO` leaves room for
-                // every child and one store more.
-                let at = children.min(TO - 16);
-                let store = |a: &mut [u32; TO], v: __m512i| {
-                    let packed = _mm512_maskz_compress_epi32(some, v);
-                    _mm512_storeu_si512(a.as_mut_ptr().add(at) as *mut _, packed)
-                };
-                store(&mut to.cols, cc);
-                store(&mut to.right, rr);
-                store(&mut to.left, ll);
-                store(&mut to.free, ff);
-                children += some.count_ones() as usize;
+                to.append(some, cc, rr, ll, Some(ff));
             }
         }
-        to.len = children;
         _mm512_reduce_add_epi32(nodes) as u32 as u64
     }
 
@@ -429,16 +411,9 @@ impl Layout {
         let d = test.reach[1];
         let (from, to) = (&batch.above1, &mut batch.last);
         let states = from.len.min(ABOVE1_CAP - 16);
-        let mut children = to.len;
         let mut nodes = _mm512_setzero_si512();
         for at in (0..states).step_by(16) {
-            // SAFETY: `at` < `states` <= `ABOVE1_CAP - 16`: the sixteen lanes are inside the
-            // arrays (those past `states` are masked off).
-            let load = |a: &[u32; ABOVE1_CAP]| _mm512_loadu_si512(a.as_ptr().add(at) as *const _);
-            let (c, r, l, f) =
-                (load(&from.cols), load(&from.right), load(&from.left), load(&from.free));
-            // (`bzhi` reads the low byte of its count only: hence the `min`.)
-            let valid = _bzhi_u32(0xffff, (states - at).min(16) as u32) as __mmask16;
+            let (c, r, l, f, valid) = from.slice(at, states);
             let (alive, below) = test.alive(c, r, l);
             let count = |x: __m512i| _mm512_popcnt_epi32(x);
             let queens = count(f);
@@ -462,20 +437,11 @@ impl Layout {
                 }
                 let bit = _mm512_and_si512(rest, _mm512_sub_epi32(_mm512_setzero_si512(), rest));
                 rest = _mm512_xor_si512(rest, bit);
-                // SAFETY: `min` keeps the sixteen lanes inside the arrays; `LAST_CAP` leaves room
-                // for every child (at most seven per state) and one store more.
-                let at = children.min(LAST_CAP - 16);
-                let store = |a: &mut [u32; LAST_CAP], v: __m512i| {
-                    let packed = _mm512_maskz_compress_epi32(some, v);
-                    _mm512_storeu_si512(a.as_mut_ptr().add(at) as *mut _, packed)
-                };
-                store(&mut to.cols, _mm512_or_si512(c, bit));
-                store(&mut to.right, _mm512_sll_epi32(_mm512_or_si512(r, bit), d));
-                store(&mut to.left, _mm512_srl_epi32(_mm512_or_si512(l, bit), d));
-                children += some.count_ones() as usize;
+                let rr = _mm512_sll_epi32(_mm512_or_si512(r, bit), d);
+                let ll = _mm512_srl_epi32(_mm512_or_si512(l, bit), d);
+                to.append(some, _mm512_or_si512(c, bit), rr, ll, None);
             }
         }
-        to.len = children;
         batch.above1.len = 0;
         _mm512_reduce_add_epi32(nodes) as u32 as u64
     }
@@ -495,29 +461,14 @@ impl Layout {
         enable = "bmi1,bmi2,popcnt,avx2,avx512f,avx512vl,avx512bw,avx512bitalg,avx512vbmi2,avx512vpopcntdq"
     )]
     unsafe fn drop_dead(&self, batch: &mut Waiting<LAST_CAP>) {
-        use std::arch::x86_64::*;
         let test = DeadTest::<ROWS6>::new(self, self.last());
-        let states = batch.len.min(LAST_CAP - 16);
-        let mut kept = 0;
+        let states = std::mem::take(&mut batch.len).min(LAST_CAP - 16);
         for at in (0..states).step_by(16) {
-            // SAFETY: `at` < `states` <= `LAST_CAP - 16`: the sixteen lanes are inside the arrays
-            // (those past `states` are masked off).
-            let load = |a: &[u32; LAST_CAP]| _mm512_loadu_si512(a.as_ptr().add(at) as *const _);
-            let (c, r, l) = (load(&batch.cols), load(&batch.right), load(&batch.left));
-            let valid = _bzhi_u32(0xffff, (states - at).min(16) as u32) as __mmask16;
-            let alive = valid & test.alive(c, r, l).0;
-            // SAFETY: `kept` <= `at`: the stores stay inside the arrays and behind the states
-            // not read yet.
-            let store = |a: &mut [u32; LAST_CAP], v: __m512i| {
-                let packed = _mm512_maskz_compress_epi32(alive, v);
-                _mm512_storeu_si512(a.as_mut_ptr().add(kept) as *mut _, packed)
-            };
-            store(&mut batch.cols, c);
-            store(&mut batch.right, r);
-            store(&mut batch.left, l);
-            kept += alive.count_ones() as usize;
+            let (c, r, l, _, valid) = batch.slice(at, states);
+            // The survivors go back into the same arrays: `batch.len` <= `at`, so they land at
+            // or behind the states just read, never on those not read yet.
+            batch.append(valid & test.alive(c, r, l).0, c, r, l, None);
         }
-        batch.len = kept;
     }
 
     /// Counts the completions of every waiting state of row `last` through the last six rows, and
@@ -945,7 +896,64 @@ impl<const CAP: usize> Waiting<CAP> {
         (self.cols[at], self.right[at], self.left[at], self.free[at]) = (cols, right, left, free);
         self.len += 1;
     }
+
+    /// The sixteen states from index `at` of the first `states` (masks, free squares), and the
+    /// lanes that hold one of them.
+    #[inline]
+    #[target_feature(enable = "avx512f,bmi2")]
+    unsafe fn slice(
+        &self,
+        at: usize,
+        states: usize,
+    ) -> (Lanes16, Lanes16, Lanes16, Lanes16, Mask16) {
+        use std::arch::x86_64::*;
+        // SAFETY: `min` keeps the sixteen lanes inside the arrays (callers read below
+        // `CAP - 16`, so it never moves them).
+        let at = at.min(CAP - 16);
+        let load = |a: &[u32; CAP]| _mm512_loadu_si512(a.as_ptr().add(at) as *const _);
+        // (`bzhi` reads the low byte of its count only: hence the `min`.)
+        let valid = _bzhi_u32(0xffff, states.saturating_sub(at).min(16) as u32) as Mask16;
+        (load(&self.cols), load(&self.right), load(&self.left), load(&self.free), valid)
+    }
+
+    /// Appends the lanes of `some`, packed by `vpcompressd` (`free` too, if given). Packing
+    /// within the same arrays is safe when the states are appended at or behind where they were
+    /// read (see [`Layout::drop_dead`]).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn append(
+        &mut self,
+        some: Mask16,
+        cols: Lanes16,
+        right: Lanes16,
+        left: Lanes16,
+        free: Option<Lanes16>,
+    ) {
+        use std::arch::x86_64::*;
+        // SAFETY: `min` keeps the sixteen lanes inside the arrays; every capacity leaves room
+        // for all the states that can wait and one store more.
+        let at = self.len.min(CAP - 16);
+        let store = |a: &mut [u32; CAP], v: Lanes16| {
+            _mm512_storeu_si512(
+                a.as_mut_ptr().add(at) as *mut _,
+                _mm512_maskz_compress_epi32(some, v),
+            )
+        };
+        store(&mut self.cols, cols);
+        store(&mut self.right, right);
+        store(&mut self.left, left);
+        if let Some(free) = free {
+            store(&mut self.free, free);
+        }
+        self.len += some.count_ones() as usize;
+    }
 }
+
+/// Sixteen states' masks, one per 32-bit lane, and a mask of sixteen lanes.
+#[cfg(target_arch = "x86_64")]
+type Lanes16 = std::arch::x86_64::__m512i;
+#[cfg(target_arch = "x86_64")]
+type Mask16 = std::arch::x86_64::__mmask16;
 
 /// The six-row search's waiting states of rows `last - 2`, `last - 1` and `last`.
 #[cfg(target_arch = "x86_64")]
