@@ -47,6 +47,10 @@ pub struct ServeArgs {
     /// (saves about 0.5% of the work on a cluster you fully trust).
     #[arg(long, env = "NQ_NO_SPOT_CHECKS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub no_spot_checks: bool,
+    /// Fraction of counted jobs secretly solved again by a worker of another credential (a lie
+    /// told through two identities under one shared token is found with this chance per job).
+    #[arg(long, env = "NQ_RECHECK_FRACTION", default_value_t = 0.01)]
+    pub recheck_fraction: f64,
     /// Exit 0 once the run is complete and the result file is written (env: true/false, 1/0, yes/no).
     #[arg(long, env = "NQ_EXIT_WHEN_DONE", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub exit_when_done: bool,
@@ -126,6 +130,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
         tls,
         insecure: args.insecure,
         spot_checks: !args.no_spot_checks,
+        recheck_fraction: args.recheck_fraction,
     };
     // Settings first: nothing is bound, created or logged for a run that cannot start.
     config.validate()?;

@@ -8,10 +8,11 @@
 use crate::lifecycle::{Change, Finding, Lifecycle, ResultOutcome};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
+use crate::secrets::{digest, new_secret, same_digest, Credential, RegistrationLimiter};
 use crate::state::JobState;
 use crate::status::{self, percent, StatusView, WorkerView};
 use crate::store::{Store, StoreError, WorkerRow};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -28,6 +29,17 @@ pub const PROBATION_LEASE: u32 = 64;
 
 /// Most commands decided and committed in one transaction.
 const MAX_BATCH: usize = 8192;
+
+/// The most jobs one lease gives any worker, however fast it has shown itself to be.
+pub const MAX_LEASE: usize = 65_536;
+
+/// A worker that has not delivered a result for this many lease durations (and registered longer
+/// ago than that) is not waited for: its opinion is not awaited, and it does not keep a newcomer
+/// on probation. An identity that only heartbeats cannot stall a run.
+const INACTIVE_AFTER_LEASES: u32 = 3;
+
+/// Refused calls naming a worker without its secret are logged at most this often.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// An answer to a command, sent only once the changes it reports are committed.
 type Reply = Box<dyn FnOnce(&Engine)>;
@@ -49,24 +61,24 @@ pub enum Command {
         reply: oneshot::Sender<RegisterReply>,
     },
     Lease {
-        worker_id: u64,
+        caller: Caller,
         free_slots: u32,
         reply: oneshot::Sender<LeaseReply>,
     },
     Heartbeat {
-        worker_id: u64,
+        caller: Caller,
         lease_ids: Vec<u64>,
-        reply: oneshot::Sender<HeartbeatReply>,
+        reply: oneshot::Sender<Result<HeartbeatReply, Refusal>>,
     },
     Result {
         result: ReportedResult,
         reply: oneshot::Sender<ResultReply>,
     },
     Release {
-        worker_id: u64,
+        caller: Caller,
         lease_id: u64,
         job_ids: Vec<u64>,
-        reply: oneshot::Sender<u32>,
+        reply: oneshot::Sender<Result<u32, Refusal>>,
     },
     Status {
         reply: oneshot::Sender<StatusView>,
@@ -79,11 +91,32 @@ pub enum Command {
     Shutdown,
 }
 
-/// A worker introducing itself, already checked by the service (version, self-test).
+/// Who makes a call: the worker id it names, the secret that must come with it, and the
+/// credential (token) the call was made under.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub worker_id: u64,
+    pub secret: String,
+    pub credential: Credential,
+}
+
+/// Why a call naming a worker was refused before anything was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No worker of that id registered with this coordinator process (register again).
+    UnknownWorker,
+    /// The id is another worker's: wrong secret, or another credential.
+    BadSecret,
+}
+
+/// A worker introducing itself, already checked by the service (version, self-test, bounds).
 #[derive(Debug, Clone)]
 pub struct Registration {
-    /// The id this coordinator gave the worker before a reconnect.
+    /// The id this coordinator gave the worker before a reconnect, and the secret given with it.
     pub previous_worker_id: Option<u64>,
+    pub previous_secret: String,
+    /// The credential the registration came under.
+    pub credential: Credential,
     pub name: String,
     pub host: String,
     pub cores: u32,
@@ -94,6 +127,9 @@ pub struct Registration {
 #[derive(Debug, Clone)]
 pub struct ReportedResult {
     pub worker_id: u64,
+    /// The secret and credential it came with (see [`Caller`]).
+    pub secret: String,
+    pub credential: Credential,
     pub lease_id: u64,
     pub job_id: u64,
     pub finding: Finding,
@@ -102,10 +138,14 @@ pub struct ReportedResult {
 pub enum RegisterReply {
     Registered {
         worker_id: u64,
+        /// The worker's secret: every later call naming `worker_id` must carry it.
+        secret: String,
         run_complete: bool,
     },
     /// The previous worker id was never given out by this run.
     UnknownWorker,
+    /// Too many registrations under this credential lately.
+    TooMany,
 }
 
 pub enum LeaseReply {
@@ -115,6 +155,8 @@ pub enum LeaseReply {
     UnknownWorker,
     /// The worker lost a verification and gets no more work.
     UntrustedWorker,
+    /// The call named a worker id without its secret.
+    BadSecret,
 }
 
 pub struct HeartbeatReply {
@@ -144,8 +186,31 @@ impl EngineHandle {
 struct WorkerState {
     row: WorkerRow,
     last_seen: Instant,
+    /// When it registered with this process, and when it last delivered a counted result.
+    registered: Instant,
+    last_delivery: Option<Instant>,
+    /// Results counted in the last lease period, per second (oldest first): its throughput.
+    recent: VecDeque<(Instant, u32)>,
     results: u64,
     conflicts: u64,
+}
+
+impl WorkerState {
+    /// Results it delivered within `window` before `now`.
+    fn delivered_within(&mut self, now: Instant, window: Duration) -> usize {
+        while self.recent.front().is_some_and(|(t, _)| now.duration_since(*t) > window) {
+            self.recent.pop_front();
+        }
+        self.recent.iter().map(|(_, k)| *k as usize).sum()
+    }
+
+    fn delivered(&mut self, now: Instant) {
+        self.last_delivery = Some(now);
+        match self.recent.back_mut() {
+            Some((t, k)) if now.duration_since(*t) < Duration::from_secs(1) => *k += 1,
+            _ => self.recent.push_back((now, 1)),
+        }
+    }
 }
 
 pub struct EngineConfig {
@@ -153,12 +218,31 @@ pub struct EngineConfig {
     pub heartbeat: Duration,
     /// Mix known-answer jobs into leases.
     pub spot_checks: bool,
+    /// The run's jobs, for the referee: the coordinator's own answers to jobs in dispute or doubt
+    /// (none: disputes wait for workers).
+    pub jobs: Option<Arc<Vec<nqueens_core::Job>>>,
+    /// The fraction of counted jobs secretly given to a worker of another credential again.
+    pub recheck_fraction: f64,
 }
 
 pub struct Engine {
     store: Store,
     life: Lifecycle,
     workers: HashMap<u64, WorkerState>,
+    /// Every worker row of the run (for taking an id up again after a reconnect or restart).
+    known_workers: HashMap<u64, WorkerRow>,
+    /// Groups of the named credentials: their workers never confirm each other.
+    credential_groups: HashMap<String, u64>,
+    registrations: RegistrationLimiter,
+    lease_duration: Duration,
+    /// Jobs for the referee thread, if there is one.
+    referee: Option<mpsc::Sender<u64>>,
+    /// The final tally broke the symmetry identities and no repair was left: the job ids in
+    /// doubt, reported once; the coordinator keeps serving status.
+    refused: Option<Vec<u64>>,
+    /// Jobs un-counted and solved again (by the referee or workers) after a broken final tally.
+    repairs: u32,
+    last_refusal_log: Option<Instant>,
     next_worker_id: u64,
     metrics: Arc<Metrics>,
     config: EngineConfig,
@@ -180,15 +264,40 @@ impl Engine {
         config: EngineConfig,
     ) -> Result<Started, StoreError> {
         let loaded = store.load()?;
-        let mut life = Lifecycle::new(loaded.jobs, loaded.leases, lease_duration, Instant::now());
+        let known_workers: HashMap<u64, WorkerRow> =
+            store.workers()?.into_iter().map(|w| (w.id, w)).collect();
+        let mut credential_groups = HashMap::new();
+        let groups: HashMap<u64, u64> = known_workers
+            .values()
+            .filter_map(|w| {
+                let credential = Credential::from_stored(&w.credential);
+                credential.group(&mut credential_groups).map(|g| (w.id, g))
+            })
+            .collect();
+        let mut life =
+            Lifecycle::new(loaded.jobs, loaded.leases, groups, lease_duration, Instant::now());
         life.set_probation(PROBATION_RESULTS);
+        life.set_recheck_fraction(config.recheck_fraction);
         life.restore_untrusted(loaded.untrusted);
         let (complete_tx, complete_rx) = watch::channel(None);
         let done_at_start = life.count(JobState::Done);
+        let (tx, rx) = mpsc::channel();
+        let referee = config
+            .jobs
+            .clone()
+            .map(|jobs| crate::referee::spawn(jobs, EngineHandle { tx: tx.clone() }));
         let engine = Engine {
             store,
             life,
             workers: HashMap::new(),
+            known_workers,
+            credential_groups,
+            registrations: RegistrationLimiter::default(),
+            lease_duration,
+            referee,
+            refused: None,
+            repairs: 0,
+            last_refusal_log: None,
             next_worker_id: loaded.next_worker_id,
             metrics,
             config,
@@ -206,7 +315,6 @@ impl Engine {
             "run loaded; leases found in the store get a fresh grace period"
         );
         engine.publish_gauges();
-        let (tx, rx) = mpsc::channel();
         let (ended_tx, ended_rx) = oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("nq-engine".into())
@@ -267,9 +375,12 @@ impl Engine {
             for reply in replies {
                 reply(&self);
             }
+            self.hand_to_referee();
             self.publish_gauges();
             self.check_complete()?;
             if shutdown {
+                // The `.db` alone is then the whole state: a copy of it needs no `-wal` beside.
+                self.store.checkpoint()?;
                 tracing::info!("engine stopped after committing everything received");
                 return Ok(());
             }
@@ -287,57 +398,34 @@ impl Engine {
         match cmd {
             Command::Shutdown => {}
             Command::Register { worker, reply } => {
-                let worker_id = match worker.previous_worker_id {
-                    Some(id) if id < self.next_worker_id => id,
-                    Some(_) => {
-                        let _ = reply.send(RegisterReply::UnknownWorker);
-                        return;
-                    }
-                    None => {
-                        self.next_worker_id += 1;
-                        self.next_worker_id - 1
-                    }
-                };
-                let row = WorkerRow {
-                    id: worker_id,
-                    name: worker.name,
-                    host: worker.host,
-                    cores: worker.cores,
-                    version: worker.version,
-                };
-                tracing::info!(worker_id, name = %row.name, host = %row.host, cores = row.cores, reconnect = worker.previous_worker_id.is_some(), "worker registered");
-                worker_rows.push(row.clone());
-                let entry = self.workers.entry(worker_id).or_insert(WorkerState {
-                    row: row.clone(),
-                    last_seen: now,
-                    results: 0,
-                    conflicts: 0,
-                });
-                entry.row = row;
-                entry.last_seen = now;
+                let answer = self.register(worker, now, worker_rows);
                 replies.push(Box::new(move |e: &Engine| {
-                    let run_complete = e.life.is_complete();
-                    let _ = reply.send(RegisterReply::Registered { worker_id, run_complete });
+                    let answer = match answer {
+                        Some((worker_id, secret)) => RegisterReply::Registered {
+                            worker_id,
+                            secret,
+                            run_complete: e.life.is_complete(),
+                        },
+                        None => RegisterReply::TooMany,
+                    };
+                    let _ = reply.send(answer);
                 }));
             }
-            Command::Lease { worker_id, free_slots, reply } => {
-                if !self.touch(worker_id, now) {
-                    let _ = reply.send(LeaseReply::UnknownWorker);
+            Command::Lease { caller, free_slots, reply } => {
+                if let Err(refusal) = self.authenticate(&caller, now) {
+                    let _ = reply.send(match refusal {
+                        Refusal::UnknownWorker => LeaseReply::UnknownWorker,
+                        Refusal::BadSecret => LeaseReply::BadSecret,
+                    });
                     return;
                 }
+                let worker_id = caller.worker_id;
                 if self.life.is_untrusted(worker_id) {
                     let _ = reply.send(LeaseReply::UntrustedWorker);
                     return;
                 }
-                let others = self.other_live_workers(worker_id, now);
-                // A worker gets no more slots than the threads it registered with, whatever it
-                // asks for now: one client cannot take the whole run in one call.
-                let cores = self.workers.get(&worker_id).map_or(1, |w| w.row.cores);
-                let mut size = self.life.batch_size(free_slots.min(cores), self.mean_job_seconds);
-                if self.life.on_probation(worker_id) {
-                    // Trust grows with agreement: an unproven worker holds little at a time.
-                    size = size.min(free_slots.min(cores).min(PROBATION_LEASE) as usize);
-                }
+                let others = self.other_active_workers(worker_id, now);
+                let size = self.lease_size(worker_id, free_slots, now);
                 let granted = self.life.lease_checked(
                     worker_id,
                     size,
@@ -355,39 +443,41 @@ impl Engine {
                     let _ = reply.send(LeaseReply::Granted { lease_id, job_ids, run_complete });
                 }));
             }
-            Command::Heartbeat { worker_id, lease_ids, reply } => {
-                self.touch(worker_id, now);
-                let lost = self.life.heartbeat(worker_id, &lease_ids, now, changes);
+            Command::Heartbeat { caller, lease_ids, reply } => {
+                if let Err(refusal) = self.authenticate(&caller, now) {
+                    let _ = reply.send(Err(refusal));
+                    return;
+                }
+                let lost = self.life.heartbeat(caller.worker_id, &lease_ids, now, changes);
                 replies.push(Box::new(move |e: &Engine| {
                     let run_complete = e.life.is_complete();
-                    let _ = reply.send(HeartbeatReply { lost_lease_ids: lost, run_complete });
+                    let _ = reply.send(Ok(HeartbeatReply { lost_lease_ids: lost, run_complete }));
                 }));
             }
-            Command::Release { worker_id, lease_id, job_ids, reply } => {
+            Command::Release { caller, lease_id, job_ids, reply } => {
+                if let Err(refusal) = self.authenticate(&caller, now) {
+                    let _ = reply.send(Err(refusal));
+                    return;
+                }
+                let worker_id = caller.worker_id;
                 let released = self.life.release(worker_id, lease_id, &job_ids, changes);
                 tracing::info!(worker_id, lease_id, released, "jobs released");
                 replies.push(Box::new(move |_: &Engine| {
-                    let _ = reply.send(released);
+                    let _ = reply.send(Ok(released));
                 }));
             }
             Command::Result { result, reply } => {
-                self.touch(result.worker_id, now);
-                if let Finding::SolverError(error) = &result.finding {
-                    tracing::warn!(job = result.job_id, worker = result.worker_id, %error, "worker reported a solver error");
-                }
-                let before = changes.len();
-                let ReportedResult { worker_id, lease_id, job_id, ref finding } = result;
-                let others = self.other_live_workers(worker_id, now);
-                let outcome = self.life.result(
-                    worker_id,
-                    lease_id,
-                    job_id,
-                    finding.clone(),
-                    &others,
-                    changes,
-                );
-                self.count_outcome(&result, outcome);
-                self.log_untrusted(&changes[before..]);
+                let caller = Caller {
+                    worker_id: result.worker_id,
+                    secret: result.secret.clone(),
+                    credential: result.credential.clone(),
+                };
+                let outcome = match self.authenticate(&caller, now) {
+                    Err(Refusal::UnknownWorker) => ResultOutcome::UnknownWorker,
+                    Err(Refusal::BadSecret) => ResultOutcome::BadSecret,
+                    Ok(()) => self.decide_result(&result, now, changes),
+                };
+                self.count_outcome(&result, outcome, now);
                 replies.push(Box::new(move |e: &Engine| {
                     let _ = reply.send(ResultReply { outcome, run_complete: e.life.is_complete() });
                 }));
@@ -406,6 +496,141 @@ impl Engine {
         }
     }
 
+    /// A registration: the previous id where the caller proves it is that worker (its secret,
+    /// under the same credential), else a new id. None when the credential has registered too
+    /// often lately.
+    fn register(
+        &mut self,
+        worker: Registration,
+        now: Instant,
+        worker_rows: &mut Vec<WorkerRow>,
+    ) -> Option<(u64, String)> {
+        if !self.registrations.allow(&worker.credential.name, now) {
+            tracing::warn!(credential = %worker.credential.name, name = %worker.name, "registration refused: too many under this credential in the last minute");
+            return None;
+        }
+        let proven = worker.previous_worker_id.and_then(|id| {
+            let row = self.known_workers.get(&id)?;
+            let ok = row.credential == worker.credential.name
+                && same_digest(&row.secret_digest, &digest(&worker.previous_secret));
+            if !ok {
+                tracing::warn!(claimed = id, credential = %worker.credential.name, name = %worker.name, "re-registration as another worker without its secret: registered as a new worker");
+            }
+            ok.then_some(id)
+        });
+        let (worker_id, secret) = match proven {
+            Some(id) => (id, worker.previous_secret),
+            None => {
+                self.next_worker_id += 1;
+                (self.next_worker_id - 1, new_secret())
+            }
+        };
+        let row = WorkerRow {
+            id: worker_id,
+            name: worker.name,
+            host: worker.host,
+            cores: worker.cores,
+            version: worker.version,
+            credential: worker.credential.name.clone(),
+            secret_digest: digest(&secret).to_vec(),
+        };
+        if let Some(group) = worker.credential.group(&mut self.credential_groups) {
+            self.life.set_group(worker_id, group);
+        }
+        tracing::info!(worker_id, name = %row.name, host = %row.host, cores = row.cores, credential = %row.credential, reconnect = proven.is_some(), "worker registered");
+        worker_rows.push(row.clone());
+        self.known_workers.insert(worker_id, row.clone());
+        let entry = self.workers.entry(worker_id).or_insert(WorkerState {
+            row: row.clone(),
+            last_seen: now,
+            registered: now,
+            last_delivery: None,
+            recent: VecDeque::new(),
+            results: 0,
+            conflicts: 0,
+        });
+        entry.row = row;
+        entry.last_seen = now;
+        Some((worker_id, secret))
+    }
+
+    /// Checks that `caller` is the worker it names: registered with this process, under the
+    /// same credential, with its secret. Marks it seen if so; refusals are logged (at most
+    /// every [`REFUSAL_LOG_EVERY`]).
+    fn authenticate(&mut self, caller: &Caller, now: Instant) -> Result<(), Refusal> {
+        let Some(w) = self.workers.get_mut(&caller.worker_id) else {
+            return Err(Refusal::UnknownWorker);
+        };
+        if w.row.credential == caller.credential.name
+            && same_digest(&w.row.secret_digest, &digest(&caller.secret))
+        {
+            w.last_seen = now;
+            return Ok(());
+        }
+        self.metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
+        if self.last_refusal_log.is_none_or(|t| now.duration_since(t) >= REFUSAL_LOG_EVERY) {
+            self.last_refusal_log = Some(now);
+            tracing::warn!(worker_id = caller.worker_id, credential = %caller.credential.name, "call refused: it names another worker (wrong secret or credential)");
+        }
+        Err(Refusal::BadSecret)
+    }
+
+    /// How many jobs a lease gives `worker_id`. A newcomer on probation: one per thread, at
+    /// most [`PROBATION_LEASE`]. Afterwards the batch grows with what it has shown it can do,
+    /// never past what it finished in the last lease period (or one job per thread): a slow
+    /// or lying worker cannot hoard, and a fast one (a GPU) does not starve.
+    fn lease_size(&mut self, worker_id: u64, free_slots: u32, now: Instant) -> usize {
+        let lease_duration = self.lease_duration;
+        let on_probation = self.life.on_probation(worker_id);
+        let Some(w) = self.workers.get_mut(&worker_id) else { return 0 };
+        // A worker gets no more slots than the threads it registered with, whatever it asks
+        // for now: one client cannot take the whole run in one call.
+        let claimed = free_slots.min(w.row.cores).max(1);
+        let base = self.life.batch_size(claimed, self.mean_job_seconds);
+        if on_probation {
+            return base.min(claimed.min(PROBATION_LEASE) as usize);
+        }
+        let earned = w.delivered_within(now, lease_duration);
+        base.max(earned / 4).min((claimed as usize).max(earned)).min(MAX_LEASE)
+    }
+
+    /// One authenticated result, decided by the life cycle.
+    fn decide_result(
+        &mut self,
+        result: &ReportedResult,
+        now: Instant,
+        changes: &mut Vec<Change>,
+    ) -> ResultOutcome {
+        if let Finding::SolverError(error) = &result.finding {
+            tracing::warn!(job = result.job_id, worker = result.worker_id, error = %error.escape_debug(), "worker reported a solver error");
+        }
+        let before = changes.len();
+        let others = self.other_active_workers(result.worker_id, now);
+        let outcome = self.life.result(
+            result.worker_id,
+            result.lease_id,
+            result.job_id,
+            result.finding.clone(),
+            &others,
+            changes,
+        );
+        self.log_untrusted(&changes[before..]);
+        outcome
+    }
+
+    /// Sends the jobs the life cycle wants the coordinator's own answer for to the referee.
+    fn hand_to_referee(&mut self) {
+        let jobs = self.life.take_referee_jobs();
+        let Some(referee) = &self.referee else { return };
+        for job_id in jobs {
+            tracing::info!(
+                job = job_id,
+                "job in dispute or doubt: the coordinator solves it itself"
+            );
+            let _ = referee.send(job_id);
+        }
+    }
+
     /// Says loudly which workers the decisions in `changes` stopped trusting.
     fn log_untrusted(&self, changes: &[Change]) {
         for change in changes {
@@ -416,21 +641,25 @@ impl Engine {
         }
     }
 
-    fn count_outcome(&mut self, msg: &ReportedResult, outcome: ResultOutcome) {
+    fn count_outcome(&mut self, msg: &ReportedResult, outcome: ResultOutcome, now: Instant) {
         let m = &self.metrics;
         match outcome {
             ResultOutcome::Accepted | ResultOutcome::Confirmed => {
-                self.last_counted = Some(Instant::now());
+                self.last_counted = Some(now);
                 m.results_accepted.fetch_add(1, Ordering::Relaxed);
+                let trusted = !self.life.on_probation(msg.worker_id);
                 if let Finding::Solved { counts, seconds } = msg.finding {
                     m.nodes.fetch_add(counts.nodes, Ordering::Relaxed);
-                    if seconds > 0.0 {
+                    // Only workers past probation teach the batch sizing, with clamped times.
+                    if seconds > 0.0 && trusted {
+                        let seconds = seconds.min(crate::lifecycle::MAX_REPORTED_SECONDS);
                         let mean = self.mean_job_seconds.get_or_insert(seconds);
                         *mean = *mean * 0.95 + seconds * 0.05;
                     }
                 }
                 if let Some(w) = self.workers.get_mut(&msg.worker_id) {
                     w.results += 1;
+                    w.delivered(now);
                 }
             }
             ResultOutcome::Duplicate => {
@@ -452,7 +681,10 @@ impl Engine {
             }
             ResultOutcome::UnknownJob
             | ResultOutcome::UnknownLease
-            | ResultOutcome::UntrustedWorker => {
+            | ResultOutcome::UntrustedWorker
+            | ResultOutcome::UnknownWorker
+            | ResultOutcome::BadSecret
+            | ResultOutcome::Implausible => {
                 m.results_rejected.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     job = msg.job_id,
@@ -465,17 +697,6 @@ impl Engine {
         }
     }
 
-    /// Marks a worker as seen; false if it never registered (since this coordinator started).
-    fn touch(&mut self, worker_id: u64, now: Instant) -> bool {
-        match self.workers.get_mut(&worker_id) {
-            Some(w) => {
-                w.last_seen = now;
-                true
-            }
-            None => false,
-        }
-    }
-
     /// Whether a worker last seen at `last_seen` still counts as live.
     fn live(&self, last_seen: Instant, now: Instant) -> bool {
         now.duration_since(last_seen) <= self.config.heartbeat * 3 + Duration::from_secs(2)
@@ -485,12 +706,20 @@ impl Engine {
         self.workers.values().filter(|w| self.live(w.last_seen, now)).count()
     }
 
-    /// The live, trusted workers other than `worker_id`: who else could give a job an opinion.
-    fn other_live_workers(&self, worker_id: u64, now: Instant) -> Vec<u64> {
+    /// The live, trusted workers other than `worker_id` that deliver (or only just came): who
+    /// else could give a job an opinion. One that heartbeats but has not delivered a result for
+    /// [`INACTIVE_AFTER_LEASES`] lease durations is not waited for.
+    fn other_active_workers(&self, worker_id: u64, now: Instant) -> Vec<u64> {
+        let patience = self.lease_duration * INACTIVE_AFTER_LEASES;
         self.workers
             .iter()
             .filter(|(&id, w)| {
-                id != worker_id && self.live(w.last_seen, now) && !self.life.is_untrusted(id)
+                let delivering =
+                    now.duration_since(w.last_delivery.unwrap_or(w.registered)) <= patience;
+                id != worker_id
+                    && self.live(w.last_seen, now)
+                    && delivering
+                    && !self.life.is_untrusted(id)
             })
             .map(|(&id, _)| id)
             .collect()
@@ -506,14 +735,25 @@ impl Engine {
     /// Once every job is done: totals from the committed rows, the result file, and the signal
     /// that lets `serve --exit-when-done` return.
     fn check_complete(&mut self) -> Result<(), StoreError> {
-        if self.result_written || !self.life.is_complete() {
+        if self.result_written || self.refused.is_some() || !self.life.is_complete() {
             return Ok(());
         }
         let tally = self.store.tally()?;
-        let Some(totals) = self.store.final_totals(&tally)? else {
-            tracing::error!("all jobs are done in memory but the committed rows are incomplete");
-            return Ok(());
+        let totals = match self.store.final_totals(&tally) {
+            Ok(Some(totals)) => totals,
+            Ok(None) => {
+                tracing::error!(
+                    "all jobs are done in memory but the committed rows are incomplete"
+                );
+                return Ok(());
+            }
+            Err(StoreError::Core(nqueens_core::CoreError::Inconsistent { reason })) => {
+                return self.repair_broken_tally(&reason);
+            }
+            Err(e) => return Err(e),
         };
+        // The `.db` alone is then the whole state (a copy of it needs no `-wal` beside it).
+        self.store.checkpoint()?;
         let record =
             ResultRecord::new(&totals, self.life.total_jobs(), self.store.age(), tally.nodes);
         let line = record.json_line();
@@ -531,6 +771,36 @@ impl Engine {
         tracing::info!(n = record.n, total = record.total, unique = record.unique, result = %line, "run complete");
         self.result_written = true;
         let _ = self.complete_tx.send(Some(record));
+        Ok(())
+    }
+
+    /// The final tally breaks the symmetry identities: some counted answer is wrong. The jobs
+    /// that can explain it (weight 2 and 4, first those counted on one credential's word, then
+    /// all of them) are un-counted and solved again, by the coordinator itself where it can; whoever
+    /// answered them wrongly is untrusted and everything it counted is solved again. Only when no
+    /// such job is left to doubt does the run refuse, once, naming the jobs, and it keeps serving
+    /// status: a restart does the same and never loops.
+    fn repair_broken_tally(&mut self, reason: &str) -> Result<(), StoreError> {
+        self.repairs += 1;
+        let doubted = match self.repairs {
+            1 => self.life.doubt_unconfirmed_symmetric(),
+            2 => self.life.doubt_all_symmetric(),
+            _ => Vec::new(),
+        };
+        if doubted.is_empty() {
+            let jobs = self.life.symmetric_jobs();
+            tracing::error!(%reason, jobs = ?jobs, "the final tally breaks the symmetry identities and every job that could explain it was solved again: refusing to write a result. The coordinator keeps serving status; inspect the jobs with `verify --state`");
+            self.refused = Some(jobs);
+            return Ok(());
+        }
+        let mut changes = Vec::new();
+        for &job_id in &doubted {
+            self.life.doubt(job_id, &mut changes);
+        }
+        tracing::warn!(%reason, jobs = doubted.len(), round = self.repairs, ids = ?&doubted[..doubted.len().min(20)], "the final tally breaks the symmetry identities: the jobs that can explain it are solved again");
+        self.store.apply(&changes, &[])?;
+        self.hand_to_referee();
+        self.publish_gauges();
         Ok(())
     }
 
@@ -568,6 +838,7 @@ impl Engine {
                 last_seen_seconds_ago: now.duration_since(w.last_seen).as_secs_f64(),
                 jobs_leased: self.life.leased_by(w.row.id),
                 untrusted: self.life.is_untrusted(w.row.id),
+                credential: w.row.credential.clone(),
             })
             .collect();
         workers.sort_by_key(|w| w.worker_id);

@@ -3,6 +3,7 @@
 mod cluster;
 mod estimate;
 mod solve;
+mod token;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -36,6 +37,9 @@ enum Command {
     /// Size a run before starting it: solve a stratified sample of the job list of N and project
     /// the CPU time, the longest job and the wall time on 8, 64 and 512 cores.
     Estimate(estimate::EstimateArgs),
+    /// Per-host tokens of a run (add, list, revoke): workers under one token never confirm each
+    /// other's answers.
+    Token(token::TokenArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,7 +52,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `solve` prints its answer on stdout and keeps stderr for the progress bar: quiet by default.
     let default_filter = match cli.command {
-        Command::Solve(_) | Command::Estimate(_) => "warn",
+        Command::Solve(_) | Command::Estimate(_) | Command::Token(_) => "warn",
         _ => "warn,nqueens_coordinator=info,nqueens_core=info",
     };
     nqueens_process::init_logging(default_filter);
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         Command::Healthcheck(args) => cluster::healthcheck(args),
         Command::Verify(args) => verify(args),
         Command::Estimate(args) => estimate::run(args),
+        Command::Token(args) => token::run(args),
     };
     match result {
         Ok(code) => code,

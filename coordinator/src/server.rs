@@ -10,7 +10,7 @@ use crate::http::{sample_every, serve_http, History, HttpState, RunInfo, StatusS
 use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
-use crate::service::{CoordinatorService, StatusReader, TokenCheck};
+use crate::service::{CoordinatorService, Credentials, StatusReader, TokenCheck};
 use crate::store::{Store, StoreError};
 use nqueens_core::{job_list, SplitParams};
 use nqueens_proto as pb;
@@ -47,6 +47,8 @@ pub struct ServeConfig {
     pub insecure: bool,
     /// Check workers against known answers (see `reference.rs` and `Lifecycle::lease_checked`).
     pub spot_checks: bool,
+    /// The fraction of counted jobs secretly solved again by a worker of another credential.
+    pub recheck_fraction: f64,
 }
 
 impl Default for ServeConfig {
@@ -62,6 +64,7 @@ impl Default for ServeConfig {
             tls: None,
             insecure: false,
             spot_checks: true,
+            recheck_fraction: 0.01,
         }
     }
 }
@@ -128,7 +131,7 @@ pub enum ConfigError {
     LeaseSeconds(u32),
     #[error("--target-jobs {given} is above the cap of {cap}: a run that finely split needs more coordinator memory than a run should take (give at most {cap})")]
     TargetJobs { given: u64, cap: u64 },
-    #[error("refusing to serve {0} without a token: anyone who can reach it could report results; set --token (NQ_TOKEN) to a long random secret, listen on a loopback address, or pass --insecure (NQ_INSECURE=true) on a network you trust")]
+    #[error("refusing to serve {0} without a token: anyone who can reach it could report results; set --token (NQ_TOKEN) to a long random secret, add per-host tokens (`token add NAME --state FILE`), listen on a loopback address, or pass --insecure (NQ_INSECURE=true) on a network you trust")]
     NoToken(std::net::SocketAddr),
 }
 
@@ -182,7 +185,14 @@ async fn serve_inner(
 ) -> Result<Option<ResultRecord>, ServeError> {
     config.validate()?;
     if let Ok(addr) = listener.local_addr() {
-        config.validate_listen(addr)?;
+        // Per-host tokens in the state file (`token add`) stand in for the shared one.
+        let per_host = std::fs::metadata(&config.state).is_ok_and(|m| m.len() > 0)
+            && Store::open_existing(&config.state)
+                .and_then(|s| s.active_credentials())
+                .is_ok_and(|c| !c.is_empty());
+        if !per_host {
+            config.validate_listen(addr)?;
+        }
     }
 
     // Which run: a new one from --n, or the one in the state file. A missing or empty (0-byte)
@@ -222,12 +232,14 @@ async fn serve_inner(
 
     let metrics = Arc::new(Metrics::default());
     let heartbeat_seconds = (config.lease_seconds / 3).max(1);
+    let jobs = Arc::new(list.jobs);
     let engine_config = EngineConfig {
         result_file: result_file(&config.state),
         heartbeat: Duration::from_secs(heartbeat_seconds as u64),
         spot_checks: config.spot_checks,
+        jobs: Some(jobs.clone()),
+        recheck_fraction: config.recheck_fraction,
     };
-    let jobs = Arc::new(list.jobs);
     let (engine, mut complete_rx, engine_ended, engine_thread) = Engine::start(
         store,
         Duration::from_secs(config.lease_seconds as u64),
@@ -284,7 +296,10 @@ async fn serve_inner(
         builder =
             builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
     }
-    let interceptor = TokenCheck::new(config.token.as_deref(), metrics.clone());
+    let credentials = Arc::new(Credentials::default());
+    let reload = tokio::spawn(reload_credentials(config.state.clone(), credentials.clone()));
+    let interceptor =
+        TokenCheck::new(config.token.as_deref(), metrics.clone()).with_credentials(credentials);
     let router = builder.add_service(health_service).add_service(
         pb::coordinator_server::CoordinatorServer::with_interceptor(service, interceptor),
     );
@@ -338,6 +353,7 @@ async fn serve_inner(
     for task in http_tasks.into_iter().flatten() {
         task.abort();
     }
+    reload.abort();
     match joined {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(e))) => return Err(ServeError::Engine(e)),
@@ -346,4 +362,31 @@ async fn serve_inner(
     served?;
     let record = complete_rx.borrow_and_update().clone();
     Ok(record)
+}
+
+/// Keeps `credentials` equal to the per-host tokens in force in the state file at `state`: read
+/// at once, then every [`crate::secrets::CREDENTIAL_RELOAD`] on a read-only connection of its own
+/// (so `token add` and `token revoke` act on a live run).
+async fn reload_credentials(state: PathBuf, credentials: Arc<Credentials>) {
+    let mut last: Option<usize> = None;
+    loop {
+        let path = state.clone();
+        let read =
+            tokio::task::spawn_blocking(move || Store::open_existing(&path)?.active_credentials())
+                .await;
+        match read {
+            Ok(Ok(active)) => {
+                if last != Some(active.len()) {
+                    tracing::info!(tokens = active.len(), "per-host tokens in force");
+                    last = Some(active.len());
+                }
+                credentials.set(active);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the per-host tokens; keeping the ones in force")
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the per-host tokens"),
+        }
+        tokio::time::sleep(crate::secrets::CREDENTIAL_RELOAD).await;
+    }
 }

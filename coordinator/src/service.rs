@@ -3,10 +3,11 @@
 //! protocol messages carrying typed failure reasons.
 
 use crate::engine::{
-    Command, EngineHandle, LeaseReply, RegisterReply, Registration, ReportedResult,
+    Caller, Command, EngineHandle, LeaseReply, Refusal, RegisterReply, Registration, ReportedResult,
 };
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
+use crate::secrets::{digest, Credential};
 use crate::status::WorkerView;
 use crate::store::{BlockedJobs, Store, StoreError};
 use crate::wire::{rejected_ack, result_ack};
@@ -14,7 +15,6 @@ use nqueens_core::{Job, Tally};
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, Reason};
 use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -124,6 +124,18 @@ impl CoordinatorService {
         }
     }
 
+    /// The caller of a request naming `worker_id` with `secret`, under the request's credential.
+    fn caller<T>(request: &Request<T>, worker_id: u64, secret: &str) -> Result<Caller, Status> {
+        if secret.len() > 128 {
+            return Err(status_with_reason(
+                Code::InvalidArgument,
+                Reason::InvalidRequest,
+                "worker_secret is longer than 128 bytes",
+            ));
+        }
+        Ok(Caller { worker_id, secret: secret.to_owned(), credential: credential_of(request) })
+    }
+
     async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Status> {
         let (tx, rx) = oneshot::channel();
         if !self.engine.send(make(tx)) {
@@ -133,15 +145,65 @@ impl CoordinatorService {
     }
 }
 
-/// The shared-secret check applied to every call of the coordinator service.
+/// The credential a request was made under, as [`TokenCheck`] found it (open where none was
+/// attached, as in a service built without the check).
+fn credential_of<T>(request: &Request<T>) -> Credential {
+    request.extensions().get::<Credential>().cloned().unwrap_or_else(Credential::open)
+}
+
+/// Refusals of calls that name a worker, as gRPC statuses.
+fn refused(refusal: Refusal, worker_id: u64) -> Status {
+    match refusal {
+        Refusal::UnknownWorker => status_with_reason(
+            Code::NotFound,
+            Reason::UnknownWorker,
+            format!("worker {worker_id} is not registered (register again)"),
+        ),
+        Refusal::BadSecret => status_with_reason(
+            Code::PermissionDenied,
+            Reason::BadWorkerSecret,
+            format!("the call names worker {worker_id} without its secret"),
+        ),
+    }
+}
+
+/// The per-host tokens in force (`token add`), by digest: reloaded from the state file every
+/// [`crate::secrets::CREDENTIAL_RELOAD`], so that an added or revoked token takes effect on a
+/// live run.
+#[derive(Default)]
+pub struct Credentials {
+    by_digest: parking_lot::RwLock<std::collections::HashMap<[u8; 32], String>>,
+}
+
+impl Credentials {
+    /// Replaces the tokens in force with `active` (name and digest of each).
+    pub fn set(&self, active: Vec<(String, [u8; 32])>) {
+        let map = active.into_iter().map(|(name, d)| (d, name)).collect();
+        *self.by_digest.write() = map;
+    }
+
+    fn name_of(&self, digest: &[u8; 32]) -> Option<String> {
+        self.by_digest.read().get(digest).cloned()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_digest.read().is_empty()
+    }
+}
+
+/// The token check applied to every call of the coordinator service: the shared `--token`, or
+/// one of the per-host tokens made by `token add`. The credential found goes with the request
+/// (as a [`Credential`] extension): workers are tied to it.
 ///
-/// Tokens are compared by their SHA-256 digests, in constant time: neither the time taken nor
-/// anything else reveals how much of a wrong token matched, or the right token's length. Refused
+/// Tokens are compared by their SHA-256 digests; the shared one in constant time: neither the
+/// time taken nor anything else reveals how much of a wrong token matched, or the right token's
+/// length (per-host tokens are looked up by digest, which tells nothing of any token). Refused
 /// calls are logged with the peer's address, at most once per [`REFUSAL_LOG_EVERY`] (with how
 /// many were refused meanwhile), so a client hammering the port cannot flood the log.
 #[derive(Clone)]
 pub struct TokenCheck {
     expected: Option<[u8; 32]>,
+    credentials: Arc<Credentials>,
     metrics: Arc<Metrics>,
     refusals: Arc<Mutex<RefusalLog>>,
 }
@@ -156,13 +218,25 @@ struct RefusalLog {
 }
 
 fn token_digest(token: &str) -> [u8; 32] {
-    Sha256::digest(token.as_bytes()).into()
+    digest(token)
 }
 
 impl TokenCheck {
     /// Requires `token` on every call; `None` lets every call through.
     pub fn new(token: Option<&str>, metrics: Arc<Metrics>) -> Self {
-        TokenCheck { expected: token.map(token_digest), metrics, refusals: Default::default() }
+        TokenCheck {
+            expected: token.map(token_digest),
+            credentials: Arc::default(),
+            metrics,
+            refusals: Default::default(),
+        }
+    }
+
+    /// Also takes the per-host tokens in `credentials` (with none and no shared token, every
+    /// call passes, as the `open` credential).
+    pub fn with_credentials(mut self, credentials: Arc<Credentials>) -> Self {
+        self.credentials = credentials;
+        self
     }
 
     fn refuse(&self, peer: Option<std::net::SocketAddr>) -> Status {
@@ -184,17 +258,28 @@ impl TokenCheck {
 }
 
 impl tonic::service::Interceptor for TokenCheck {
-    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
-        let Some(expected) = &self.expected else { return Ok(req) };
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if self.expected.is_none() && self.credentials.is_empty() {
+            req.extensions_mut().insert(Credential::open());
+            return Ok(req);
+        }
         let given = req.metadata().get(pb::AUTH_HEADER).and_then(|v| v.to_str().ok());
         let given = given.and_then(|g| g.strip_prefix("Bearer ")).map(token_digest);
         // Fixed-length digests, compared without an early exit.
-        let ok = given
-            .is_some_and(|g| g.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0);
-        if ok {
-            Ok(req)
+        let shared = given
+            .zip(self.expected)
+            .is_some_and(|(g, e)| g.iter().zip(e).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0);
+        let credential = if shared {
+            Some(Credential::shared())
         } else {
-            Err(self.refuse(req.remote_addr()))
+            given.and_then(|g| self.credentials.name_of(&g)).map(|name| Credential::named(&name))
+        };
+        match credential {
+            Some(credential) => {
+                req.extensions_mut().insert(credential);
+                Ok(req)
+            }
+            None => Err(self.refuse(req.remote_addr())),
         }
     }
 }
@@ -207,6 +292,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         &self,
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterResponse>, Status> {
+        let credential = credential_of(&request);
         let req = request.into_inner();
         if req.run.is_some() {
             self.check_run(req.run.as_ref())?;
@@ -231,22 +317,28 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 format!("the worker's solver self-test failed: {:?}", req.self_test),
             ));
         }
-        let worker = Registration::try_from(req).map_err(invalid)?;
+        let worker = Registration::from_wire(req, credential).map_err(invalid)?;
         let reply = self.ask(|reply| Command::Register { worker, reply }).await?;
         match reply {
-            RegisterReply::Registered { worker_id, run_complete } => {
+            RegisterReply::Registered { worker_id, secret, run_complete } => {
                 Ok(Response::new(pb::RegisterResponse {
                     run: Some(self.run.clone()),
                     worker_id,
                     lease_seconds: self.lease_seconds,
                     heartbeat_seconds: self.heartbeat_seconds,
                     run_complete,
+                    worker_secret: secret,
                 }))
             }
             RegisterReply::UnknownWorker => Err(status_with_reason(
                 Code::NotFound,
                 Reason::UnknownWorker,
                 "previous worker id is not known to this run",
+            )),
+            RegisterReply::TooMany => Err(status_with_reason(
+                Code::ResourceExhausted,
+                Reason::TooManyRegistrations,
+                "too many registrations under this credential in the last minute; try again later",
             )),
         }
     }
@@ -255,18 +347,15 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         &self,
         request: Request<pb::LeaseRequest>,
     ) -> Result<Response<pb::LeaseResponse>, Status> {
+        let caller =
+            Self::caller(&request, request.get_ref().worker_id, &request.get_ref().worker_secret)?;
         let req = request.into_inner();
         self.check_run(req.run.as_ref())?;
         if *self.stopping.borrow() {
             return Err(shutting_down());
         }
-        let reply = self
-            .ask(|reply| Command::Lease {
-                worker_id: req.worker_id,
-                free_slots: req.free_slots,
-                reply,
-            })
-            .await?;
+        let reply =
+            self.ask(|reply| Command::Lease { caller, free_slots: req.free_slots, reply }).await?;
         match reply {
             LeaseReply::Granted { lease_id, job_ids, run_complete } => {
                 let retry_after_ms = if job_ids.is_empty() && !run_complete { 500 } else { 0 };
@@ -284,6 +373,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 Reason::UnknownWorker,
                 format!("worker {} is not registered (register again)", req.worker_id),
             )),
+            LeaseReply::BadSecret => Err(refused(Refusal::BadSecret, req.worker_id)),
             LeaseReply::UntrustedWorker => Err(status_with_reason(
                 Code::PermissionDenied,
                 Reason::UntrustedWorker,
@@ -299,15 +389,14 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         &self,
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let caller =
+            Self::caller(&request, request.get_ref().worker_id, &request.get_ref().worker_secret)?;
         let req = request.into_inner();
         self.check_run(req.run.as_ref())?;
         let reply = self
-            .ask(|reply| Command::Heartbeat {
-                worker_id: req.worker_id,
-                lease_ids: req.lease_ids,
-                reply,
-            })
-            .await?;
+            .ask(|reply| Command::Heartbeat { caller, lease_ids: req.lease_ids, reply })
+            .await?
+            .map_err(|r| refused(r, req.worker_id))?;
         Ok(Response::new(pb::HeartbeatResponse {
             lost_lease_ids: reply.lost_lease_ids,
             run_complete: reply.run_complete,
@@ -320,6 +409,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         &self,
         request: Request<Streaming<pb::JobResult>>,
     ) -> Result<Response<Self::ResultsStream>, Status> {
+        let credential = credential_of(&request);
         let mut inbound = request.into_inner();
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<pb::ResultAck, Status>>(1024);
         let engine = self.engine.clone();
@@ -349,7 +439,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                     }
                     continue;
                 }
-                let result = match ReportedResult::try_from(msg.clone()) {
+                let result = match ReportedResult::from_wire(msg.clone(), credential.clone()) {
                     Ok(result) => result,
                     Err(e) => {
                         metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
@@ -388,16 +478,19 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         &self,
         request: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
+        let caller =
+            Self::caller(&request, request.get_ref().worker_id, &request.get_ref().worker_secret)?;
         let req = request.into_inner();
         self.check_run(req.run.as_ref())?;
         let released = self
             .ask(|reply| Command::Release {
-                worker_id: req.worker_id,
+                caller,
                 lease_id: req.lease_id,
                 job_ids: req.job_ids,
                 reply,
             })
-            .await?;
+            .await?
+            .map_err(|r| refused(r, req.worker_id))?;
         Ok(Response::new(pb::ReleaseResponse { released }))
     }
 

@@ -23,6 +23,8 @@ pub struct WorkerView {
     pub jobs_leased: u64,
     pub last_seen_seconds_ago: f64,
     pub untrusted: bool,
+    /// The credential (token name) it registered with: `shared` for the `--token` secret.
+    pub credential: String,
 }
 
 /// A run's progress as `status` shows it, live or from a state file.

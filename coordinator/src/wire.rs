@@ -8,6 +8,7 @@
 use crate::engine::{Registration, ReportedResult, ResultReply};
 use crate::lifecycle::{Finding, ResultOutcome};
 use crate::report::ResultRecord;
+use crate::secrets::Credential;
 use crate::status::{percent, StateStatus, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
@@ -17,22 +18,96 @@ use nqueens_proto::{self as pb, Outcome, Reason, WireError};
 /// follows the registered threads).
 pub const MAX_CORES: u32 = 1024;
 
-impl TryFrom<pb::RegisterRequest> for Registration {
-    type Error = WireError;
-    fn try_from(req: pb::RegisterRequest) -> Result<Self, WireError> {
+/// The longest worker name or host name taken, in bytes.
+pub const MAX_NAME: usize = 256;
+
+/// A worker's error text is cut to this many bytes.
+pub const MAX_ERROR_TEXT: usize = 4096;
+
+/// The longest worker secret taken (ours are 64 hex digits).
+const MAX_SECRET: usize = 128;
+
+/// `text` if it is at most [`MAX_NAME`] bytes of printable characters (no control characters: a
+/// name is written into logs and pages as it is).
+fn bounded_name(field: &'static str, text: String) -> Result<String, WireError> {
+    if text.len() > MAX_NAME {
+        return Err(WireError::Invalid {
+            field,
+            reason: format!("{} bytes, at most {MAX_NAME}", text.len()),
+        });
+    }
+    if text.chars().any(char::is_control) {
+        return Err(WireError::Invalid { field, reason: "control characters".into() });
+    }
+    Ok(text)
+}
+
+/// Whether `version` is strict semver: `MAJOR.MINOR.PATCH` without leading zeros, then an
+/// optional `-pre` and `+build` of dot-separated `[0-9A-Za-z-]` identifiers.
+pub fn is_strict_semver(version: &str) -> bool {
+    let ident =
+        |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let (rest, build) = match version.split_once('+') {
+        Some((r, b)) => (r, Some(b)),
+        None => (version, None),
+    };
+    let (core, pre) = match rest.split_once('-') {
+        Some((c, p)) => (c, Some(p)),
+        None => (rest, None),
+    };
+    let numbers: Vec<&str> = core.split('.').collect();
+    let number = |s: &&str| {
+        !s.is_empty()
+            && s.len() <= 9
+            && s.bytes().all(|b| b.is_ascii_digit())
+            && (*s == "0" || !s.starts_with('0'))
+    };
+    numbers.len() == 3
+        && numbers.iter().all(number)
+        && pre.is_none_or(|p| p.split('.').all(ident))
+        && build.is_none_or(|b| b.split('.').all(ident))
+}
+
+/// `secret` if it is of a plausible length (a wrong one simply matches no worker).
+fn bounded_secret(field: &'static str, secret: String) -> Result<String, WireError> {
+    if secret.len() > MAX_SECRET {
+        return Err(WireError::Invalid {
+            field,
+            reason: format!("longer than {MAX_SECRET} bytes"),
+        });
+    }
+    Ok(secret)
+}
+
+impl Registration {
+    /// A registration off the wire, made under `credential`: names and hosts bounded, the
+    /// version strict semver.
+    pub fn from_wire(req: pb::RegisterRequest, credential: Credential) -> Result<Self, WireError> {
+        if !is_strict_semver(&req.version) {
+            return Err(WireError::Invalid {
+                field: "version",
+                reason: format!(
+                    "{:?} is not a semantic version",
+                    req.version.escape_debug().to_string()
+                ),
+            });
+        }
         Ok(Registration {
             previous_worker_id: (req.previous_worker_id != 0).then_some(req.previous_worker_id),
-            name: req.name,
-            host: req.host,
+            previous_secret: bounded_secret("previous_worker_secret", req.previous_worker_secret)?,
+            credential,
+            name: bounded_name("name", req.name)?,
+            host: bounded_name("host", req.host)?,
             cores: req.cores.clamp(1, MAX_CORES),
             version: req.version,
         })
     }
 }
 
-impl TryFrom<pb::JobResult> for ReportedResult {
-    type Error = WireError;
-    fn try_from(msg: pb::JobResult) -> Result<Self, WireError> {
+impl ReportedResult {
+    /// A result off the wire, sent under `credential`. An error text is cut to
+    /// [`MAX_ERROR_TEXT`] bytes.
+    pub fn from_wire(msg: pb::JobResult, credential: Credential) -> Result<Self, WireError> {
         let finding = if msg.error.is_empty() {
             let counts = msg.counts.ok_or(WireError::Missing("result counts"))?;
             if !(msg.seconds.is_finite() && msg.seconds >= 0.0) {
@@ -40,10 +115,21 @@ impl TryFrom<pb::JobResult> for ReportedResult {
             }
             Finding::Solved { counts: JobCounts::try_from(counts)?, seconds: msg.seconds }
         } else {
-            Finding::SolverError(msg.error)
+            let mut error = msg.error;
+            if error.len() > MAX_ERROR_TEXT {
+                let mut cut = MAX_ERROR_TEXT;
+                while !error.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                error.truncate(cut);
+                error.push_str(" [cut]");
+            }
+            Finding::SolverError(error)
         };
         Ok(ReportedResult {
             worker_id: msg.worker_id,
+            secret: bounded_secret("worker_secret", msg.worker_secret)?,
+            credential,
             lease_id: msg.lease_id,
             job_id: msg.job_id,
             finding,
@@ -84,6 +170,21 @@ pub fn result_ack(result: &ReportedResult, reply: ResultReply) -> pb::ResultAck 
             Outcome::Rejected,
             Reason::UnknownLease,
             format!("lease {lease_id} was not issued to this worker for job {job_id}"),
+        ),
+        ResultOutcome::UnknownWorker => (
+            Outcome::Rejected,
+            Reason::UnknownWorker,
+            format!("worker {} is not registered (register again)", result.worker_id),
+        ),
+        ResultOutcome::BadSecret => (
+            Outcome::Rejected,
+            Reason::BadWorkerSecret,
+            format!("the result names worker {} without its secret", result.worker_id),
+        ),
+        ResultOutcome::Implausible => (
+            Outcome::Rejected,
+            Reason::UntrustedWorker,
+            format!("counts that no solver gives for job {job_id}: the worker is untrusted"),
         ),
     };
     pb::ResultAck {
@@ -199,6 +300,7 @@ impl StatusView {
                     last_seen_seconds_ago: w.last_seen_seconds_ago,
                     jobs_leased: w.jobs_leased,
                     untrusted: w.untrusted,
+                    credential: w.credential.clone(),
                 })
                 .collect(),
             lease_expiries: self.lease_expiries.unwrap_or(0),
@@ -253,6 +355,7 @@ impl StatusView {
                     jobs_leased: w.jobs_leased,
                     last_seen_seconds_ago: w.last_seen_seconds_ago,
                     untrusted: w.untrusted,
+                    credential: w.credential,
                 })
                 .collect(),
             uptime_seconds: Some(r.uptime_seconds),

@@ -53,6 +53,8 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
             host: "node-7".into(),
             cores: 4,
             version: "x".into(),
+            credential: String::new(),
+            secret_digest: Vec::new(),
         };
         store
             .apply(

@@ -24,6 +24,9 @@ pub enum WireError {
     /// Counts that contradict each other (e.g. classes that do not add up to the total).
     #[error("inconsistent counts: {0}")]
     Inconsistent(String),
+    /// A text or value that breaks the protocol's bounds (length, characters, format).
+    #[error("{field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
 }
 
 /// The largest count of a single job accepted off the wire: `i64::MAX`, so that every per-job count

@@ -35,6 +35,7 @@ fn register_request(run: Option<pb::RunId>, version: &str) -> pb::RegisterReques
         version: version.into(),
         self_test: Some(self_test()),
         previous_worker_id: 0,
+        previous_worker_secret: String::new(),
     }
 }
 
@@ -102,7 +103,12 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
         .into_inner();
     let run = reg.run.clone().unwrap();
     let lease = client
-        .lease(pb::LeaseRequest { run: Some(run.clone()), worker_id: reg.worker_id, free_slots: 1 })
+        .lease(pb::LeaseRequest {
+            run: Some(run.clone()),
+            worker_id: reg.worker_id,
+            free_slots: 1,
+            worker_secret: reg.worker_secret.clone(),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -118,6 +124,7 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
         counts: Some(counts.into()),
         seconds: 0.01,
         error: String::new(),
+        worker_secret: reg.worker_secret.clone(),
     };
 
     let (tx, rx) = tokio::sync::mpsc::channel(16);
@@ -247,10 +254,12 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
             .await
             .unwrap()
             .into_inner();
-        ids.push((reg.worker_id, reg.run.unwrap()));
+        ids.push((reg.worker_id, reg.run.unwrap(), reg.worker_secret));
     }
     let run = ids[0].1.clone();
     let (a, b, c) = (ids[0].0, ids[1].0, ids[2].0);
+    let secrets: std::collections::HashMap<u64, String> =
+        ids.iter().map(|(id, _, secret)| (*id, secret.clone())).collect();
 
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let mut acks =
@@ -266,6 +275,7 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
             counts: Some(counts.into()),
             seconds: 0.01,
             error: String::new(),
+            worker_secret: secrets[&worker_id].clone(),
         }
     };
     let send = |r: pb::JobResult| {
@@ -286,7 +296,12 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
     // New workers get one job per free thread: B takes two, A four (B's two and two new ones).
     let lease = |client: &mut pb::Client, worker_id: u64| {
         let free_slots = if worker_id == a { 4 } else { 2 };
-        let req = pb::LeaseRequest { run: Some(run.clone()), worker_id, free_slots };
+        let req = pb::LeaseRequest {
+            run: Some(run.clone()),
+            worker_id,
+            free_slots,
+            worker_secret: secrets[&worker_id].clone(),
+        };
         let mut client = client.clone();
         async move { client.lease(req).await }
     };

@@ -36,8 +36,8 @@ async fn connect(port: u16) -> pb::Client {
     panic!("coordinator at {url} never came up");
 }
 
-/// Registers with `client` under the name "rogue"; returns the run and the worker id.
-async fn register(client: &mut pb::Client) -> (pb::RunId, u64) {
+/// Registers with `client` under the name "rogue"; returns the run, the worker id and its secret.
+async fn register(client: &mut pb::Client) -> (pb::RunId, u64, String) {
     let reply = client
         .register(pb::RegisterRequest {
             run: None,
@@ -53,11 +53,12 @@ async fn register(client: &mut pb::Client) -> (pb::RunId, u64) {
                 seconds: 0.0,
             }),
             previous_worker_id: 0,
+            previous_worker_secret: String::new(),
         })
         .await
         .unwrap()
         .into_inner();
-    (reply.run.unwrap(), reply.worker_id)
+    (reply.run.unwrap(), reply.worker_id, reply.worker_secret)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,7 +72,7 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
         dir.path().join("coordinator.log"),
     );
     let mut client = connect(port).await;
-    let (run, rogue_id) = register(&mut client).await;
+    let (run, rogue_id, secret) = register(&mut client).await;
 
     // Two honest workers join, so that every answer can be compared with another worker's.
     let honest: Vec<Proc> = ["honest-a", "honest-b"]
@@ -97,6 +98,7 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
             run: Some(run.clone()),
             worker_id: rogue_id,
             free_slots: 1 << 20,
+            worker_secret: secret.clone(),
         })
         .await
         .unwrap()
@@ -111,6 +113,7 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
             worker_id: rogue_id,
             lease_id: lease.lease_id,
             job_ids: guessed.iter().map(|s| s.job_id).collect(),
+            worker_secret: secret.clone(),
         })
         .await
         .unwrap();
@@ -132,6 +135,7 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
                 counts: Some(counts.into()),
                 seconds: 0.01,
                 error: String::new(),
+                worker_secret: secret.clone(),
             }
         })
         .collect();

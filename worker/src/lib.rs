@@ -73,6 +73,8 @@ struct Shared {
     run: Option<pb::RunId>,
     /// The id the coordinator gave this worker; 0 until the first registration.
     worker_id: u64,
+    /// The secret that proves `worker_id` is this worker's: every call naming the id carries it.
+    secret: String,
     /// Jobs leased and not yet solved, by lease.
     held: HashMap<u64, HashSet<u64>>,
     /// Results sent (or waiting to be sent) and not yet acknowledged, by (job, lease).
@@ -165,9 +167,10 @@ type FinishedTx = mpsc::UnboundedSender<(u64, pb::JobResult)>;
 /// Receives finished jobs from the pool: keeps them as unacknowledged and sends them if connected.
 /// The pool's threads never wait on the network; this task does.
 async fn collect(worker: Arc<Worker>, mut rx: mpsc::UnboundedReceiver<(u64, pb::JobResult)>) {
-    while let Some((lease_id, result)) = rx.recv().await {
+    while let Some((lease_id, mut result)) = rx.recv().await {
         let sender = {
             let mut shared = worker.shared.lock();
+            result.worker_secret = shared.secret.clone();
             if let Some(jobs) = shared.held.get_mut(&lease_id) {
                 jobs.remove(&result.job_id);
                 if jobs.is_empty() {
@@ -225,6 +228,8 @@ impl Worker {
                     counts: None,
                     seconds,
                     error: String::new(),
+                    // Filled in by the collector, which knows the current identity.
+                    worker_secret: String::new(),
                 };
                 match solved {
                     Ok(counts) => result.counts = Some(counts.into()),
@@ -250,9 +255,9 @@ impl Worker {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let (run, worker_id) = {
+        let (run, worker_id, worker_secret) = {
             let s = self.shared.lock();
-            (s.run.clone(), s.worker_id)
+            (s.run.clone(), s.worker_id, s.secret.clone())
         };
         if run.is_none() || worker_id == 0 {
             return;
@@ -261,7 +266,8 @@ impl Worker {
         // that the stop interrupted before its answer arrived.
         let release = async {
             let mut client = session::connect(&self.config).await?;
-            let request = pb::ReleaseRequest { run, worker_id, lease_id: 0, job_ids: vec![] };
+            let request =
+                pb::ReleaseRequest { run, worker_id, lease_id: 0, job_ids: vec![], worker_secret };
             let reply = client
                 .release(session::with_deadline(request))
                 .await

@@ -83,10 +83,11 @@ async fn session(
     let registered = register(&mut client, worker, test).await?;
     let run = registered.run.clone().unwrap_or_default();
     let worker_id = registered.worker_id;
+    let me = Identity { worker_id, secret: registered.worker_secret.clone() };
     let span = tracing::info_span!("session", worker_id, n = run.n);
     async move {
         tracing::info!(fingerprint = %run.fingerprint, "registered with the coordinator");
-        adopt_identity(worker, &run, worker_id);
+        adopt_identity(worker, &run, &me);
         if registered.run_complete {
             worker.complete.store(true, Ordering::SeqCst);
             return Ok(());
@@ -95,8 +96,8 @@ async fn session(
         let heartbeat_every = Duration::from_secs(registered.heartbeat_seconds.max(1) as u64);
         tokio::select! {
             r = read_acks(worker, acks) => r,
-            r = heartbeats(worker, client.clone(), &run, worker_id, heartbeat_every) => r,
-            r = lease_loop(worker, client, &run, worker_id, finished) => r,
+            r = heartbeats(worker, client.clone(), &run, &me, heartbeat_every) => r,
+            r = lease_loop(worker, client, &run, &me, finished) => r,
         }
     }
     .instrument(span)
@@ -132,9 +133,9 @@ async fn register(
     worker: &Worker,
     test: &pb::SelfTest,
 ) -> Result<pb::RegisterResponse, SessionError> {
-    let (known_run, previous) = {
+    let (known_run, previous, previous_secret) = {
         let s = worker.shared.lock();
-        (s.run.clone(), s.worker_id)
+        (s.run.clone(), s.worker_id, s.secret.clone())
     };
     let mut request = pb::RegisterRequest {
         run: known_run,
@@ -144,11 +145,13 @@ async fn register(
         version: env!("CARGO_PKG_VERSION").to_owned(),
         self_test: Some(*test),
         previous_worker_id: previous,
+        previous_worker_secret: previous_secret,
     };
     let call = |source| SessionError::Call { call: "register", source };
     let reply = match client.register(with_deadline(request.clone())).await {
         Err(s) if reason_of(&s) == Some(Reason::UnknownWorker) => {
             request.previous_worker_id = 0;
+            request.previous_worker_secret.clear();
             client.register(with_deadline(request)).await.map_err(call)?
         }
         other => other.map_err(call)?,
@@ -156,17 +159,23 @@ async fn register(
     Ok(reply.into_inner())
 }
 
-/// Records the run and the worker id this session registered as. A new id (the coordinator forgot
+/// Who this worker is to the coordinator: its id and the secret that proves it.
+struct Identity {
+    worker_id: u64,
+    secret: String,
+}
+
+/// Records the run and the identity this session registered as. A new id (the coordinator forgot
 /// the old one) is written into the unacknowledged results, which name the old one.
-fn adopt_identity(worker: &Worker, run: &pb::RunId, worker_id: u64) {
+fn adopt_identity(worker: &Worker, run: &pb::RunId, me: &Identity) {
     let mut s = worker.shared.lock();
-    if s.worker_id != worker_id && s.worker_id != 0 {
-        for r in s.unacked.values_mut() {
-            r.worker_id = worker_id;
-        }
+    for r in s.unacked.values_mut() {
+        r.worker_id = me.worker_id;
+        r.worker_secret = me.secret.clone();
     }
     s.run = Some(run.clone());
-    s.worker_id = worker_id;
+    s.worker_id = me.worker_id;
+    s.secret = me.secret.clone();
 }
 
 /// Opens the result stream, makes it where new results go, and re-sends every result not yet
@@ -236,13 +245,18 @@ async fn heartbeats(
     worker: &Worker,
     mut client: pb::Client,
     run: &pb::RunId,
-    worker_id: u64,
+    me: &Identity,
     every: Duration,
 ) -> Result<(), SessionError> {
     loop {
         tokio::time::sleep(every).await;
         let lease_ids: Vec<u64> = worker.shared.lock().held.keys().copied().collect();
-        let request = pb::HeartbeatRequest { run: Some(run.clone()), worker_id, lease_ids };
+        let request = pb::HeartbeatRequest {
+            run: Some(run.clone()),
+            worker_id: me.worker_id,
+            lease_ids,
+            worker_secret: me.secret.clone(),
+        };
         let reply = client
             .heartbeat(with_deadline(request))
             .await
@@ -264,7 +278,7 @@ async fn lease_loop(
     worker: &Arc<Worker>,
     mut client: pb::Client,
     run: &pb::RunId,
-    worker_id: u64,
+    me: &Identity,
     finished: &FinishedTx,
 ) -> Result<(), SessionError> {
     let threads = worker.config.threads;
@@ -279,8 +293,12 @@ async fn lease_loop(
             }
             continue;
         }
-        let request =
-            pb::LeaseRequest { run: Some(run.clone()), worker_id, free_slots: threads as u32 };
+        let request = pb::LeaseRequest {
+            run: Some(run.clone()),
+            worker_id: me.worker_id,
+            free_slots: threads as u32,
+            worker_secret: me.secret.clone(),
+        };
         let reply = client
             .lease(with_deadline(request))
             .await
@@ -296,7 +314,7 @@ async fn lease_loop(
             continue;
         }
         tracing::debug!(lease = reply.lease_id, jobs = reply.jobs.len(), "lease received");
-        worker.start_batch(reply.lease_id, &reply.jobs, run, worker_id, finished);
+        worker.start_batch(reply.lease_id, &reply.jobs, run, me.worker_id, finished);
     }
 }
 

@@ -198,6 +198,7 @@ mod tests {
                     jobs_leased: 8,
                     last_seen_seconds_ago: 1.0,
                     untrusted: false,
+                    credential: "shared".into(),
                 },
                 results_per_second: Some(1.25),
             }],

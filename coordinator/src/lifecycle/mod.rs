@@ -10,11 +10,19 @@
 use crate::state::{JobState, JobsByState, ResultKind};
 use nqueens_core::{JobCounts, SplitMix64};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// After this many reported solver errors a job is marked failed and left alone.
+/// After this many reported solver errors, from at least [`MIN_ERROR_GROUPS`] independent workers,
+/// a job is marked failed and left alone.
 pub const MAX_ERRORS: u32 = 3;
+/// Errors from one credential (or one worker under the shared token) never fail a job alone.
+pub const MIN_ERROR_GROUPS: usize = 2;
+/// A worker that reported at least this many solver errors, and errors on more than a quarter of
+/// what it answered, is untrusted: honest solvers all but never fail.
+pub const ERROR_UNTRUST_MIN: u32 = 8;
+/// Reported solve times are clamped to this (a week) before they teach the duration model.
+pub const MAX_REPORTED_SECONDS: f64 = 7.0 * 86_400.0;
 /// After this many conflicting results a job is held for a human to look at.
 pub const MAX_CONFLICTS: u32 = 3;
 /// Spot checks per leased job: about one job in this many that a worker is given has an answer
@@ -25,8 +33,11 @@ pub const SPOT_CHECK_RATE: f64 = 0.005;
 /// also given to another worker, and the first agreeing answer counts: heartbeats alone cannot
 /// hold a job forever.
 pub const OVERDUE_FACTOR: f64 = 4.0;
-/// How many extra workers one overdue job is given to at most.
-const MAX_COPIES: u32 = 1;
+/// How many extra workers one overdue job is given to at most. A copy that is itself overdue
+/// (its holder stalls too) is followed by another, on the same rule.
+const MAX_COPIES: u32 = 4;
+/// Jobs in conflict waiting for the coordinator's own answer at most (more wait for workers).
+const MAX_REFEREE_QUEUE: usize = 256;
 /// Worker id standing for the coordinator itself in conflict records (workers start at 1).
 pub const COORDINATOR: u64 = 0;
 
@@ -63,6 +74,8 @@ impl Standing {
 #[derive(Debug, Clone)]
 pub struct JobEntry {
     pub estimate: u64,
+    /// Orbit size of the job's constellation (2, 4 or 8): how much a wrong count moves the total.
+    pub weight: u8,
     /// Must be solved by two different workers that agree.
     pub verify: bool,
     pub standing: Standing,
@@ -73,8 +86,12 @@ pub struct JobEntry {
     pub opinions: Vec<(u64, JobCounts)>,
     pub errors: u32,
     pub conflicts: u32,
-    /// Extra workers this job was given to because its lease ran far past its expected time.
+    /// Extra workers this job was given to because its lease ran far past its expected time, and
+    /// when the last of them was.
     copies: u32,
+    last_copy: Option<Instant>,
+    /// Groups (credentials) that reported a solver error for this job since this process started.
+    error_groups: Vec<u64>,
     /// Whether the job is in the spot-check pool (its answer is known).
     pooled: bool,
 }
@@ -83,6 +100,7 @@ impl JobEntry {
     pub fn new(estimate: u64, verify: bool) -> Self {
         JobEntry {
             estimate,
+            weight: 8,
             verify,
             standing: Standing::Pending,
             counted: None,
@@ -90,6 +108,8 @@ impl JobEntry {
             errors: 0,
             conflicts: 0,
             copies: 0,
+            last_copy: None,
+            error_groups: Vec::new(),
             pooled: false,
         }
     }
@@ -140,8 +160,9 @@ pub enum Change {
         worker_b: u64,
         detail: String,
     },
-    /// A worker lost a settled verification: refused from now on; `requeued` of its counted jobs
-    /// were un-counted (by the `Uncount`s beside this change) and returned to pending.
+    /// A worker lost a settled verification (or reported far too many solver errors): refused
+    /// from now on; `requeued` of its counted jobs were un-counted (by the `Uncount`s beside this
+    /// change) and returned to pending.
     Untrust {
         worker_id: u64,
         job_id: u64,
@@ -171,6 +192,44 @@ pub enum ResultOutcome {
     UnknownLease,
     /// The worker lost a verification; nothing it sends is taken any more.
     UntrustedWorker,
+    /// The worker is not registered with this coordinator process (it registers again).
+    UnknownWorker,
+    /// The result names a worker id without that worker's secret.
+    BadSecret,
+    /// Counts no solver can give for this job (symmetric counts its weight rules out, or nodes
+    /// out of proportion): refused, and the worker is untrusted.
+    Implausible,
+}
+
+/// The most solutions one searched node can stand for: the six rows counted in closed form
+/// below it hold at most 6! completions.
+pub const MAX_SOLUTIONS_PER_NODE: u64 = 720;
+/// More nodes than this in one job is no real search (a job is a small part of a board of at
+/// most 32 rows; this is weeks of one core).
+pub const MAX_JOB_NODES: u64 = 1 << 52;
+
+/// Why `counts` cannot be a true answer for a job of orbit size `weight`, if they cannot.
+pub fn implausible(counts: &JobCounts, weight: u8) -> Option<String> {
+    let c = counts;
+    if c.sym90 > c.sym180 || c.sym180 > c.solutions {
+        return Some(format!(
+            "symmetric counts {}/{} exceed the solutions {}",
+            c.sym90, c.sym180, c.solutions
+        ));
+    }
+    if (weight == 8 && c.sym180 > 0) || (weight == 4 && c.sym90 > 0) {
+        return Some(format!(
+            "symmetric counts {}/{} on a job of weight {weight}",
+            c.sym180, c.sym90
+        ));
+    }
+    if c.nodes > MAX_JOB_NODES {
+        return Some(format!("{} nodes in one job", c.nodes));
+    }
+    if c.solutions > c.nodes.saturating_add(1).saturating_mul(MAX_SOLUTIONS_PER_NODE) {
+        return Some(format!("{} solutions from {} nodes", c.solutions, c.nodes));
+    }
+    None
 }
 
 /// A lease ever issued in this run (kept after expiry so late results can still be matched to it).
@@ -213,8 +272,22 @@ pub struct Lifecycle {
     known: Vec<u64>,
     /// Workers already given a spot check (the first one comes with their first lease).
     checked: HashSet<u64>,
-    /// Seconds per unit of cost estimate, from the results so far: a job's expected time.
-    seconds_per_estimate: Option<f64>,
+    /// Per worker: seconds per unit of cost estimate, from its counted results. A job's expected
+    /// time comes from the lower median over trusted workers ([`Lifecycle::seconds_per_estimate`]).
+    worker_rates: HashMap<u64, f64>,
+    /// Per worker: the group whose members never confirm each other (its credential). A worker
+    /// without an entry is a group of its own (the shared token: see `docs/threat-model.md`).
+    groups: HashMap<u64, u64>,
+    /// Per worker: solver errors reported, and answers given.
+    error_record: HashMap<u64, (u32, u32)>,
+    /// Jobs in conflict, or in doubt, for the coordinator to solve itself (see `referee.rs`).
+    referee_queue: Vec<u64>,
+    /// Jobs already handed to the referee (each once per process).
+    refereed: HashSet<u64>,
+    /// Counted jobs drawn for a secret re-check by a worker of another group.
+    rechecks: VecDeque<u64>,
+    /// The fraction of counted jobs drawn for a re-check.
+    recheck_fraction: f64,
     /// No scan for overdue jobs before this (they are looked for at most once a second).
     next_overdue_scan: Option<Instant>,
     rng: SplitMix64,
@@ -240,6 +313,7 @@ impl Lifecycle {
     pub fn new(
         jobs: Vec<JobEntry>,
         leases: HashMap<u64, LeaseRecord>,
+        groups: HashMap<u64, u64>,
         lease_duration: Duration,
         now: Instant,
     ) -> Self {
@@ -260,7 +334,13 @@ impl Lifecycle {
             reference: HashMap::new(),
             known: Vec::new(),
             checked: HashSet::new(),
-            seconds_per_estimate: None,
+            worker_rates: HashMap::new(),
+            groups,
+            error_record: HashMap::new(),
+            referee_queue: Vec::new(),
+            refereed: HashSet::new(),
+            rechecks: VecDeque::new(),
+            recheck_fraction: 0.0,
             next_overdue_scan: None,
             rng: rng_from_os(),
         };
@@ -285,10 +365,11 @@ impl Lifecycle {
             }
             life.conflicts_total += job.conflicts as u64;
             if let Some((counted_by, counted)) = job.counted {
+                let group = |w: u64| life.groups.get(&w).copied().unwrap_or(w);
                 let mut agreeing: Vec<u64> = job
                     .opinions
                     .iter()
-                    .filter(|(w, c)| *w != counted_by && c.same_answer(&counted))
+                    .filter(|(w, c)| group(*w) != group(counted_by) && c.same_answer(&counted))
                     .map(|(w, _)| *w)
                     .collect();
                 agreeing.sort_unstable();
@@ -365,6 +446,36 @@ impl Lifecycle {
     pub fn is_untrusted(&self, worker_id: u64) -> bool {
         self.untrusted.contains(&worker_id)
     }
+
+    /// Puts `worker_id` in `group`: workers of one group (one credential) never confirm each
+    /// other's answers, nor take each other off probation.
+    pub fn set_group(&mut self, worker_id: u64, group: u64) {
+        self.groups.insert(worker_id, group);
+    }
+
+    /// The group of `worker_id` (itself, where none was set).
+    pub fn group(&self, worker_id: u64) -> u64 {
+        self.groups.get(&worker_id).copied().unwrap_or(worker_id)
+    }
+
+    /// Draws about `fraction` of the jobs counted from now on for a secret re-check: each is
+    /// given once more, beside a lease, to a worker of a group that did not answer it.
+    pub fn set_recheck_fraction(&mut self, fraction: f64) {
+        self.recheck_fraction = fraction.clamp(0.0, 1.0);
+    }
+
+    /// The jobs that wait for the coordinator's own answer (taken: each is handed out once).
+    pub fn take_referee_jobs(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.referee_queue)
+    }
+
+    /// Asks for the coordinator's own answer to a job (once per job and process; at most
+    /// [`MAX_REFEREE_QUEUE`] wait at a time, the rest are settled by workers).
+    fn refer(&mut self, job_id: u64) {
+        if self.referee_queue.len() < MAX_REFEREE_QUEUE && self.refereed.insert(job_id) {
+            self.referee_queue.push(job_id);
+        }
+    }
     pub fn untrusted_count(&self) -> u64 {
         self.untrusted.len() as u64
     }
@@ -440,7 +551,8 @@ impl Lifecycle {
             if job.standing != Standing::Pending {
                 continue; // stale queue entry
             }
-            let gave = |w: u64| job.opinions.iter().any(|(o, _)| *o == w);
+            // Whether someone of `w`'s group has given an opinion: a group confirms nothing alone.
+            let gave = |w: u64| job.opinions.iter().any(|(o, _)| self.group(*o) == self.group(w));
             if gave(worker_id) && others.iter().any(|&o| !gave(o)) {
                 set_aside.push((estimate, Reverse(id)));
                 continue;
@@ -451,6 +563,9 @@ impl Lifecycle {
         let mut extra = Vec::new();
         if picked.len() < max_jobs {
             self.overdue_copies(worker_id, max_jobs - picked.len(), now, &mut extra);
+        }
+        if let Some(id) = self.draw_recheck(worker_id) {
+            extra.push(id);
         }
         let due = !self.checked.contains(&worker_id)
             || self.rng.unit() < SPOT_CHECK_RATE * (picked.len() + extra.len()).max(1) as f64;
@@ -523,6 +638,31 @@ impl Lifecycle {
         best
     }
 
+    /// A counted job drawn for a re-check that no one of `worker_id`'s group has answered, if
+    /// one is waiting. Jobs no longer done, or that wait for a group that never comes, are
+    /// dropped after a look (the queue is bounded by the jobs counted).
+    fn draw_recheck(&mut self, worker_id: u64) -> Option<u64> {
+        for _ in 0..self.rechecks.len().min(8) {
+            let id = self.rechecks.pop_front()?;
+            let job = &self.jobs[id as usize];
+            if job.standing != Standing::Done {
+                continue;
+            }
+            let group = self.group(worker_id);
+            let answered_by_group = job
+                .counted
+                .iter()
+                .chain(&job.opinions)
+                .any(|(w, _)| self.group(*w) == group || *w == COORDINATOR);
+            if answered_by_group {
+                self.rechecks.push_back(id);
+                continue;
+            }
+            return Some(id);
+        }
+        None
+    }
+
     /// Whether `worker_id` has given an answer for the job (counted or not).
     fn answered(&self, worker_id: u64, job_id: u64) -> bool {
         let job = &self.jobs[job_id as usize];
@@ -533,7 +673,7 @@ impl Lifecycle {
     /// Up to `room` jobs leased to other workers for much longer than their expected time, each
     /// given to one extra worker at most. Looked for at most once a second.
     fn overdue_copies(&mut self, worker_id: u64, room: usize, now: Instant, out: &mut Vec<u64>) {
-        let Some(rate) = self.seconds_per_estimate else { return };
+        let Some(rate) = self.seconds_per_estimate() else { return };
         if self.next_overdue_scan.is_some_and(|next| now < next) {
             return;
         }
@@ -549,8 +689,12 @@ impl Lifecycle {
                 continue;
             }
             let expected = rate * job.estimate as f64;
+            let overdue = OVERDUE_FACTOR * expected + grace;
             let held = now.duration_since(since).as_secs_f64();
-            if held > OVERDUE_FACTOR * expected + grace {
+            // The last copy's holder gets the same time as the first holder before another.
+            let copy_overdue =
+                job.last_copy.is_none_or(|t| now.duration_since(t).as_secs_f64() > overdue);
+            if held > overdue && copy_overdue {
                 tracing::info!(
                     job = id,
                     holder,
@@ -560,22 +704,37 @@ impl Lifecycle {
                     "job overdue: also given to another worker; the first agreeing answer counts"
                 );
                 self.jobs[id as usize].copies += 1;
+                self.jobs[id as usize].last_copy = Some(now);
                 out.push(id);
             }
         }
     }
 
-    /// Learns from one solved job how long a unit of cost estimate takes. Each sample moves the
-    /// figure a little and by at most a factor of ten, so that no one worker's timings can make
-    /// every job look overdue or none.
-    fn learn_duration(&mut self, job_id: u64, seconds: f64) {
+    /// Learns from one counted result how long a unit of cost estimate takes on `worker_id`.
+    /// Only results that count teach it (never duplicates); times are clamped, and each sample
+    /// moves the worker's figure a little and by at most a factor of ten.
+    fn learn_duration(&mut self, job_id: u64, worker_id: u64, seconds: f64) {
         let estimate = self.jobs[job_id as usize].estimate;
         if !(seconds.is_finite() && seconds > 0.0) || estimate == 0 {
             return;
         }
-        let sample = seconds / estimate as f64;
-        let rate = self.seconds_per_estimate.get_or_insert(sample);
+        let sample = seconds.min(MAX_REPORTED_SECONDS) / estimate as f64;
+        let rate = self.worker_rates.entry(worker_id).or_insert(sample);
         *rate = *rate * 0.98 + sample.clamp(*rate / 10.0, *rate * 10.0) * 0.02;
+    }
+
+    /// Seconds per unit of cost estimate: the lower median of the trusted workers' own figures.
+    /// One worker cannot move it past an honest one's: a slow claim (to hide a hoarder's overdue
+    /// jobs) loses to the faster figure, and a fast one only makes copies sooner, a few per job.
+    pub fn seconds_per_estimate(&self) -> Option<f64> {
+        let mut rates: Vec<f64> = self
+            .worker_rates
+            .iter()
+            .filter(|(w, _)| !self.untrusted.contains(w))
+            .map(|(_, r)| *r)
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        rates.get(rates.len().checked_sub(1)? / 2).copied()
     }
 
     /// Extends `lease_ids` of `worker_id`. A lease that expired but whose jobs are still pending is
@@ -714,8 +873,11 @@ impl Lifecycle {
     }
 
     /// Takes one result. Unknown jobs and leases that never covered the job are refused without
-    /// any change. `others` are the other live, trusted workers: a worker on probation is
-    /// believed alone only when none is around to compare with.
+    /// any change. `others` are the other active, trusted workers: a worker on probation is
+    /// believed alone only when none of another group is around to compare with.
+    ///
+    /// Agreement counts only between groups (credentials): two identities under one credential
+    /// never confirm each other while a worker of another group is active.
     pub fn result(
         &mut self,
         worker_id: u64,
@@ -737,8 +899,15 @@ impl Lifecycle {
         }
         let (counts, seconds) = match finding {
             Finding::Solved { counts, seconds } => (counts, seconds),
-            Finding::SolverError(_) => return self.record_error(job_id, changes),
+            Finding::SolverError(_) => {
+                return self.record_error(worker_id, lease_id, job_id, changes)
+            }
         };
+        if let Some(why) = implausible(&counts, self.jobs[job_id as usize].weight) {
+            self.untrust_for(worker_id, job_id, format!("implausible counts: {why}"), changes);
+            return ResultOutcome::Implausible;
+        }
+        self.error_record.entry(worker_id).or_default().1 += 1;
         if let Some(known) = self.known_answer(job_id) {
             if !known.same_answer(&counts) {
                 return self.failed_check(
@@ -751,7 +920,6 @@ impl Lifecycle {
                 );
             }
         }
-        self.learn_duration(job_id, seconds);
         let row = |counted: bool, kind: ResultKind| Change::Result {
             job_id,
             worker_id,
@@ -761,10 +929,13 @@ impl Lifecycle {
             counted,
             kind,
         };
+        let group = self.group(worker_id);
+        let comparable = others.iter().any(|&o| o != worker_id && self.group(o) != group);
         let job = &self.jobs[job_id as usize];
         if let Some((counted_by, counted)) = job.counted {
             if counted.same_answer(&counts) {
-                let new_witness = counted_by != worker_id
+                let new_witness = self.group(counted_by) != group
+                    && counted_by != COORDINATOR
                     && !job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts));
                 if new_witness {
                     changes.push(row(false, ResultKind::Confirm));
@@ -774,12 +945,14 @@ impl Lifecycle {
                             *self.agreements.entry(w).or_default() += 1;
                         }
                     }
+                    self.learn_duration(job_id, worker_id, seconds);
                     self.pool(job_id);
                     return ResultOutcome::Confirmed;
                 }
                 return ResultOutcome::Duplicate;
             }
-            // A done job contradicted: stop counting it and have it solved again by others.
+            // A done job contradicted: stop counting it and have it solved again by others, and
+            // by the coordinator itself where it can.
             changes.push(Change::Conflict {
                 job_id,
                 worker_a: counted_by,
@@ -801,10 +974,14 @@ impl Lifecycle {
         // The coordinator's own answer agrees (a differing one was refused above): as good as a
         // second worker's.
         if self.reference.contains_key(&job_id) {
+            if matches!(job.standing, Standing::Done) {
+                return ResultOutcome::Duplicate;
+            }
             changes.push(row(true, ResultKind::Verified));
             self.jobs[job_id as usize].counted = Some((worker_id, counts));
             self.set_state(job_id, Standing::Done, changes);
             *self.agreements.entry(worker_id).or_default() += 1;
+            self.learn_duration(job_id, worker_id, seconds);
             return ResultOutcome::Confirmed;
         }
         if !solved_again
@@ -812,7 +989,6 @@ impl Lifecycle {
         {
             return ResultOutcome::Duplicate;
         }
-        let comparable = others.iter().any(|&o| o != worker_id);
         let needed =
             if self.on_probation(worker_id) && comparable { 2 } else { job.agreeing_needed() };
         let trusted = |w: &u64| !self.untrusted.contains(w);
@@ -823,20 +999,27 @@ impl Lifecycle {
             .map(|(w, _)| *w);
         // A worker solving again may confirm its own answer only where no trusted worker says
         // otherwise (a verification with one worker around). In a dispute it takes another
-        // worker's agreement: repeating one side of it is one more conflict.
+        // worker's agreement: repeating one side of it is one more conflict. Within a group,
+        // agreement counts only while no worker of another group is around.
         let self_confirms = solved_again && disagrees.is_none();
         let agrees = job.opinions.iter().any(|(w, c)| {
-            trusted(w) && (*w != worker_id || self_confirms) && c.same_answer(&counts)
+            let independent =
+                self.group(*w) != group || (!comparable && (*w != worker_id || self_confirms));
+            trusted(w) && independent && c.same_answer(&counts)
         });
         // An answer that contradicts another trusted one is never counted alone.
         if (needed == 1 && disagrees.is_none()) || agrees {
             changes.push(row(true, if agrees { ResultKind::Verified } else { ResultKind::First }));
             self.jobs[job_id as usize].counted = Some((worker_id, counts));
             self.set_state(job_id, Standing::Done, changes);
+            self.learn_duration(job_id, worker_id, seconds);
             if agrees {
                 self.credit_agreement(job_id, worker_id, counts);
                 self.untrust_dissenters(job_id, worker_id, counts, changes);
                 self.pool(job_id);
+            }
+            if self.recheck_fraction > 0.0 && self.rng.unit() < self.recheck_fraction {
+                self.rechecks.push_back(job_id);
             }
             return if agrees { ResultOutcome::Confirmed } else { ResultOutcome::Accepted };
         }
@@ -872,8 +1055,11 @@ impl Lifecycle {
             .collect();
         agreeing.sort_unstable();
         agreeing.dedup();
-        if agreeing.len() < 2 {
-            return; // a worker confirming itself proves nothing
+        let mut groups: Vec<u64> = agreeing.iter().map(|&w| self.group(w)).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        if groups.len() < 2 {
+            return; // a worker (or a credential) confirming itself proves nothing
         }
         for w in agreeing {
             *self.agreements.entry(w).or_default() += 1;
@@ -921,6 +1107,22 @@ impl Lifecycle {
         agreed: JobCounts,
         changes: &mut Vec<Change>,
     ) {
+        self.untrust_for(
+            worker_id,
+            job_id,
+            format!("reported {wrong:?}, agreed {agreed:?}"),
+            changes,
+        )
+    }
+
+    /// Untrusts `worker_id` for the reason `detail` (see [`Lifecycle::untrust`]).
+    fn untrust_for(
+        &mut self,
+        worker_id: u64,
+        job_id: u64,
+        detail: String,
+        changes: &mut Vec<Change>,
+    ) {
         if !self.untrusted.insert(worker_id) {
             return;
         }
@@ -947,12 +1149,7 @@ impl Lifecycle {
         for lease in self.leases.values_mut().filter(|l| l.worker_id == worker_id) {
             lease.active = false;
         }
-        changes.push(Change::Untrust {
-            worker_id,
-            job_id,
-            detail: format!("reported {wrong:?}, agreed {agreed:?}"),
-            requeued,
-        });
+        changes.push(Change::Untrust { worker_id, job_id, detail, requeued });
     }
 
     /// The job's answer when it is known without believing any one worker: the coordinator's own
@@ -963,10 +1160,14 @@ impl Lifecycle {
         }
         let job = self.jobs.get(job_id as usize)?;
         let (by, counted) = job.counted?;
-        let witnessed = job
-            .opinions
-            .iter()
-            .any(|(w, c)| *w != by && !self.untrusted.contains(w) && c.same_answer(&counted));
+        if by == COORDINATOR {
+            return Some(counted);
+        }
+        let witnessed = job.opinions.iter().any(|(w, c)| {
+            self.group(*w) != self.group(by)
+                && !self.untrusted.contains(w)
+                && c.same_answer(&counted)
+        });
         witnessed.then_some(counted)
     }
 
@@ -1052,10 +1253,27 @@ impl Lifecycle {
             }
             self.refuted(job_id, COORDINATOR, worker_id, counts, answer, changes);
         }
+        // A job in dispute (or in doubt) is settled by the coordinator's own answer: counted
+        // under its name, whoever was right.
+        let job = &self.jobs[job_id as usize];
+        if job.counted.is_none() && matches!(job.standing, Standing::Pending | Standing::Held) {
+            changes.push(Change::Result {
+                job_id,
+                worker_id: COORDINATOR,
+                lease_id: 0,
+                counts: answer,
+                seconds: 0.0,
+                counted: true,
+                kind: ResultKind::Verified,
+            });
+            self.jobs[job_id as usize].counted = Some((COORDINATOR, answer));
+            self.set_state(job_id, Standing::Done, changes);
+        }
     }
 
     fn mark_conflict(&mut self, job_id: u64, changes: &mut Vec<Change>) -> ResultOutcome {
         self.conflicts_total += 1;
+        self.refer(job_id);
         let job = &mut self.jobs[job_id as usize];
         job.conflicts += 1;
         let next = if job.conflicts >= MAX_CONFLICTS { Standing::Held } else { Standing::Pending };
@@ -1063,15 +1281,99 @@ impl Lifecycle {
         ResultOutcome::Conflict
     }
 
-    fn record_error(&mut self, job_id: u64, changes: &mut Vec<Change>) -> ResultOutcome {
-        let job = &mut self.jobs[job_id as usize];
+    /// A solver error from `worker_id`. From a worker on probation it only gives the job back;
+    /// otherwise it counts towards failing the job, which takes [`MAX_ERRORS`] errors from at
+    /// least [`MIN_ERROR_GROUPS`] groups. A worker whose errors pass [`ERROR_UNTRUST_MIN`] and a
+    /// quarter of its answers is untrusted: one participant cannot fail a run's jobs.
+    fn record_error(
+        &mut self,
+        worker_id: u64,
+        lease_id: u64,
+        job_id: u64,
+        changes: &mut Vec<Change>,
+    ) -> ResultOutcome {
+        let job = &self.jobs[job_id as usize];
         if job.standing == Standing::Done {
             return ResultOutcome::Duplicate;
         }
+        let record = self.error_record.entry(worker_id).or_default();
+        record.0 += 1;
+        let (errors, answers) = *record;
+        if errors >= ERROR_UNTRUST_MIN && errors * 4 > errors + answers {
+            self.untrust_for(
+                worker_id,
+                job_id,
+                format!("{errors} solver errors against {answers} answers"),
+                changes,
+            );
+            return ResultOutcome::ErrorRecorded;
+        }
+        let held_here = matches!(job.standing, Standing::Leased { lease_id: l, worker_id: w, .. } if l == lease_id && w == worker_id);
+        if self.on_probation(worker_id) {
+            if held_here {
+                self.set_state(job_id, Standing::Pending, changes);
+            }
+            return ResultOutcome::ErrorRecorded;
+        }
+        let group = self.group(worker_id);
+        let job = &mut self.jobs[job_id as usize];
         job.errors += 1;
-        let next = if job.errors >= MAX_ERRORS { Standing::Failed } else { Standing::Pending };
-        self.set_state(job_id, next, changes);
+        if !job.error_groups.contains(&group) {
+            job.error_groups.push(group);
+        }
+        let failed = job.errors >= MAX_ERRORS && job.error_groups.len() >= MIN_ERROR_GROUPS;
+        if failed {
+            self.set_state(job_id, Standing::Failed, changes);
+        } else if held_here {
+            self.set_state(job_id, Standing::Pending, changes);
+        }
         ResultOutcome::ErrorRecorded
+    }
+
+    /// The done jobs of weight 2 and 4 whose answer rests on one group's word: those that can
+    /// break the symmetry identities of the final tally.
+    pub fn doubt_unconfirmed_symmetric(&self) -> Vec<u64> {
+        (0..self.jobs.len() as u64)
+            .filter(|&id| {
+                let job = &self.jobs[id as usize];
+                job.weight < 8 && job.standing == Standing::Done && self.known_answer(id).is_none()
+            })
+            .collect()
+    }
+
+    /// Every done job of weight 2 and 4 not counted from the coordinator's own answer.
+    pub fn doubt_all_symmetric(&self) -> Vec<u64> {
+        (0..self.jobs.len() as u64)
+            .filter(|&id| {
+                let job = &self.jobs[id as usize];
+                job.weight < 8
+                    && job.standing == Standing::Done
+                    && job.counted.is_some_and(|(w, _)| w != COORDINATOR)
+            })
+            .collect()
+    }
+
+    /// The jobs of weight 2 and 4.
+    pub fn symmetric_jobs(&self) -> Vec<u64> {
+        (0..self.jobs.len() as u64).filter(|&id| self.jobs[id as usize].weight < 8).collect()
+    }
+
+    /// Puts a done job in doubt: its counted answer becomes one opinion among others, it must be
+    /// confirmed by two groups (or the coordinator), and the coordinator is asked to solve it.
+    pub fn doubt(&mut self, job_id: u64, changes: &mut Vec<Change>) {
+        let job = &mut self.jobs[job_id as usize];
+        if job.standing != Standing::Done {
+            return;
+        }
+        if let Some(counted) = job.counted.take() {
+            changes.push(Change::Uncount { job_id });
+            job.opinions.push(counted);
+        }
+        job.verify = true;
+        self.reference.remove(&job_id);
+        self.refereed.remove(&job_id);
+        self.set_state(job_id, Standing::Pending, changes);
+        self.refer(job_id);
     }
 
     /// Batch size for a worker: its free slots times jobs per slot, so that one slot's share lasts

@@ -15,7 +15,7 @@ fn solved(counts: JobCounts) -> Finding {
 
 fn life(n: usize, verify: bool) -> Lifecycle {
     let jobs = (0..n).map(|i| JobEntry::new(i as u64, verify)).collect();
-    Lifecycle::new(jobs, HashMap::new(), Duration::from_secs(10), Instant::now())
+    Lifecycle::new(jobs, HashMap::new(), HashMap::new(), Duration::from_secs(10), Instant::now())
 }
 
 #[test]
@@ -175,7 +175,13 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     // Jobs 0..=2 are plain, job 3 is the verification job (leased first: largest estimate).
     let mut jobs: Vec<JobEntry> = (0..3).map(|i| JobEntry::new(i, false)).collect();
     jobs.push(JobEntry::new(10, true));
-    let mut l = Lifecycle::new(jobs, HashMap::new(), Duration::from_secs(10), Instant::now());
+    let mut l = Lifecycle::new(
+        jobs,
+        HashMap::new(),
+        HashMap::new(),
+        Duration::from_secs(10),
+        Instant::now(),
+    );
     let mut ch = Vec::new();
     let now = Instant::now();
 

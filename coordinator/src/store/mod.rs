@@ -7,11 +7,12 @@
 //!
 //! One process at a time may write a state file: a second coordinator (or `solve --state`) on the
 //! same file would lease and count jobs the first one also counts. Writers hold an exclusive lock
-//! on `<state>.lock` for as long as their [`Store`] lives; the kernel drops it when the process
+//! on `<state>.lock` and on the file itself (through any link) for as long as their [`Store`] lives; the kernel drops it when the process
 //! dies, however it dies, so a crash never leaves a stale lock behind.
 
 mod checkpoint;
 mod checksum;
+mod credentials;
 mod lock;
 mod open;
 mod rows;
@@ -21,6 +22,7 @@ mod tests;
 mod workers;
 
 pub use checkpoint::LocalCheckpoint;
+pub use credentials::{add_credential, revoke_credential, CredentialRow};
 pub use open::APPLICATION_ID;
 pub use rows::StoredResult;
 pub use schema::SCHEMA_VERSION;
@@ -47,6 +49,9 @@ pub enum StoreError {
     NotOurs { path: PathBuf, reason: String },
     #[error("cannot read state file {path}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// A `token add` / `token revoke` that cannot be done (the name is taken or not plain).
+    #[error("{0}")]
+    Credential(String),
     #[error("cannot make the checksum key of state file {path}")]
     Random { path: PathBuf, source: getrandom::Error },
     #[error("state file {path} is corrupt or not an nqueens state file: {reason}")]
@@ -168,6 +173,24 @@ impl Store {
         &self.path
     }
 
+    /// Copies the write-ahead log into the file and empties it (`wal_checkpoint(TRUNCATE)`), so
+    /// that the `.db` alone holds every committed change: done at a clean stop and when the run
+    /// completes. A checkpoint that readers hold up is retried by the next one; it loses nothing.
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        let (busy, log, done): (i64, i64, i64) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .map_err(self.sql())?;
+        if busy != 0 {
+            tracing::warn!(state = %self.path.display(), log, done, "WAL checkpoint held up by a reader; the -wal file still holds part of the state");
+        } else {
+            tracing::debug!(state = %self.path.display(), pages = done, "WAL checkpointed: the state file stands alone");
+        }
+        Ok(())
+    }
+
     /// Wall time since the run was created.
     pub fn age(&self) -> Duration {
         Duration::from_secs_f64((now_unix() - self.meta.created_unix).max(0.0))
@@ -182,4 +205,9 @@ pub struct WorkerRow {
     pub host: String,
     pub cores: u32,
     pub version: String,
+    /// The credential (token name) the worker registered with.
+    pub credential: String,
+    /// SHA-256 of the worker's own secret (empty for rows that predate it: such an id cannot
+    /// be taken up again, its worker registers anew).
+    pub secret_digest: Vec<u8>,
 }

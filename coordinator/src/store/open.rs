@@ -44,9 +44,13 @@ impl Store {
         verify_fraction: f64,
         kind: &str,
     ) -> Result<Store, StoreError> {
-        let lock = WriterLock::acquire(path)?;
+        let mut lock = WriterLock::acquire(path)?;
         match Self::open_or_create_locked(path, list, verify_fraction, kind) {
-            Ok(store) => Ok(Store { _lock: Some(lock), ..store }),
+            Ok(store) => {
+                // A new run's file exists only now.
+                lock.hold_file(path)?;
+                Ok(Store { _lock: Some(lock), ..store })
+            }
             Err(e) => {
                 lock.discard();
                 Err(e)

@@ -80,7 +80,11 @@ impl Store {
         let sql = self.sql();
         let mut q = self
             .conn
-            .prepare("SELECT id, name, host, cores, version FROM workers ORDER BY id")
+            .prepare(if self.has_column("workers", "secret_digest")? {
+                "SELECT id, name, host, cores, version, credential, secret_digest FROM workers ORDER BY id"
+            } else {
+                "SELECT id, name, host, cores, version, NULL, NULL FROM workers ORDER BY id"
+            })
             .map_err(&sql)?;
         let rows = q
             .query_map([], |r| {
@@ -90,12 +94,27 @@ impl Store {
                     host: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
                     cores: r.get::<_, Option<u32>>(3)?.unwrap_or_default(),
                     version: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+                    credential: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+                    secret_digest: r.get::<_, Option<Vec<u8>>>(6)?.unwrap_or_default(),
                 })
             })
             .map_err(&sql)?
             .collect::<Result<Vec<_>, _>>()
             .map_err(&sql)?;
         Ok(rows)
+    }
+
+    /// Whether `table` has a column `column` (files of older schemas, read as they are, lack some).
+    pub(super) fn has_column(&self, table: &str, column: &str) -> Result<bool, StoreError> {
+        let mut q =
+            self.conn.prepare(&format!("PRAGMA table_info({table})")).map_err(self.sql())?;
+        let names = q.query_map([], |r| r.get::<_, String>(1)).map_err(self.sql())?;
+        for name in names {
+            if name.map_err(self.sql())? == column {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Whether this file's rows carry checksums (false for a schema 1 file read as it is).
@@ -179,7 +198,7 @@ impl Store {
         let sql = self.sql();
         let mut jobs = Vec::with_capacity(self.meta.job_count as usize);
         {
-            let mut q = self.conn.prepare("SELECT id, estimate, verify, state, lease_id, errors, conflicts FROM jobs ORDER BY id").map_err(&sql)?;
+            let mut q = self.conn.prepare("SELECT id, estimate, verify, state, lease_id, errors, conflicts, weight FROM jobs ORDER BY id").map_err(&sql)?;
             let mut rows = q.query([]).map_err(&sql)?;
             while let Some(r) = rows.next().map_err(&sql)? {
                 let id: i64 = r.get(0).map_err(&sql)?;
@@ -196,6 +215,7 @@ impl Store {
                 let state: String = r.get(3).map_err(&sql)?;
                 let lease: Option<i64> = r.get(4).map_err(&sql)?;
                 entry.errors = r.get(5).map_err(&sql)?;
+                entry.weight = r.get(7).map_err(&sql)?;
                 entry.conflicts = r.get(6).map_err(&sql)?;
                 entry.standing = match JobState::parse(&state) {
                     Some(JobState::Pending) => Standing::Pending,
@@ -327,11 +347,20 @@ impl Store {
                 .prepare_cached("INSERT OR IGNORE INTO untrusted_workers(worker_id, job_id, detail, requeued, at) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .map_err(&sql)?;
             let mut upsert_worker = tx
-                .prepare_cached("INSERT OR REPLACE INTO workers(id, name, host, cores, version, registered) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+                .prepare_cached("INSERT OR REPLACE INTO workers(id, name, host, cores, version, registered, credential, secret_digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
                 .map_err(&sql)?;
             for w in workers {
                 upsert_worker
-                    .execute(params![w.id as i64, w.name, w.host, w.cores, w.version, at])
+                    .execute(params![
+                        w.id as i64,
+                        w.name,
+                        w.host,
+                        w.cores,
+                        w.version,
+                        at,
+                        w.credential,
+                        w.secret_digest
+                    ])
                     .map_err(&sql)?;
             }
             for change in changes {

@@ -16,7 +16,13 @@ use rusqlite::{params, OptionalExtension};
 ///   read-only. The version is bumped, rather than the column added quietly, so that an older
 ///   binary refuses a migrated file instead of writing rows without checksums into it, which this
 ///   one would then have to take for damage.
-pub const SCHEMA_VERSION: u32 = 2;
+/// - 3: workers carry the credential they registered with and the digest of their own secret;
+///   `credentials` holds the digests of per-host tokens (`token add`). Migrated from 2 by adding
+///   the columns and the table (old workers cannot take their ids up again: they register anew).
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// Per-host tokens (`nqueens-coordinator token add`): only their SHA-256 digests are kept.
+pub(super) const CREDENTIALS_TABLE: &str = "CREATE TABLE IF NOT EXISTS credentials (name TEXT PRIMARY KEY, digest BLOB NOT NULL UNIQUE, created REAL NOT NULL, revoked REAL);";
 
 /// Workers that lost a settled verification (`job_id`): refused from then on.
 pub(super) const UNTRUSTED_TABLE: &str =
@@ -90,7 +96,29 @@ impl Store {
     /// (as they are: damage done before the migration cannot be told apart, and `verify` is the
     /// check for that), and the file's mark.
     pub(super) fn upgrade(&mut self) -> Result<(), StoreError> {
-        if self.stored_schema()? == 1 {
+        let from = self.stored_schema()?;
+        if from < 3 {
+            // Schema 3's additions, idempotent; a schema 1 file gets them before the step below
+            // marks it with the current version.
+            self.conn.execute_batch(CREDENTIALS_TABLE).map_err(self.sql())?;
+            for column in ["credential TEXT", "secret_digest BLOB"] {
+                let name = column.split(' ').next().unwrap_or_default();
+                if !self.has_column("workers", name)? {
+                    self.conn
+                        .execute_batch(&format!("ALTER TABLE workers ADD COLUMN {column}"))
+                        .map_err(self.sql())?;
+                }
+            }
+        }
+        if from == 2 {
+            self.conn
+                .execute_batch(&format!(
+                    "UPDATE meta SET value='{SCHEMA_VERSION}' WHERE key='schema'; PRAGMA user_version={SCHEMA_VERSION};"
+                ))
+                .map_err(self.sql())?;
+            tracing::info!(state = %self.path.display(), "state file migrated from schema 2 to {SCHEMA_VERSION}: workers carry their credential and secret digest");
+        }
+        if from == 1 {
             let key = new_key()
                 .map_err(|source| StoreError::Random { path: self.path.clone(), source })?;
             let mac = RowMac::new(&key, &self.meta.fingerprint);
@@ -176,11 +204,13 @@ impl Store {
                  checksum BLOB);
              CREATE INDEX results_job ON results(job_id);
              CREATE TABLE leases (id INTEGER PRIMARY KEY, worker_id INTEGER NOT NULL, job_ids TEXT NOT NULL, at REAL NOT NULL);
-             CREATE TABLE workers (id INTEGER PRIMARY KEY, name TEXT, host TEXT, cores INTEGER, version TEXT, registered REAL);
+             CREATE TABLE workers (id INTEGER PRIMARY KEY, name TEXT, host TEXT, cores INTEGER, version TEXT, registered REAL,
+                 credential TEXT, secret_digest BLOB);
              CREATE TABLE conflicts (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, worker_a INTEGER, worker_b INTEGER, detail TEXT, at REAL);",
         )
         .map_err(&sql)?;
         tx.execute_batch(UNTRUSTED_TABLE).map_err(&sql)?;
+        tx.execute_batch(CREDENTIALS_TABLE).map_err(&sql)?;
         let m = &self.meta;
         let meta = [
             ("schema", SCHEMA_VERSION.to_string()),

@@ -34,7 +34,11 @@ impl Store {
         let now = now_unix();
         let mut q = self
             .conn
-            .prepare("SELECT id, name, host, cores, version, registered FROM workers ORDER BY id")
+            .prepare(if self.has_column("workers", "credential")? {
+                "SELECT id, name, host, cores, version, registered, credential FROM workers ORDER BY id"
+            } else {
+                "SELECT id, name, host, cores, version, registered, NULL FROM workers ORDER BY id"
+            })
             .map_err(&sql)?;
         let rows = q
             .query_map([], |r| {
@@ -45,12 +49,13 @@ impl Store {
                     r.get::<_, Option<i64>>(3)?.unwrap_or(0) as u32,
                     r.get::<_, Option<String>>(4)?.unwrap_or_default(),
                     r.get::<_, Option<f64>>(5)?.unwrap_or(0.0),
+                    r.get::<_, Option<String>>(6)?.unwrap_or_default(),
                 ))
             })
             .map_err(&sql)?;
         let mut views = Vec::new();
         for row in rows {
-            let (id, name, host, cores, version, registered) = row.map_err(&sql)?;
+            let (id, name, host, cores, version, registered, credential) = row.map_err(&sql)?;
             let (counted, last_result) = results.get(&id).copied().unwrap_or((0, registered));
             views.push(WorkerView {
                 worker_id: id,
@@ -63,6 +68,7 @@ impl Store {
                 jobs_leased: leased.get(&id).map_or(0, |c| c.0),
                 last_seen_seconds_ago: (now - last_result.max(registered)).max(0.0),
                 untrusted: untrusted.contains(&id),
+                credential: crate::secrets::Credential::from_stored(&credential).name,
             });
         }
         Ok(views)

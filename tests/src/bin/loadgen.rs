@@ -158,6 +158,7 @@ async fn fake_worker(
             version: env!("CARGO_PKG_VERSION").into(),
             self_test: Some(test),
             previous_worker_id: 0,
+            previous_worker_secret: String::new(),
         })
         .await?
         .into_inner();
@@ -171,6 +172,7 @@ async fn fake_worker(
                 run: Some(run.clone()),
                 worker_id: reg.worker_id,
                 free_slots: slots,
+                worker_secret: reg.worker_secret.clone(),
             })
             .await?
             .into_inner();
@@ -191,6 +193,7 @@ async fn fake_worker(
                 counts: Some(c.into()),
                 seconds: 0.0001,
                 error: String::new(),
+                worker_secret: reg.worker_secret.clone(),
             };
             tx.send(result).await?;
         }

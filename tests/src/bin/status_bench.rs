@@ -99,6 +99,8 @@ fn prepare_state(args: &Args, list: &nqueens_core::JobList) -> Result<()> {
         host: "localhost".into(),
         cores: 1,
         version: env!("CARGO_PKG_VERSION").into(),
+        credential: String::new(),
+        secret_digest: Vec::new(),
     };
     for (i, chunk) in jobs.chunks(BATCH).enumerate() {
         let mut changes = Vec::with_capacity(2 * chunk.len());
@@ -217,6 +219,7 @@ async fn drive(args: &Args, port: u16, jobs: Arc<Vec<Job>>) -> Result<()> {
             version: env!("CARGO_PKG_VERSION").into(),
             self_test: Some(test),
             previous_worker_id: 0,
+            previous_worker_secret: String::new(),
         })
         .await?
         .into_inner();
@@ -231,6 +234,7 @@ async fn drive(args: &Args, port: u16, jobs: Arc<Vec<Job>>) -> Result<()> {
         tx,
         acks,
         worker_id: reg.worker_id,
+        secret: reg.worker_secret.clone(),
         slots: args.slots,
         jobs,
     };
@@ -256,6 +260,7 @@ struct Leaser {
     tx: tokio::sync::mpsc::Sender<pb::JobResult>,
     acks: tonic::Streaming<pb::ResultAck>,
     worker_id: u64,
+    secret: String,
     slots: u32,
     jobs: Arc<Vec<Job>>,
 }
@@ -306,6 +311,7 @@ impl Leaser {
                     run: Some(self.run.clone()),
                     worker_id: self.worker_id,
                     free_slots: self.slots,
+                    worker_secret: self.secret.clone(),
                 })
                 .await?
                 .into_inner();
@@ -327,6 +333,7 @@ impl Leaser {
                         counts: Some(counts.into()),
                         seconds: 0.001,
                         error: String::new(),
+                        worker_secret: self.secret.clone(),
                     })
                     .await?;
             }

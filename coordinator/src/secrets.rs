@@ -1,0 +1,169 @@
+//! Who may call, and as whom: credentials (the shared `--token` or per-host tokens made by
+//! `token add`), each worker's own secret, and the cap on registrations per credential.
+//!
+//! Only SHA-256 digests of tokens and secrets are kept, in memory and in the state file. Both
+//! are random (at least 128 bits), so a plain digest is as good as a slow hash here.
+
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// The credential name of calls made with the shared `--token`.
+pub const SHARED: &str = "shared";
+/// The credential name of calls to a coordinator that requires no token at all.
+pub const OPEN: &str = "open";
+
+/// SHA-256 of a token or secret.
+pub fn digest(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// Whether a stored digest equals `expected`, compared without an early exit. An empty stored
+/// digest (a row from before secrets) matches nothing.
+pub fn same_digest(stored: &[u8], expected: &[u8; 32]) -> bool {
+    stored.len() == 32 && stored.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// A new random secret or token: 32 bytes from the operating system, as 64 hex digits.
+pub fn new_secret() -> String {
+    let mut bytes = [0u8; 32];
+    // Without OS randomness no secret can be made safely: better to stop than to hand out
+    // guessable identities.
+    getrandom::getrandom(&mut bytes).expect("the operating system's random generator failed");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The credential a call was made under, as the token check found it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Credential {
+    /// `shared`, `open`, or the name given to `token add`.
+    pub name: String,
+}
+
+impl Credential {
+    /// The credential of the shared `--token`.
+    pub fn shared() -> Self {
+        Credential { name: SHARED.into() }
+    }
+
+    /// The credential of calls to a coordinator without any token.
+    pub fn open() -> Self {
+        Credential { name: OPEN.into() }
+    }
+
+    /// A named (per-host) credential.
+    pub fn named(name: &str) -> Self {
+        Credential { name: name.into() }
+    }
+
+    /// The credential stored in a worker row (empty in rows from before credentials: shared).
+    pub fn from_stored(name: &str) -> Self {
+        if name.is_empty() {
+            Credential::shared()
+        } else {
+            Credential { name: name.into() }
+        }
+    }
+
+    /// Whether every holder of this credential is one party. The shared token and no token at
+    /// all cannot tell holders apart, so each of their workers counts as a party of its own: any
+    /// holder can then lie through two identities (see `docs/threat-model.md`).
+    pub fn is_per_host(&self) -> bool {
+        self.name != SHARED && self.name != OPEN
+    }
+
+    /// The scheduling group of this credential's workers: one per named credential (numbered in
+    /// `groups`, above any worker id), none for the shared token (each worker its own group).
+    pub fn group(&self, groups: &mut HashMap<String, u64>) -> Option<u64> {
+        if !self.is_per_host() {
+            return None;
+        }
+        let next = (1u64 << 62) + groups.len() as u64;
+        Some(*groups.entry(self.name.clone()).or_insert(next))
+    }
+}
+
+/// Whether `name` can be given to `token add`: 1 to 64 letters, digits, `.`, `_` or `-`, and not
+/// one of the reserved names.
+pub fn valid_credential_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && name != SHARED
+        && name != OPEN
+}
+
+/// Registrations allowed per credential in any minute.
+pub const REGISTRATIONS_PER_MINUTE: u32 = 60;
+
+/// Caps registrations per credential: a token bucket of [`REGISTRATIONS_PER_MINUTE`], refilled
+/// continuously. Honest workers register once per connection; a flood of identities is refused.
+#[derive(Debug, Default)]
+pub struct RegistrationLimiter {
+    buckets: HashMap<String, (f64, Instant)>,
+}
+
+impl RegistrationLimiter {
+    /// Takes one registration of `credential` at `now`, if the bucket has one left.
+    pub fn allow(&mut self, credential: &str, now: Instant) -> bool {
+        let per_second = REGISTRATIONS_PER_MINUTE as f64 / 60.0;
+        let full = REGISTRATIONS_PER_MINUTE as f64;
+        let (tokens, last) = self.buckets.entry(credential.to_owned()).or_insert((full, now));
+        let refill = now.saturating_duration_since(*last).as_secs_f64() * per_second;
+        *tokens = (*tokens + refill).min(full);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// How long the coordinator waits before it looks for added or revoked tokens again.
+pub const CREDENTIAL_RELOAD: Duration = Duration::from_secs(2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_match_only_their_secret_and_never_an_empty_row() {
+        let s = new_secret();
+        assert_eq!(s.len(), 64);
+        assert!(same_digest(&digest(&s), &digest(&s)));
+        assert!(!same_digest(&digest(&s), &digest("other")));
+        assert!(!same_digest(&[], &digest("")));
+        assert_ne!(new_secret(), s);
+    }
+
+    #[test]
+    fn named_credentials_are_one_group_and_shared_ones_none() {
+        let mut groups = HashMap::new();
+        let a = Credential::named("host-a").group(&mut groups);
+        assert_eq!(a, Credential::named("host-a").group(&mut groups));
+        assert_ne!(a, Credential::named("host-b").group(&mut groups));
+        assert_eq!(Credential::shared().group(&mut groups), None);
+        assert_eq!(Credential::open().group(&mut groups), None);
+        assert!(a.unwrap() > u32::MAX as u64);
+    }
+
+    #[test]
+    fn credential_names_are_plain_and_not_reserved() {
+        assert!(valid_credential_name("rack-7.gpu_2"));
+        for bad in ["", "shared", "open", "a b", "x\n", &"y".repeat(65)] {
+            assert!(!valid_credential_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn registrations_are_capped_per_credential_and_refill() {
+        let mut limit = RegistrationLimiter::default();
+        let t0 = Instant::now();
+        let allowed = (0..1000).filter(|_| limit.allow("evil", t0)).count();
+        assert_eq!(allowed, REGISTRATIONS_PER_MINUTE as usize);
+        assert!(limit.allow("good", t0), "another credential has its own bucket");
+        assert!(!limit.allow("evil", t0 + Duration::from_millis(100)));
+        assert!(limit.allow("evil", t0 + Duration::from_secs(2)));
+    }
+}
