@@ -88,6 +88,26 @@ impl ErrorLog {
     }
 }
 
+/// Something that may happen often, logged at most once per [`ACCEPT_ERROR_LOG_EVERY`] with how
+/// many times it happened since the last line.
+#[derive(Debug, Default)]
+pub struct RateLimitedLog {
+    last: Option<Instant>,
+    unlogged: u64,
+}
+
+impl RateLimitedLog {
+    /// Counts one more; calls `log` with the count when a line is due.
+    pub fn note(&mut self, log: impl FnOnce(u64)) {
+        self.unlogged += 1;
+        if self.last.is_none_or(|t| t.elapsed() >= ACCEPT_ERROR_LOG_EVERY) {
+            log(self.unlogged);
+            self.last = Some(Instant::now());
+            self.unlogged = 0;
+        }
+    }
+}
+
 /// The connections of a listener, accepted with a pause after each failure (see the module doc).
 ///
 /// As a [`Stream`] it never yields an error and never ends: failures are logged and waited out.

@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use nqueens_coordinator::grpc_conn::GrpcLimits;
 use nqueens_coordinator::status::StateStatus;
 use nqueens_coordinator::{serve as serve_run, ServeConfig};
 use nqueens_process::shutdown_signal;
@@ -23,9 +24,26 @@ pub struct ServeArgs {
     #[arg(long, env = "NQ_LISTEN", default_value = "0.0.0.0:7447")]
     pub listen: String,
     /// HTTP listen address: Prometheus metrics on /metrics, the live status page on / (and the
-    /// /status.json it polls); "off" disables it.
+    /// /status.json it polls); "off" disables it. Off loopback, readers must send the token
+    /// (`Authorization: Bearer TOKEN`, or `?token=TOKEN` in the page's address) unless
+    /// --public-status is given.
     #[arg(long, env = "NQ_METRICS_LISTEN", default_value = "0.0.0.0:9447")]
     pub metrics_listen: String,
+    /// Serve metrics and the status page to anyone who can reach --metrics-listen, without the
+    /// token (only on a network you trust; the page then shows the state file's name only).
+    #[arg(long, env = "NQ_PUBLIC_STATUS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    pub public_status: bool,
+    /// gRPC connections one IP address may hold at once; more are closed at once.
+    #[arg(long, env = "NQ_GRPC_MAX_CONNS_PER_IP", default_value_t = GrpcLimits::default().max_per_ip)]
+    pub grpc_max_conns_per_ip: usize,
+    /// Seconds a new gRPC connection has to start its handshake (HTTP/2 preface or TLS
+    /// ClientHello) and to finish a TLS handshake; a silent one is closed after this.
+    #[arg(long, env = "NQ_GRPC_HANDSHAKE_SECONDS", default_value_t = GrpcLimits::default().handshake_timeout.as_secs())]
+    pub grpc_handshake_seconds: u64,
+    /// Seconds a gRPC connection may send nothing at all (live clients answer the server's
+    /// HTTP/2 pings every 20 s) before it is closed.
+    #[arg(long, env = "NQ_GRPC_IDLE_SECONDS", default_value_t = GrpcLimits::default().idle_timeout.as_secs())]
+    pub grpc_idle_seconds: u64,
     /// Shared secret every worker and status client must send. Required unless --listen is a
     /// loopback address or --insecure is given.
     #[arg(long, env = "NQ_TOKEN", hide_env_values = true)]
@@ -131,6 +149,13 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
         insecure: args.insecure,
         spot_checks: !args.no_spot_checks,
         recheck_fraction: args.recheck_fraction,
+        public_status: args.public_status,
+        grpc_limits: GrpcLimits {
+            max_per_ip: args.grpc_max_conns_per_ip,
+            handshake_timeout: Duration::from_secs(args.grpc_handshake_seconds.max(1)),
+            idle_timeout: Duration::from_secs(args.grpc_idle_seconds.max(1)),
+            ..GrpcLimits::default()
+        },
     };
     // Settings first: nothing is bound, created or logged for a run that cannot start.
     config.validate()?;

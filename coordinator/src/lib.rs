@@ -3,6 +3,7 @@
 
 pub mod accept;
 pub mod engine;
+pub mod grpc_conn;
 pub mod http;
 pub mod lifecycle;
 pub mod metrics;
@@ -15,6 +16,7 @@ pub mod service;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod token;
 pub mod verify;
 pub mod wire;
 

@@ -3,7 +3,7 @@
 mod cluster;
 mod estimate;
 mod solve;
-mod token;
+mod token_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -39,7 +39,7 @@ enum Command {
     Estimate(estimate::EstimateArgs),
     /// Per-host tokens of a run (add, list, revoke): workers under one token never confirm each
     /// other's answers.
-    Token(token::TokenArgs),
+    Token(token_cmd::TokenArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,7 +64,7 @@ fn main() -> ExitCode {
         Command::Healthcheck(args) => cluster::healthcheck(args),
         Command::Verify(args) => verify(args),
         Command::Estimate(args) => estimate::run(args),
-        Command::Token(args) => token::run(args),
+        Command::Token(args) => token_cmd::run(args),
     };
     match result {
         Ok(code) => code,

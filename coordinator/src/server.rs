@@ -6,7 +6,10 @@
 
 use crate::accept::Incoming;
 use crate::engine::{Command, Engine, EngineConfig};
-use crate::http::{sample_every, serve_http, History, HttpState, RunInfo, StatusSource};
+use crate::grpc_conn::{GrpcLimits, GuardedIncoming};
+use crate::http::{
+    sample_every, serve_http, History, HttpAccess, HttpState, RunInfo, StatusSource,
+};
 use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
@@ -49,6 +52,11 @@ pub struct ServeConfig {
     pub spot_checks: bool,
     /// The fraction of counted jobs secretly solved again by a worker of another credential.
     pub recheck_fraction: f64,
+    /// Serve the HTTP port (metrics, status page) without the token even off loopback; its
+    /// viewers then see the state file's name only.
+    pub public_status: bool,
+    /// Limits on the gRPC port's connections.
+    pub grpc_limits: GrpcLimits,
 }
 
 impl Default for ServeConfig {
@@ -65,6 +73,8 @@ impl Default for ServeConfig {
             insecure: false,
             spot_checks: true,
             recheck_fraction: 0.01,
+            public_status: false,
+            grpc_limits: GrpcLimits::default(),
         }
     }
 }
@@ -133,6 +143,10 @@ pub enum ConfigError {
     TargetJobs { given: u64, cap: u64 },
     #[error("refusing to serve {0} without a token: anyone who can reach it could report results; set --token (NQ_TOKEN) to a long random secret, add per-host tokens (`token add NAME --state FILE`), listen on a loopback address, or pass --insecure (NQ_INSECURE=true) on a network you trust")]
     NoToken(std::net::SocketAddr),
+    #[error("refusing to serve the status page and metrics on {0} to anyone: set --token (NQ_TOKEN) (then readers send `Authorization: Bearer TOKEN`), listen on a loopback --metrics-listen, pass --public-status (NQ_PUBLIC_STATUS=true) to show them to anyone who can reach the port, or --metrics-listen off")]
+    NoHttpToken(std::net::SocketAddr),
+    #[error("--grpc-max-conns-per-ip must be at least 1")]
+    MaxConnsPerIp,
 }
 
 impl ServeConfig {
@@ -144,6 +158,15 @@ impl ServeConfig {
         Ok(())
     }
 
+    /// Checks that the HTTP port (metrics, status page) may listen on `addr`: off loopback it
+    /// needs the token (which its readers then send) or `public_status`.
+    pub fn validate_http(&self, addr: std::net::SocketAddr) -> Result<(), ConfigError> {
+        if self.token.is_none() && !self.public_status && !addr.ip().is_loopback() {
+            return Err(ConfigError::NoHttpToken(addr));
+        }
+        Ok(())
+    }
+
     /// Checks the settings that do not depend on the state file.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(0.0..=1.0).contains(&self.verify_fraction) {
@@ -151,6 +174,9 @@ impl ServeConfig {
         }
         if self.lease_seconds < 2 {
             return Err(ConfigError::LeaseSeconds(self.lease_seconds));
+        }
+        if self.grpc_limits.max_per_ip == 0 {
+            return Err(ConfigError::MaxConnsPerIp);
         }
         check_target_jobs(self.target_jobs)
     }
@@ -193,6 +219,9 @@ async fn serve_inner(
         if !per_host {
             config.validate_listen(addr)?;
         }
+    }
+    if let Some(addr) = metrics_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+        config.validate_http(addr)?;
     }
 
     // Which run: a new one from --n, or the one in the state file. A missing or empty (0-byte)
@@ -269,7 +298,18 @@ async fn serve_inner(
             reader.clone(),
             complete_rx.clone(),
         );
-        let state = Arc::new(HttpState { metrics: metrics.clone(), status });
+        let access = match listener.local_addr() {
+            Ok(addr) => HttpAccess::new(config.token.as_deref(), config.public_status, addr),
+            // Not known to be loopback: the token if there is one.
+            Err(_) => {
+                HttpAccess::new(config.token.as_deref(), config.public_status, ([0; 4], 0).into())
+            }
+        };
+        tracing::info!(
+            token_required = access.token_required,
+            "http port: metrics and status page"
+        );
+        let state = Arc::new(HttpState { metrics: metrics.clone(), status, access });
         [sampler, tokio::spawn(serve_http(listener, state))]
     });
     let (stopping_tx, stopping_rx) = watch::channel(false);
@@ -289,12 +329,17 @@ async fn serve_inner(
         .set_service_status("nqueens.v1.Coordinator", tonic_health::ServingStatus::Serving)
         .await;
 
-    let mut builder =
-        tonic::transport::Server::builder().http2_keepalive_interval(Some(Duration::from_secs(20)));
+    // HTTP/2 keepalive: every connection is pinged, and closed when a ping goes unanswered.
+    let limits = config.grpc_limits.consistent();
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(limits.keepalive_interval))
+        .http2_keepalive_timeout(Some(limits.keepalive_timeout));
     if let Some((cert, key)) = &config.tls {
         let identity = tonic::transport::Identity::from_pem(cert, key);
-        builder =
-            builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+        let tls = tonic::transport::ServerTlsConfig::new()
+            .identity(identity)
+            .timeout(limits.handshake_timeout);
+        builder = builder.tls_config(tls)?;
     }
     let credentials = Arc::new(Credentials::default());
     let reload = tokio::spawn(reload_credentials(config.state.clone(), credentials.clone()));
@@ -337,9 +382,11 @@ async fn serve_inner(
         }
     };
     let mut stopped = stopping_rx.clone();
-    // Accepts pause (rather than spin) while the process is out of file descriptors; TLS, when
-    // configured, is layered on these connections by the router.
-    let server = router.serve_with_incoming_shutdown(Incoming::new(listener, "grpc"), stop_signal);
+    // Accepts pause (rather than spin) while the process is out of file descriptors; each
+    // connection is held to the limits of `grpc_conn` (per-address cap, handshake and idle
+    // timeouts); TLS, when configured, is layered on these connections by the router.
+    let incoming = GuardedIncoming::new(Incoming::new(listener, "grpc"), limits);
+    let server = router.serve_with_incoming_shutdown(incoming, stop_signal);
     // Streams that do not end on their own get a few seconds after the stop before being cut.
     let served = tokio::select! {
         r = server => r,

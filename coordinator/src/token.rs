@@ -1,82 +1,45 @@
-//! `nqueens-coordinator token add|list|revoke`: per-host tokens of a run. Each host (or group of
-//! hosts) gets its own; workers under one token never confirm each other's answers, and a
-//! revoked token is refused within seconds, also by a running coordinator.
+//! The shared token, kept and compared as its SHA-256 digest.
+//!
+//! Tokens are compared by their digests, in constant time: neither the time taken nor an early
+//! exit tells a caller how much of a guess was right, and the token's length is not leaked either.
+//! The same comparison as the gRPC interceptor's (`service::TokenCheck`), for the HTTP port.
 
-use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
-use nqueens_coordinator::store::{add_credential, revoke_credential};
-use std::path::PathBuf;
-use std::process::ExitCode;
+use sha2::{Digest as _, Sha256};
 
-#[derive(Args, Debug)]
-pub struct TokenArgs {
-    #[command(subcommand)]
-    pub action: TokenAction,
+/// A token's SHA-256 digest.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TokenDigest([u8; 32]);
+
+impl std::fmt::Debug for TokenDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenDigest(..)")
+    }
 }
 
-#[derive(Subcommand, Debug)]
-pub enum TokenAction {
-    /// Make a new token named NAME for one host or group of hosts, and print it (only once:
-    /// the state file keeps its digest).
-    Add {
-        /// 1 to 64 letters, digits, '.', '_' or '-' (e.g. the host name).
-        name: String,
-        #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
-        state: PathBuf,
-    },
-    /// List the run's tokens by name, with when they were made and revoked.
-    List {
-        #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
-        state: PathBuf,
-    },
-    /// Refuse the token named NAME from now on (a running coordinator within seconds).
-    Revoke {
-        name: String,
-        #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
-        state: PathBuf,
-    },
+impl TokenDigest {
+    /// The digest of `token`.
+    pub fn of(token: &str) -> TokenDigest {
+        TokenDigest(Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// Whether `given` is the token: its digest compared with this one without an early exit.
+    pub fn matches(&self, given: &str) -> bool {
+        let given = TokenDigest::of(given);
+        given.0.iter().zip(&self.0).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
 }
 
-pub fn run(args: TokenArgs) -> Result<ExitCode> {
-    match args.action {
-        TokenAction::Add { name, state } => {
-            let token = add_credential(&state, &name)
-                .with_context(|| format!("adding token {name:?} to {}", state.display()))?;
-            eprintln!("token {name:?} added to {}; give it to that host as NQ_TOKEN (it is not shown again):", state.display());
-            println!("{token}");
-            Ok(ExitCode::SUCCESS)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_same_token_matches() {
+        let d = TokenDigest::of("s3cret");
+        assert!(d.matches("s3cret"));
+        for wrong in ["", "s3cre", "s3cret2", "S3cret", "Bearer s3cret"] {
+            assert!(!d.matches(wrong), "{wrong:?}");
         }
-        TokenAction::List { state } => {
-            let store = nqueens_coordinator::Store::open_existing(&state)?;
-            let rows = store.credential_rows()?;
-            if rows.is_empty() {
-                println!(
-                    "no per-host tokens in {} (only the shared --token, if any)",
-                    state.display()
-                );
-            }
-            for row in rows {
-                let when = |t: f64| format!("{:.0}", t);
-                match row.revoked_unix {
-                    Some(r) => println!(
-                        "{}\tmade {}\trevoked {}",
-                        row.name,
-                        when(row.created_unix),
-                        when(r)
-                    ),
-                    None => println!("{}\tmade {}\tin force", row.name, when(row.created_unix)),
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        TokenAction::Revoke { name, state } => {
-            if revoke_credential(&state, &name)? {
-                println!("token {name:?} revoked in {}", state.display());
-                Ok(ExitCode::SUCCESS)
-            } else {
-                eprintln!("error: no token named {name:?} in force in {}", state.display());
-                Ok(ExitCode::from(1))
-            }
-        }
+        assert_eq!(format!("{d:?}"), "TokenDigest(..)");
     }
 }

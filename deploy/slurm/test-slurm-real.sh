@@ -216,6 +216,11 @@ global:
   evaluation_interval: 1s
 scrape_configs:
   - job_name: nqueens-coordinator
+    # The metrics port listens on 0.0.0.0, so it wants the run's token (written by nqueens.sbatch
+    # to <state>.token; Prometheus reads the file at every scrape, so it may appear later).
+    authorization:
+      type: Bearer
+      credentials_file: "$work/runs/n$LONG_N.db.token"
     static_configs:
       - targets: ["127.0.0.1:$metrics_port"]
 YML

@@ -65,6 +65,10 @@ fn accept_loops_pause_while_descriptors_run_out_and_serve_again_after() {
         "--verify-fraction",
         "0",
         "--exit-when-done",
+        // The idle connections below must stay accepted while the CPU is measured, not be closed
+        // after the default 10 s handshake timeout (that is `connection_limits.rs`'s subject).
+        "--grpc-handshake-seconds",
+        "120",
     ]
     .iter()
     .map(|s| s.to_string())

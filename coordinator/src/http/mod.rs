@@ -6,12 +6,21 @@
 //! | `/`            | the status page ([`page`]), one self-contained HTML document  |
 //! | `/status.json` | the page's data ([`PageStatus`]), polled by the page          |
 //!
-//! Anything else is 404, a method other than GET or HEAD 405. A tiny hand-written HTTP/1.0
-//! responder: one request per connection, read up to [`MAX_REQUEST`] bytes within
-//! [`READ_TIMEOUT`], answered within [`WRITE_TIMEOUT`], at most [`MAX_CONNECTIONS`] at once (more
-//! are closed at once). Nothing here talks to the engine: the counters are atomics it publishes
-//! and the rows are read on the blocking pool through a read-only connection, so neither a slow
-//! client nor many of them can hold up leases and results.
+//! Anything else is 404, a method other than GET or HEAD 405. HTTP/1 served by hyper: one request
+//! per connection, its head at most [`MAX_REQUEST`] bytes (431 beyond; hyper answers a malformed
+//! head 400) and complete within [`READ_TIMEOUT`] of the accept (else the connection is closed),
+//! the whole exchange done within [`READ_TIMEOUT`] + [`WRITE_TIMEOUT`]. At most
+//! [`MAX_CONNECTIONS`] at once: when all are taken, the connection that has waited longest for
+//! its request head is closed to make room (so slowloris clients, which never finish a head, only
+//! ever push each other out), and only when all of them are being answered is the new one closed.
+//!
+//! Who may read it is [`HttpAccess`]: the run's token (`Authorization: Bearer`, or `?token=`) off
+//! loopback unless `--public-status`; without it the answer is 401 with `WWW-Authenticate: Bearer`.
+//! A viewer without the token sees the state file's name only, never its absolute path.
+//!
+//! Nothing here talks to the engine: the counters are atomics it publishes and the rows are read
+//! on the blocking pool through a read-only connection, so neither a slow client nor many of them
+//! can hold up leases and results.
 
 mod history;
 mod page;
@@ -22,23 +31,37 @@ pub use page::{escape_html, render_page};
 pub use snapshot::{shell_word, PageStatus, PageWorker, RunInfo, StatusSource};
 
 use crate::metrics::Metrics;
+use crate::token::TokenDigest;
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
 
-/// The longest request head read; a longer one is answered 431.
+/// The longest request head read (request line and headers); a longer one is answered 431.
+/// (hyper's smallest read buffer, 8 KiB.)
 pub const MAX_REQUEST: usize = 8 * 1024;
 
-/// How long a client has to send its request head.
+/// How long a client has, from the accept, to send its whole request head.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long a client has to take the whole answer.
+/// How long a client has, after [`READ_TIMEOUT`], to take the whole answer.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections served at once; more are closed without an answer.
+/// Connections served at once (see the module doc for what happens to one more).
 pub const MAX_CONNECTIONS: usize = 64;
+
+/// The policy of the page: nothing but the page itself (no script, style, font or image from
+/// anywhere else), never framed.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'";
 
 /// What the HTTP port serves from.
 pub struct HttpState {
@@ -46,6 +69,56 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// The data of the page and of `/status.json`.
     pub status: StatusSource,
+    /// Who may read it.
+    pub access: HttpAccess,
+}
+
+/// Who may read the HTTP port.
+#[derive(Debug, Clone, Default)]
+pub struct HttpAccess {
+    /// The run's token (`--token`), if it has one.
+    pub token: Option<TokenDigest>,
+    /// Whether a request without the token is refused with 401.
+    pub token_required: bool,
+}
+
+/// Who is asking, once [`HttpAccess::check`] let the request through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Viewer {
+    /// Presented the run's token: sees everything, the state file's absolute path included.
+    Authenticated,
+    /// Presented no token where none is required: sees the state file's name only.
+    Anonymous,
+}
+
+impl HttpAccess {
+    /// The access of an HTTP port bound to `addr`: the token is required off loopback, unless
+    /// `public_status`. (Whether a port may be served at all is `ServeConfig::validate_http`.)
+    pub fn new(token: Option<&str>, public_status: bool, addr: SocketAddr) -> HttpAccess {
+        let token = token.map(TokenDigest::of);
+        let token_required = token.is_some() && !public_status && !addr.ip().is_loopback();
+        HttpAccess { token, token_required }
+    }
+
+    /// Who sent a request with these `headers` and `query`, or `None` to refuse it: a token
+    /// given (as `Authorization: Bearer TOKEN` or as `token=TOKEN` in the query) must be the
+    /// run's; none given is refused where one is required.
+    pub fn check(&self, headers: &HeaderMap, query: Option<&str>) -> Option<Viewer> {
+        let from_header = headers.get(header::AUTHORIZATION).map(|v| {
+            let v = v.to_str().unwrap_or_default();
+            match v.split_once(' ') {
+                Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+                _ => "",
+            }
+        });
+        let from_query = || query?.split('&').find_map(|kv| kv.strip_prefix("token="));
+        match (from_header.or_else(from_query), &self.token) {
+            (Some(given), Some(token)) => token.matches(given).then_some(Viewer::Authenticated),
+            // No token to check against: nothing to be proven.
+            (Some(_), None) => Some(Viewer::Anonymous),
+            (None, _) => (!self.token_required).then_some(Viewer::Anonymous),
+        }
+    }
 }
 
 /// Where a request goes.
@@ -61,162 +134,184 @@ pub enum Route {
     NotFound,
     /// A method other than GET or HEAD: 405.
     MethodNotAllowed,
-    /// Not an HTTP/1 request line: 400.
-    BadRequest,
-    /// No end of the request head within [`MAX_REQUEST`] bytes: 431.
-    TooLarge,
 }
 
-/// The route of a request head (`GET /path HTTP/1.1` and headers); `head` is whatever was read,
-/// `complete` whether its blank line was seen. Also says whether it is a HEAD request.
-pub fn route(head: &[u8], complete: bool) -> (Route, bool) {
-    let line_end = head.iter().position(|&b| b == b'\n');
-    let Some(line_end) = line_end else {
-        let route = if head.len() >= MAX_REQUEST { Route::TooLarge } else { Route::BadRequest };
-        return (route, false);
-    };
-    if !complete && head.len() >= MAX_REQUEST {
-        return (Route::TooLarge, false);
+/// The route of a request for `path` (without its query) by `method`.
+pub fn route(method: &Method, path: &str) -> Route {
+    if method != Method::GET && method != Method::HEAD {
+        return Route::MethodNotAllowed;
     }
-    let Ok(line) = std::str::from_utf8(&head[..line_end]) else {
-        return (Route::BadRequest, false);
-    };
-    let mut parts = line.trim_end().split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return (Route::BadRequest, false);
-    };
-    if !version.starts_with("HTTP/1.") {
-        return (Route::BadRequest, false);
-    }
-    let head_only = method == "HEAD";
-    if method != "GET" && !head_only {
-        return (Route::MethodNotAllowed, false);
-    }
-    let path = target.split(['?', '#']).next().unwrap_or_default();
-    let route = match path {
+    match path {
         "/metrics" => Route::Metrics,
         "/" | "/index.html" => Route::Page,
         "/status.json" => Route::StatusJson,
         _ => Route::NotFound,
-    };
-    (route, head_only)
-}
-
-/// An answer: status line, content type and body.
-struct Answer {
-    status: &'static str,
-    content_type: &'static str,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn text(status: &'static str, body: &str) -> Answer {
-        Answer { status, content_type: "text/plain; charset=utf-8", body: body.as_bytes().to_vec() }
     }
 }
 
-async fn answer(state: &HttpState, route: Route) -> Answer {
-    match route {
-        Route::Metrics => Answer {
-            status: "200 OK",
-            content_type: "text/plain; version=0.0.4",
-            body: state.metrics.render().into_bytes(),
-        },
-        Route::Page => Answer {
-            status: "200 OK",
-            content_type: "text/html; charset=utf-8",
-            body: render_page(&state.status.snapshot().await).into_bytes(),
-        },
-        Route::StatusJson => Answer {
-            status: "200 OK",
-            content_type: "application/json",
-            body: serde_json::to_vec(&state.status.snapshot().await).expect("status serializes"),
-        },
-        Route::NotFound => Answer::text(
-            "404 Not Found",
+fn text(status: StatusCode, body: &str) -> (StatusCode, &'static str, Vec<u8>) {
+    (status, "text/plain; charset=utf-8", body.as_bytes().to_vec())
+}
+
+/// The answer to one request.
+async fn answer(state: &HttpState, req: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+    let route = route(req.method(), req.uri().path());
+    let viewer = match route {
+        Route::NotFound | Route::MethodNotAllowed => Some(Viewer::Anonymous),
+        _ => state.access.check(req.headers(), req.uri().query()),
+    };
+    let (status, content_type, body) = match (route, viewer) {
+        (_, None) => {
+            tracing::debug!("http request refused: missing or wrong token");
+            text(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong token: send `Authorization: Bearer TOKEN` (the coordinator's --token)\n",
+            )
+        }
+        (Route::Metrics, Some(_)) => {
+            (StatusCode::OK, "text/plain; version=0.0.4", state.metrics.render().into_bytes())
+        }
+        (Route::Page, Some(viewer)) => (
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            render_page(&state.status.snapshot().await.for_viewer(viewer)).into_bytes(),
+        ),
+        (Route::StatusJson, Some(viewer)) => (
+            StatusCode::OK,
+            "application/json",
+            serde_json::to_vec(&state.status.snapshot().await.for_viewer(viewer))
+                .expect("status serializes"),
+        ),
+        (Route::NotFound, _) => text(
+            StatusCode::NOT_FOUND,
             "not found: try / (status page), /status.json or /metrics\n",
         ),
-        Route::MethodNotAllowed => Answer::text("405 Method Not Allowed", "only GET and HEAD\n"),
-        Route::BadRequest => Answer::text("400 Bad Request", "bad request\n"),
-        Route::TooLarge => {
-            Answer::text("431 Request Header Fields Too Large", "request too large\n")
+        (Route::MethodNotAllowed, _) => text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n"),
+    };
+    let length = body.len();
+    let body = if req.method() == Method::HEAD { Vec::new() } else { body };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    // A page opened with `?token=` sends its address to no one.
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    if route == Route::Page && viewer.is_some() {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        );
+    }
+    if status == StatusCode::UNAUTHORIZED {
+        headers
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"nqueens\""));
+    }
+    response
+}
+
+/// The connections being served: those still waiting for their request head (oldest first, each
+/// with the sender that closes it) and how many are being answered.
+#[derive(Default)]
+struct Slots {
+    next_id: u64,
+    reading: BTreeMap<u64, oneshot::Sender<()>>,
+    answering: usize,
+}
+
+/// A connection's place in [`Slots`], given back when dropped.
+struct Slot {
+    id: u64,
+    slots: Arc<Mutex<Slots>>,
+    answering: bool,
+}
+
+impl Slots {
+    /// A place for one more connection, with the receiver that says it was pushed out: when all
+    /// [`MAX_CONNECTIONS`] are taken, the longest waiting for its head is pushed out; `None` when
+    /// all are being answered.
+    fn take(slots: &Arc<Mutex<Slots>>) -> Option<(Slot, oneshot::Receiver<()>)> {
+        let mut s = slots.lock();
+        if s.reading.len() + s.answering >= MAX_CONNECTIONS {
+            let (_, oldest) = s.reading.pop_first()?;
+            let _ = oldest.send(());
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = s.next_id;
+        s.next_id += 1;
+        s.reading.insert(id, tx);
+        Some((Slot { id, slots: slots.clone(), answering: false }, rx))
+    }
+}
+
+impl Slot {
+    /// The request head is in: the connection can no longer be pushed out.
+    fn answering(&mut self) {
+        let mut s = self.slots.lock();
+        if !self.answering && s.reading.remove(&self.id).is_some() {
+            s.answering += 1;
+            self.answering = true;
         }
     }
 }
 
-/// Reads a request head: until its blank line, [`MAX_REQUEST`] bytes, the end of the stream or
-/// [`READ_TIMEOUT`], whichever comes first. Says whether the blank line was seen.
-async fn read_head(socket: &mut TcpStream) -> (Vec<u8>, bool) {
-    let mut head = Vec::with_capacity(1024);
-    let mut buf = [0u8; 1024];
-    let read = async {
-        loop {
-            let room = MAX_REQUEST - head.len();
-            match socket.read(&mut buf[..room.min(1024)]).await {
-                Ok(0) | Err(_) => return false,
-                Ok(k) => head.extend_from_slice(&buf[..k]),
-            }
-            if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
-                return true;
-            }
-            if head.len() >= MAX_REQUEST {
-                return false;
-            }
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut s = self.slots.lock();
+        if self.answering {
+            s.answering -= 1;
+        } else {
+            s.reading.remove(&self.id);
         }
-    };
-    let complete = tokio::time::timeout(READ_TIMEOUT, read).await.unwrap_or(false);
-    (head, complete)
+    }
 }
 
-async fn serve_connection(mut socket: TcpStream, state: Arc<HttpState>) {
-    let (head, complete) = read_head(&mut socket).await;
-    if head.is_empty() {
-        return;
+async fn serve_connection(
+    socket: TcpStream,
+    state: Arc<HttpState>,
+    slot: Slot,
+    pushed_out: oneshot::Receiver<()>,
+) {
+    let slot = Arc::new(Mutex::new(slot));
+    let service = hyper::service::service_fn({
+        let slot = slot.clone();
+        move |req| {
+            slot.lock().answering();
+            let state = state.clone();
+            async move { Ok::<_, Infallible>(answer(&state, &req).await) }
+        }
+    });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(READ_TIMEOUT)
+        .max_buf_size(MAX_REQUEST)
+        .keep_alive(false);
+    let connection = http.serve_connection(TokioIo::new(socket), service);
+    tokio::select! {
+        served = tokio::time::timeout(READ_TIMEOUT + WRITE_TIMEOUT, connection) => match served {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "http connection ended with an error"),
+            Err(_) => tracing::debug!("http client too slow to take its answer; dropped"),
+        },
+        Ok(()) = pushed_out => tracing::debug!("http client without a request head pushed out by a newer one"),
     }
-    let (route, head_only) = route(&head, complete);
-    let answer = answer(&state, route).await;
-    let mut out = format!(
-        "HTTP/1.0 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n",
-        answer.status,
-        answer.content_type,
-        answer.body.len()
-    );
-    if route == Route::Page {
-        // Nothing but the page itself: no script, style, font or image from anywhere else.
-        out.push_str("Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'\r\n");
-    }
-    out.push_str("Connection: close\r\n\r\n");
-    let mut bytes = out.into_bytes();
-    if !head_only {
-        bytes.extend_from_slice(&answer.body);
-    }
-    let write = async {
-        socket.write_all(&bytes).await?;
-        socket.shutdown().await
-    };
-    if tokio::time::timeout(WRITE_TIMEOUT, write).await.is_err() {
-        tracing::debug!("http client too slow to take its answer; dropped");
-    }
+    drop(slot);
 }
 
 /// Serves the HTTP port on `listener` until the task is dropped.
 pub async fn serve_http(listener: TcpListener, state: Arc<HttpState>) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(Mutex::new(Slots::default()));
     // Backs off when descriptors run out instead of spinning (see `accept.rs`).
     let mut incoming = crate::accept::Incoming::new(listener, "http");
     loop {
         let socket = incoming.accept().await;
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::debug!(peer = ?socket.peer_addr().ok(), "too many http connections; closed");
+        let Some((slot, pushed_out)) = Slots::take(&slots) else {
+            tracing::debug!(peer = ?socket.peer_addr().ok(), "too many http connections being answered; closed");
             continue;
         };
-        let state = state.clone();
-        tokio::spawn(async move {
-            serve_connection(socket, state).await;
-            drop(slot);
-        });
+        tokio::spawn(serve_connection(socket, state.clone(), slot, pushed_out));
     }
 }
 

@@ -82,6 +82,25 @@ pub struct PageStatus {
     pub rows_error: Option<String>,
 }
 
+impl PageStatus {
+    /// What `viewer` may see: a viewer without the token gets the state file's name only (in the
+    /// requeue commands too), never its absolute path.
+    pub fn for_viewer(mut self, viewer: super::Viewer) -> PageStatus {
+        if viewer == super::Viewer::Anonymous {
+            let path = std::path::Path::new(&self.state_file);
+            let name = path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+            let (full, short) = (shell_word(&self.state_file), shell_word(&name));
+            for command in [&mut self.requeue_held, &mut self.requeue_failed].into_iter().flatten()
+            {
+                *command =
+                    command.replace(&format!("--state {full} "), &format!("--state {short} "));
+            }
+            self.state_file = name;
+        }
+        self
+    }
+}
+
 /// The run the page is about.
 #[derive(Debug, Clone)]
 pub struct RunInfo {
