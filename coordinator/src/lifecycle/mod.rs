@@ -1253,10 +1253,14 @@ impl Lifecycle {
             }
             self.refuted(job_id, COORDINATOR, worker_id, counts, answer, changes);
         }
-        // A job in dispute (or in doubt) is settled by the coordinator's own answer: counted
-        // under its name, whoever was right.
+        // A job the referee was asked about (in dispute, or in doubt) is settled by the
+        // coordinator's own answer: counted under its name, whoever was right. (Other reference
+        // jobs stay pending: they are spot checks.)
         let job = &self.jobs[job_id as usize];
-        if job.counted.is_none() && matches!(job.standing, Standing::Pending | Standing::Held) {
+        let settle = self.refereed.contains(&job_id)
+            && job.counted.is_none()
+            && matches!(job.standing, Standing::Pending | Standing::Held);
+        if settle {
             changes.push(Change::Result {
                 job_id,
                 worker_id: COORDINATOR,

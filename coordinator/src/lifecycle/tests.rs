@@ -241,17 +241,110 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
 }
 
 #[test]
-fn errors_fail_a_job_eventually() {
+fn errors_fail_a_job_only_from_two_groups() {
     let mut l = life(1, false);
     let mut ch = Vec::new();
-    for _ in 0..MAX_ERRORS {
+    // One worker's errors alone never fail the job, however many.
+    for _ in 0..MAX_ERRORS + 2 {
         let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
         assert_eq!(
             l.result(1, a, 0, Finding::SolverError("boom".into()), &[], &mut ch),
             ResultOutcome::ErrorRecorded
         );
     }
+    assert_eq!(l.count(JobState::Failed), 0);
+    assert_eq!(l.count(JobState::Pending), 1);
+    // A second, independent worker's error does.
+    let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
+    l.result(2, b, 0, Finding::SolverError("boom".into()), &[], &mut ch);
     assert_eq!(l.count(JobState::Failed), 1);
+}
+
+#[test]
+fn errors_from_a_newcomer_only_release_and_a_flood_untrusts_it() {
+    let mut l = life(40, false);
+    l.set_probation(10);
+    let mut ch = Vec::new();
+    let mut refused = false;
+    for _ in 0..40 {
+        let Some((a, ids)) = l.lease(1, 4, &[NOBODY], Instant::now(), &mut ch) else {
+            refused = true;
+            break;
+        };
+        for id in ids {
+            l.result(1, a, id, Finding::SolverError("boom".into()), &[], &mut ch);
+        }
+    }
+    assert!(refused && l.is_untrusted(1), "the flooding newcomer was not untrusted");
+    assert_eq!(l.count(JobState::Failed), 0);
+    assert_eq!(l.count(JobState::Pending), 40);
+}
+
+#[test]
+fn two_workers_of_one_group_never_confirm_each_other_while_another_group_is_around() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    const C: u64 = 3;
+    let mut l = life(3, true);
+    l.set_group(A, 100);
+    l.set_group(B, 100);
+    let mut ch = Vec::new();
+    let (a, _) = l.lease(A, 1, &[B, C], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(A, a, 2, solved(counts(9)), &[B, C], &mut ch), ResultOutcome::Accepted);
+    // The job waits for another group: B (A's group) is not given it while C could be.
+    let (b, ids) = l.lease(B, 1, &[A, C], Instant::now(), &mut ch).unwrap();
+    assert_ne!(ids, vec![2]);
+    l.release(B, b, &[], &mut ch);
+    // Even leased to B, B's agreement does not count: the job stays open.
+    l.jobs[2].standing = Standing::Pending;
+    let (b, ids) = l.lease(B, 3, &[A], Instant::now(), &mut ch).unwrap();
+    assert!(ids.contains(&2));
+    assert_eq!(l.result(B, b, 2, solved(counts(9)), &[A, C], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.jobs[2].counted, None, "one group confirmed itself");
+    assert!(l.known_answer(2).is_none());
+    // C, of another group, settles it.
+    let (c, ids) = l.lease(C, 3, &[A, B], Instant::now(), &mut ch).unwrap();
+    assert!(ids.contains(&2));
+    assert_eq!(l.result(C, c, 2, solved(counts(9)), &[A, B], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.known_answer(2), Some(counts(9)));
+}
+
+#[test]
+fn a_dispute_is_settled_by_the_referee_and_the_liar_untrusted() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    let mut l = life(1, true);
+    let mut ch = Vec::new();
+    let (a, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
+    l.result(A, a, 0, solved(counts(5)), &[B], &mut ch);
+    let (b, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(B, b, 0, solved(counts(6)), &[A], &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.take_referee_jobs(), vec![0]);
+    l.add_reference(0, counts(5), &mut ch);
+    assert!(l.is_untrusted(B) && !l.is_untrusted(A));
+    assert!(l.is_complete(), "the coordinator's answer settles the job");
+    assert_eq!(l.jobs[0].counted, Some((COORDINATOR, counts(5))));
+}
+
+#[test]
+fn the_duration_model_takes_the_lower_median_and_ignores_duplicates() {
+    let mut l = life(6, false);
+    let mut ch = Vec::new();
+    let (a, _) = l.lease(1, 3, &[], Instant::now(), &mut ch).unwrap();
+    let fast = Finding::Solved { counts: counts(1), seconds: 0.5 };
+    l.result(1, a, 5, fast.clone(), &[], &mut ch);
+    let rate = l.seconds_per_estimate().unwrap();
+    // A replay claiming 1e300 seconds changes nothing.
+    for _ in 0..600 {
+        let poison = Finding::Solved { counts: counts(1), seconds: 1e300 };
+        assert_eq!(l.result(1, a, 5, poison, &[], &mut ch), ResultOutcome::Duplicate);
+    }
+    assert_eq!(l.seconds_per_estimate(), Some(rate));
+    // A second worker claiming huge times does not move the lower median either.
+    let (b, _) = l.lease(2, 2, &[], Instant::now(), &mut ch).unwrap();
+    let slow = Finding::Solved { counts: counts(1), seconds: 1e300 };
+    l.result(2, b, 2, slow, &[], &mut ch);
+    assert_eq!(l.seconds_per_estimate(), Some(rate));
 }
 
 #[test]

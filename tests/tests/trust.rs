@@ -1,0 +1,633 @@
+//! What one participant, holding a token, can no longer do to a run: each claim of
+//! `docs/threat-model.md` about identities, credentials, stalls, bounds and the state file, shown
+//! over the real protocol with a hand-written client beside real coordinator and worker processes.
+
+use nqueens_coordinator::result_file;
+use nqueens_core::{job_list, Job, JobCounts, SplitParams};
+use nqueens_proto as pb;
+use nqueens_proto::Reason;
+use nqueens_tests::cluster::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio_stream::StreamExt;
+
+const LONG: Duration = Duration::from_secs(240);
+const TOKEN: &str = "trust-test-token";
+
+/// A client that speaks the protocol by hand, as an attacker with a token would.
+struct Rogue {
+    client: pb::Client,
+    run: pb::RunId,
+    id: u64,
+    secret: String,
+}
+
+async fn client(port: u16, token: &str) -> pb::Client {
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..600 {
+        if let Ok(ch) = pb::connect_channel(&url, None).await {
+            return pb::client(ch, Some(token)).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("coordinator at {url} never came up");
+}
+
+fn register_request(name: &str, previous: u64, secret: &str) -> pb::RegisterRequest {
+    pb::RegisterRequest {
+        run: None,
+        name: name.into(),
+        host: "nowhere".into(),
+        cores: 1,
+        version: env!("CARGO_PKG_VERSION").into(),
+        self_test: Some(pb::SelfTest {
+            passed: true,
+            n: 10,
+            expected_total: 724,
+            found_total: 724,
+            seconds: 0.0,
+        }),
+        previous_worker_id: previous,
+        previous_worker_secret: secret.into(),
+    }
+}
+
+fn reason(status: &tonic::Status) -> Reason {
+    Reason::try_from(pb::status_reason(status).expect("a typed reason").reason).unwrap()
+}
+
+impl Rogue {
+    async fn register(port: u16, token: &str, name: &str) -> Rogue {
+        let mut client = client(port, token).await;
+        let reply = client.register(register_request(name, 0, "")).await.unwrap().into_inner();
+        Rogue { client, run: reply.run.unwrap(), id: reply.worker_id, secret: reply.worker_secret }
+    }
+
+    async fn lease(&mut self, slots: u32) -> pb::LeaseResponse {
+        self.client
+            .lease(pb::LeaseRequest {
+                run: Some(self.run.clone()),
+                worker_id: self.id,
+                free_slots: slots,
+                worker_secret: self.secret.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    async fn heartbeat(
+        &mut self,
+        lease_ids: Vec<u64>,
+    ) -> Result<pb::HeartbeatResponse, tonic::Status> {
+        let request = pb::HeartbeatRequest {
+            run: Some(self.run.clone()),
+            worker_id: self.id,
+            lease_ids,
+            worker_secret: self.secret.clone(),
+        };
+        self.client.heartbeat(request).await.map(|r| r.into_inner())
+    }
+
+    fn result(
+        &self,
+        lease_id: u64,
+        job_id: u64,
+        counts: Option<JobCounts>,
+        seconds: f64,
+    ) -> pb::JobResult {
+        pb::JobResult {
+            run: Some(self.run.clone()),
+            worker_id: self.id,
+            lease_id,
+            job_id,
+            counts: counts.map(Into::into),
+            seconds,
+            error: if counts.is_none() { "solver exploded".into() } else { String::new() },
+            worker_secret: self.secret.clone(),
+        }
+    }
+
+    /// Sends `results` on one stream and returns their acknowledgements.
+    async fn send(&mut self, results: Vec<pb::JobResult>) -> Vec<pb::ResultAck> {
+        let sent = results.len();
+        let mut acks = self.client.results(tokio_stream::iter(results)).await.unwrap().into_inner();
+        let mut got = Vec::new();
+        while got.len() < sent {
+            match tokio::time::timeout(Duration::from_secs(60), acks.next()).await {
+                Ok(Some(Ok(ack))) => got.push(ack),
+                other => panic!("ack stream ended early: {other:?}"),
+            }
+        }
+        got
+    }
+}
+
+fn outcome(ack: &pb::ResultAck) -> pb::Outcome {
+    pb::Outcome::try_from(ack.outcome).unwrap()
+}
+
+fn spawn_coordinator(dir: &Path, n: u32, port: u16, extra: &[&str], log: &str) -> Proc {
+    let state = dir.join("run.db");
+    Proc::spawn("nqueens-coordinator", &serve_args(n, &state, port, extra), dir.join(log))
+}
+
+fn spawn_worker(dir: &Path, port: u16, name: &str, token: &str) -> Proc {
+    Proc::spawn(
+        "nqueens-worker",
+        &worker_args(port, 1, name, &["--token", token]),
+        dir.join(format!("{name}.log")),
+    )
+}
+
+/// Waits (off the async runtime) until `coordinator` exits, and checks the answer is exact.
+async fn finishes_exact(mut coordinator: Proc, state: &Path) {
+    let (status, log) =
+        tokio::task::spawn_blocking(move || (coordinator.wait_exit(LONG), coordinator.log_text()))
+            .await
+            .unwrap();
+    assert!(status.success(), "coordinator: {status}\n{log}");
+    assert_matches_reference(&read_result_file(&result_file(state)));
+    assert_each_job_counted_once(state);
+}
+
+fn token_add(state: &Path, name: &str) -> String {
+    let out = coordinator_output([
+        "token".as_ref(),
+        "add".as_ref(),
+        name.as_ref(),
+        "--state".as_ref(),
+        state.as_os_str(),
+    ]);
+    assert!(out.status.success(), "token add: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Two identities registered under one per-host token answer one job with the same lie. They
+/// never confirm each other: the lie waits for another credential, the honest worker contradicts
+/// it, the coordinator settles the dispute itself, and the liars are untrusted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_identities_under_one_token_cannot_confirm_a_lie() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let port = free_port();
+    let coordinator = spawn_coordinator(
+        dir.path(),
+        12,
+        port,
+        &["--exit-when-done", "--token", TOKEN, "--no-spot-checks", "--recheck-fraction", "0"],
+        "coordinator.log",
+    );
+    client(port, TOKEN).await;
+    let evil = token_add(&state, "evil");
+    let good = token_add(&state, "good");
+    tokio::time::sleep(Duration::from_secs(3)).await; // the coordinator reloads tokens every 2 s
+    let honest = spawn_worker(dir.path(), port, "honest", &good);
+    let mut a = Rogue::register(port, &evil, "sybil-a").await;
+    let mut b = Rogue::register(port, &evil, "sybil-b").await;
+
+    // Sybil A lies on a weight-8 job; B, under the same token, says the same.
+    let list = job_list(12, &SplitParams::default()).unwrap();
+    let (lie_job, lease_a) = loop {
+        let lease = a.lease(1).await;
+        if let Some(spec) = lease.jobs.iter().find(|s| s.weight == 8) {
+            break (spec.job_id, lease.lease_id);
+        }
+        assert!(!lease.run_complete, "the run ended before the sybil got a job");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let truth = list.jobs[lie_job as usize].solve().unwrap();
+    let lie = JobCounts { solutions: truth.solutions + 1, ..truth };
+    let acks = a.send(vec![a.result(lease_a, lie_job, Some(lie), 0.01)]).await;
+    assert_ne!(outcome(&acks[0]), pb::Outcome::Confirmed);
+    // B is not given the job (its credential already answered it), and cannot answer it unleased.
+    let lease_b = b.lease(64).await;
+    assert!(
+        lease_b.jobs.iter().all(|s| s.job_id != lie_job),
+        "the job went to the same credential"
+    );
+    let acks = b.send(vec![b.result(lease_b.lease_id, lie_job, Some(lie), 0.01)]).await;
+    assert_eq!(outcome(&acks[0]), pb::Outcome::Rejected);
+
+    finishes_exact(coordinator, &state).await;
+    drop(honest);
+    let liar_counted = query_count(
+        &state,
+        &format!(
+            "SELECT COUNT(*) FROM results WHERE job_id={lie_job} AND counted=1 AND solutions={}",
+            lie.solutions
+        ),
+    );
+    assert_eq!(liar_counted, 0, "the lie was counted");
+    let untrusted = query_count(
+        &state,
+        &format!("SELECT COUNT(*) FROM untrusted_workers WHERE worker_id={}", a.id),
+    );
+    assert_eq!(untrusted, 1, "sybil A is not untrusted");
+    let out = coordinator_output([
+        "status".as_ref(),
+        "--json".as_ref(),
+        "--state".as_ref(),
+        state.as_os_str(),
+    ]);
+    let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let credentials: Vec<&str> = view["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["credential"].as_str())
+        .collect();
+    assert!(credentials.contains(&"evil") && credentials.contains(&"good"), "{view}");
+}
+
+/// Nobody can be another worker: calls naming another worker's id without its secret are
+/// refused, and registering as it without the secret gives a new id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonation_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let coordinator = spawn_coordinator(
+        dir.path(),
+        12,
+        port,
+        &["--token", TOKEN, "--no-spot-checks"],
+        "coordinator.log",
+    );
+    let mut victim = Rogue::register(port, TOKEN, "victim").await;
+    let lease = victim.lease(2).await;
+    assert!(!lease.jobs.is_empty());
+    let mut thief = Rogue::register(port, TOKEN, "thief").await;
+    assert_ne!(thief.id, victim.id);
+
+    // Calls naming the victim with the thief's secret.
+    let own = (thief.id, thief.secret.clone());
+    thief.id = victim.id;
+    let e = thief.heartbeat(vec![lease.lease_id]).await.unwrap_err();
+    assert_eq!(reason(&e), Reason::BadWorkerSecret, "{e:?}");
+    let e = thief
+        .client
+        .lease(pb::LeaseRequest {
+            run: Some(thief.run.clone()),
+            worker_id: victim.id,
+            free_slots: 4,
+            worker_secret: own.1.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), Reason::BadWorkerSecret);
+    let e = thief
+        .client
+        .release(pb::ReleaseRequest {
+            run: Some(thief.run.clone()),
+            worker_id: victim.id,
+            lease_id: 0,
+            job_ids: vec![],
+            worker_secret: own.1.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), Reason::BadWorkerSecret);
+    let spec = &lease.jobs[0];
+    let counts = Job::try_from(spec).unwrap().solve().unwrap();
+    let forged = pb::JobResult {
+        worker_secret: own.1.clone(),
+        ..victim.result(lease.lease_id, spec.job_id, Some(counts), 0.01)
+    };
+    let acks = thief.send(vec![forged]).await;
+    assert_eq!(
+        (outcome(&acks[0]), Reason::try_from(acks[0].reason).unwrap()),
+        (pb::Outcome::Rejected, Reason::BadWorkerSecret)
+    );
+
+    // Registering as the victim: without its secret a new id; with it, the victim's own.
+    let mut c = client(port, TOKEN).await;
+    for wrong in ["", "0000", own.1.as_str()] {
+        let reply =
+            c.register(register_request("thief", victim.id, wrong)).await.unwrap().into_inner();
+        assert_ne!(reply.worker_id, victim.id, "took the victim's id with secret {wrong:?}");
+    }
+    let reply = c
+        .register(register_request("victim", victim.id, &victim.secret))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (reply.worker_id, reply.worker_secret.as_str()),
+        (victim.id, victim.secret.as_str())
+    );
+    // The victim's lease still stands.
+    let beat = victim.heartbeat(vec![lease.lease_id]).await.unwrap();
+    assert!(beat.lost_lease_ids.is_empty(), "{beat:?}");
+    drop(coordinator);
+}
+
+/// A participant that leases everything it can and reports solver errors only releases jobs and
+/// ends up untrusted: no job fails, and one honest worker finishes the run without `requeue`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_flood_ends_exact_with_one_honest_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let port = free_port();
+    let coordinator = spawn_coordinator(
+        dir.path(),
+        12,
+        port,
+        &["--exit-when-done", "--token", TOKEN],
+        "coordinator.log",
+    );
+    let mut flood = Rogue::register(port, TOKEN, "flood").await;
+    let honest = spawn_worker(dir.path(), port, "honest", TOKEN);
+    let started = Instant::now();
+    let mut refused = false;
+    while started.elapsed() < Duration::from_secs(60) && !refused {
+        let lease = flood
+            .client
+            .lease(pb::LeaseRequest {
+                run: Some(flood.run.clone()),
+                worker_id: flood.id,
+                free_slots: 1 << 20,
+                worker_secret: flood.secret.clone(),
+            })
+            .await;
+        let lease = match lease {
+            Ok(l) => l.into_inner(),
+            Err(e) => {
+                assert_eq!(reason(&e), Reason::UntrustedWorker, "{e:?}");
+                refused = true;
+                break;
+            }
+        };
+        if lease.run_complete {
+            break;
+        }
+        let errors: Vec<_> =
+            lease.jobs.iter().map(|s| flood.result(lease.lease_id, s.job_id, None, 0.0)).collect();
+        if !errors.is_empty() {
+            flood.send(errors).await;
+        }
+    }
+    assert!(refused, "the flooding worker was never refused");
+    finishes_exact(coordinator, &state).await;
+    drop(honest);
+    assert_eq!(query_count(&state, "SELECT COUNT(*) FROM jobs WHERE state='failed'"), 0);
+}
+
+/// A lie that breaks the symmetry identities (one solution too many on a weight-4 job, told by
+/// the only worker) is found at the final tally. The coordinator solves the jobs that can explain
+/// it, untrusts the liar and keeps serving; restarted twice on the way, it never exits with an
+/// error, and an honest worker then finishes the run exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symmetry_breaking_lie_is_repaired_without_a_crash_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let port = free_port();
+    let quiet =
+        ["--token", TOKEN, "--no-spot-checks", "--verify-fraction", "0", "--recheck-fraction", "0"];
+    let mut coordinator = spawn_coordinator(dir.path(), 10, port, &quiet, "coordinator-1.log");
+    let mut rogue = Rogue::register(port, TOKEN, "rogue").await;
+    let mut lied = None;
+    loop {
+        let lease = rogue.lease(64).await;
+        if lease.jobs.is_empty() {
+            break;
+        }
+        let results = lease
+            .jobs
+            .iter()
+            .map(|spec| {
+                let mut counts = Job::try_from(spec).unwrap().solve().unwrap();
+                if spec.weight == 4 && lied.is_none() {
+                    counts.solutions += 1;
+                    lied = Some(spec.job_id);
+                }
+                rogue.result(lease.lease_id, spec.job_id, Some(counts), 0.001)
+            })
+            .collect();
+        rogue.send(results).await;
+    }
+    let lied = lied.expect("no weight-4 job at N=10");
+    let log = coordinator.log.clone();
+    tokio::task::spawn_blocking(move || {
+        wait_until(LONG, "the broken tally", || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("breaks the symmetry identities")
+        })
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        coordinator.child.try_wait().unwrap().is_none(),
+        "the coordinator exited: {}",
+        coordinator.log_text()
+    );
+    assert!(!result_file(&state).exists(), "a result was written from a broken tally");
+
+    // Restart once (killed) and see it serve; then again, with an honest worker to finish.
+    coordinator.sigkill();
+    let mut second = spawn_coordinator(dir.path(), 10, port, &quiet, "coordinator-2.log");
+    client(port, TOKEN).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(second.child.try_wait().unwrap().is_none(), "restart 1 exited: {}", second.log_text());
+    second.signal(libc::SIGTERM);
+    tokio::task::spawn_blocking(move || second.wait_exit(LONG)).await.unwrap();
+    let mut args = quiet.to_vec();
+    args.push("--exit-when-done");
+    let third = spawn_coordinator(dir.path(), 10, port, &args, "coordinator-3.log");
+    let honest = spawn_worker(dir.path(), port, "honest", TOKEN);
+    finishes_exact(third, &state).await;
+    drop(honest);
+    let untrusted = query_count(
+        &state,
+        &format!("SELECT COUNT(*) FROM untrusted_workers WHERE worker_id={}", rogue.id),
+    );
+    assert_eq!(untrusted, 1, "the liar on job {lied} is not untrusted");
+}
+
+/// A hoarder leases jobs, keeps them with heartbeats, and replays one result 600 times claiming
+/// 1e300 seconds. Duplicates teach the duration model nothing, so its jobs still become overdue
+/// and are copied to the honest workers, who finish the run while it still heartbeats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poisoned_duration_model_still_makes_overdue_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let port = free_port();
+    let coordinator = spawn_coordinator(
+        dir.path(),
+        12,
+        port,
+        &["--exit-when-done", "--token", TOKEN, "--lease-seconds", "3"],
+        "coordinator.log",
+    );
+    let mut hoarder = Rogue::register(port, TOKEN, "hoarder").await;
+    let lease = hoarder.lease(64).await;
+    assert!(lease.jobs.len() >= 2);
+    let spec = &lease.jobs[0];
+    let counts = Job::try_from(spec).unwrap().solve().unwrap();
+    let replay = hoarder.result(lease.lease_id, spec.job_id, Some(counts), 1e300);
+    hoarder.send(vec![replay.clone(); 600]).await;
+    let honest: Vec<Proc> =
+        ["honest-a", "honest-b"].iter().map(|n| spawn_worker(dir.path(), port, n, TOKEN)).collect();
+    let held: Vec<u64> = vec![lease.lease_id];
+    let beating = tokio::spawn(async move {
+        loop {
+            let _ = hoarder.heartbeat(held.clone()).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    finishes_exact(coordinator, &state).await;
+    beating.abort();
+    drop(honest);
+}
+
+/// An identity that registers and heartbeats but never asks for work cannot keep the one real
+/// worker waiting for its opinion: the run finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_identity_does_not_stall_a_run_with_one_real_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let port = free_port();
+    let coordinator = spawn_coordinator(
+        dir.path(),
+        11,
+        port,
+        &["--exit-when-done", "--token", TOKEN, "--lease-seconds", "3", "--verify-fraction", "0.2"],
+        "coordinator.log",
+    );
+    let mut idle = Rogue::register(port, TOKEN, "idle").await;
+    let worker = spawn_worker(dir.path(), port, "real", TOKEN);
+    let beating = tokio::spawn(async move {
+        loop {
+            let _ = idle.heartbeat(vec![]).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    finishes_exact(coordinator, &state).await;
+    beating.abort();
+    drop(worker);
+}
+
+/// Bounds on what comes over the wire: a 1 MiB name, control characters, loose versions and
+/// implausible node counts are refused; registrations are capped per credential; and the state
+/// file stays small.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_and_malformed_input_is_refused_and_the_state_file_stays_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let port = free_port();
+    let coordinator =
+        spawn_coordinator(dir.path(), 12, port, &["--token", TOKEN], "coordinator.log");
+    let mut c = client(port, TOKEN).await;
+    let huge = "x".repeat(1 << 20);
+    for _ in 0..70 {
+        let e = c
+            .register(pb::RegisterRequest { name: huge.clone(), ..register_request("", 0, "") })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    }
+    for name in ["evil\r\nforged log line", "bell\u{7}"] {
+        let e = c.register(register_request(name, 0, "")).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{name:?}");
+    }
+    for version in ["0", "0.", "0.1.0\0x", "00.1.0", "0.1"] {
+        let e = c
+            .register(pb::RegisterRequest {
+                version: version.into(),
+                ..register_request("v", 0, "")
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e.code(), tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition),
+            "{version:?}: {e:?}"
+        );
+    }
+    // An honest registration still works; nodes = 2^63 is refused (and untrusts its sender).
+    let mut r = Rogue::register(port, TOKEN, "nodes").await;
+    let lease = r.lease(1).await;
+    let spec = &lease.jobs[0];
+    let counts = Job::try_from(spec).unwrap().solve().unwrap();
+    let acks = r
+        .send(vec![r.result(
+            lease.lease_id,
+            spec.job_id,
+            Some(JobCounts { nodes: 1 << 63, ..counts }),
+            0.01,
+        )])
+        .await;
+    assert_eq!(outcome(&acks[0]), pb::Outcome::Rejected);
+    // Registrations per credential are capped.
+    let mut too_many = 0;
+    for i in 0..100 {
+        if let Err(e) = c.register(register_request(&format!("n{i}"), 0, "")).await {
+            assert_eq!(reason(&e), Reason::TooManyRegistrations);
+            too_many += 1;
+        }
+    }
+    assert!(too_many >= 30, "only {too_many} of 100 registrations were refused");
+    drop(coordinator);
+    let size = std::fs::metadata(&state).unwrap().len()
+        + std::fs::metadata(dir.path().join("run.db-wal")).map_or(0, |m| m.len());
+    assert!(size < 2 << 20, "state file and log hold {size} bytes");
+}
+
+/// After SIGTERM the `.db` alone holds every acknowledged result: a copy of it without its
+/// `-wal` shows the same progress as the original.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sigterm_the_db_file_alone_holds_every_acknowledged_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let port = free_port();
+    let mut coordinator =
+        spawn_coordinator(dir.path(), 14, port, &["--token", TOKEN], "coordinator.log");
+    let worker = spawn_worker(dir.path(), port, "w", TOKEN);
+    let watched = state.clone();
+    tokio::task::spawn_blocking(move || {
+        wait_until(LONG, "some results", || committed_results(&watched) > 50)
+    })
+    .await
+    .unwrap();
+    drop(worker);
+    coordinator.signal(libc::SIGTERM);
+    let status = tokio::task::spawn_blocking(move || coordinator.wait_exit(LONG)).await.unwrap();
+    assert!(status.success());
+    let wal = dir.path().join("run.db-wal");
+    assert!(std::fs::metadata(&wal).map_or(0, |m| m.len()) == 0, "a -wal with content is left");
+    let copy_dir = tempfile::tempdir().unwrap();
+    let copy = copy_dir.path().join("copy.db");
+    std::fs::copy(&state, &copy).unwrap();
+    let done = |p: &Path| query_count(p, "SELECT COUNT(*) FROM results WHERE counted=1");
+    assert!(done(&copy) > 50);
+    assert_eq!(done(&copy), done(&state));
+}
+
+/// A second writer cannot open the state file through a symbolic or a hard link.
+#[test]
+fn a_second_writer_through_a_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let port = free_port();
+    let _first = spawn_coordinator(dir.path(), 12, port, &["--token", TOKEN], "coordinator.log");
+    wait_until(LONG, "the state file", || committed_results(&state) >= 0 && state.exists());
+    std::os::unix::fs::symlink(&state, dir.path().join("sym.db")).unwrap();
+    std::fs::hard_link(&state, dir.path().join("hard.db")).unwrap();
+    for link in ["sym.db", "hard.db"] {
+        let path = dir.path().join(link);
+        let out = coordinator_output([
+            "serve".as_ref(),
+            "--n".as_ref(),
+            "12".as_ref(),
+            "--state".as_ref(),
+            path.as_os_str(),
+            "--listen".as_ref(),
+            format!("127.0.0.1:{}", free_port()).as_ref(),
+            "--metrics-listen".as_ref(),
+            "off".as_ref(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "a second writer through {link} started");
+        assert!(err.contains("in use") || err.contains("locked"), "{link}: {err}");
+    }
+}
