@@ -229,6 +229,9 @@ async fn serve_inner(
     // state file of ours (checked read-only, so a foreign file is left exactly as it was).
     let holds_run = std::fs::metadata(&config.state).is_ok_and(|m| m.len() > 0);
     let (n, params) = if holds_run {
+        // Another writer (also through a link to the same file) is refused before anything
+        // is read: a link's view of a live file can lack what its writer's log still holds.
+        Store::ensure_no_writer(&config.state)?;
         let existing = Store::open_existing(&config.state)?;
         let meta = existing.meta().clone();
         if let Some(given) = config.n {

@@ -38,7 +38,7 @@ fn register_request(name: &str, previous: u64, secret: &str) -> pb::RegisterRequ
         run: None,
         name: name.into(),
         host: "nowhere".into(),
-        cores: 1,
+        cores: 64,
         version: env!("CARGO_PKG_VERSION").into(),
         self_test: Some(pb::SelfTest {
             passed: true,
@@ -64,6 +64,10 @@ impl Rogue {
     }
 
     async fn lease(&mut self, slots: u32) -> pb::LeaseResponse {
+        self.try_lease(slots).await.unwrap()
+    }
+
+    async fn try_lease(&mut self, slots: u32) -> Result<pb::LeaseResponse, tonic::Status> {
         self.client
             .lease(pb::LeaseRequest {
                 run: Some(self.run.clone()),
@@ -72,8 +76,7 @@ impl Rogue {
                 worker_secret: self.secret.clone(),
             })
             .await
-            .unwrap()
-            .into_inner()
+            .map(|r| r.into_inner())
     }
 
     async fn heartbeat(
@@ -175,10 +178,26 @@ async fn two_identities_under_one_token_cannot_confirm_a_lie() {
         dir.path(),
         12,
         port,
-        &["--exit-when-done", "--token", TOKEN, "--no-spot-checks", "--recheck-fraction", "0"],
+        &[
+            "--exit-when-done",
+            "--token",
+            TOKEN,
+            "--no-spot-checks",
+            "--recheck-fraction",
+            "0",
+            "--lease-seconds",
+            "5",
+        ],
         "coordinator.log",
     );
-    client(port, TOKEN).await;
+    let log = coordinator.log.clone();
+    tokio::task::spawn_blocking(move || {
+        wait_until(LONG, "the run", || {
+            std::fs::read_to_string(&log).unwrap_or_default().contains("coordinator listening")
+        })
+    })
+    .await
+    .unwrap();
     let evil = token_add(&state, "evil");
     let good = token_add(&state, "good");
     tokio::time::sleep(Duration::from_secs(3)).await; // the coordinator reloads tokens every 2 s
@@ -386,10 +405,14 @@ async fn a_symmetry_breaking_lie_is_repaired_without_a_crash_loop() {
     let mut coordinator = spawn_coordinator(dir.path(), 10, port, &quiet, "coordinator-1.log");
     let mut rogue = Rogue::register(port, TOKEN, "rogue").await;
     let mut lied = None;
-    loop {
-        let lease = rogue.lease(64).await;
+    // Until the run is complete (and the liar found out: it is then refused).
+    while let Ok(lease) = rogue.try_lease(64).await {
         if lease.jobs.is_empty() {
-            break;
+            if lease.run_complete || lied.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
         }
         let results = lease
             .jobs
@@ -609,8 +632,10 @@ fn a_second_writer_through_a_link_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run.db");
     let port = free_port();
-    let _first = spawn_coordinator(dir.path(), 12, port, &["--token", TOKEN], "coordinator.log");
-    wait_until(LONG, "the state file", || committed_results(&state) >= 0 && state.exists());
+    let first = spawn_coordinator(dir.path(), 12, port, &["--token", TOKEN], "coordinator.log");
+    wait_until(LONG, "the first coordinator", || {
+        first.log_text().contains("coordinator listening")
+    });
     std::os::unix::fs::symlink(&state, dir.path().join("sym.db")).unwrap();
     std::fs::hard_link(&state, dir.path().join("hard.db")).unwrap();
     for link in ["sym.db", "hard.db"] {

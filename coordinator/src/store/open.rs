@@ -124,6 +124,13 @@ impl Store {
         Ok(store)
     }
 
+    /// Fails with [`StoreError::InUse`] while another process writes the state file at `path`
+    /// (through this path or any link to the same file); takes and lets go of the lock.
+    pub fn ensure_no_writer(path: &Path) -> Result<(), StoreError> {
+        WriterLock::acquire(path)?.discard();
+        Ok(())
+    }
+
     /// Opens an existing state file read-only, for `status --state`.
     pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
         Self::open_existing_file(path, false)
