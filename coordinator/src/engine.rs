@@ -38,6 +38,17 @@ pub const MAX_LEASE: usize = 65_536;
 /// on probation. An identity that only heartbeats cannot stall a run.
 const INACTIVE_AFTER_LEASES: u32 = 3;
 
+/// The jobs of one lease: `base` (the batch for `claimed` threads at the observed job time) for a
+/// worker on probation, at most one per thread and [`PROBATION_LEASE`]; afterwards it grows with
+/// `earned` (results counted in the last lease period), a quarter of it at a time, but never
+/// past `earned` (or one job per thread), nor [`MAX_LEASE`].
+pub fn sized_lease(claimed: u32, base: usize, on_probation: bool, earned: usize) -> usize {
+    if on_probation {
+        return base.min(claimed.min(PROBATION_LEASE) as usize);
+    }
+    base.max(earned / 4).min((claimed as usize).max(earned)).min(MAX_LEASE)
+}
+
 /// Refused calls naming a worker without its secret are logged at most this often.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -587,11 +598,8 @@ impl Engine {
         // for now: one client cannot take the whole run in one call.
         let claimed = free_slots.min(w.row.cores).max(1);
         let base = self.life.batch_size(claimed, self.mean_job_seconds);
-        if on_probation {
-            return base.min(claimed.min(PROBATION_LEASE) as usize);
-        }
         let earned = w.delivered_within(now, lease_duration);
-        base.max(earned / 4).min((claimed as usize).max(earned)).min(MAX_LEASE)
+        sized_lease(claimed, base, on_probation, earned)
     }
 
     /// One authenticated result, decided by the life cycle.
@@ -870,6 +878,30 @@ impl Engine {
             result: None,
             workers,
             uptime_seconds: Some(elapsed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_grow_with_throughput_after_probation_and_never_past_it() {
+        // A GPU worker claims one thread; on probation it gets one job per lease.
+        assert_eq!(sized_lease(1, 2, true, 50_000), 1);
+        // After probation its leases follow what it finished in the last lease period.
+        assert_eq!(sized_lease(1, 2, false, 0), 1);
+        assert_eq!(sized_lease(1, 2, false, 40), 10);
+        assert_eq!(sized_lease(1, 2, false, 60_000), 15_000);
+        assert_eq!(sized_lease(1, 2, false, 1 << 30), MAX_LEASE);
+        for earned in [0, 1, 3, 100, 10_000, 1 << 20] {
+            for claimed in [1, 8, 64, 1024] {
+                let size = sized_lease(claimed, 4 * claimed as usize, false, earned);
+                assert!(size <= (claimed as usize).max(earned), "{claimed} {earned} -> {size}");
+                assert!(size <= MAX_LEASE);
+                assert!(sized_lease(claimed, 4 * claimed as usize, true, earned) <= 64);
+            }
         }
     }
 }
