@@ -77,7 +77,7 @@ pub struct GpuOptions {
     pub max_items: Option<usize>,
     /// Wanted length of one dispatch; the step budget adapts to it.
     pub dispatch_ms: u64,
-    /// A fault to inject (tests); [`GpuOptions::from_env`] reads `NQ_GPU_FAULT`.
+    /// A fault to inject (tests; see [`Fault::from_env`]).
     pub fault: Option<Fault>,
 }
 
@@ -95,11 +95,11 @@ impl Default for GpuOptions {
 }
 
 impl GpuOptions {
-    /// The defaults, with the fault named by `NQ_GPU_FAULT` if set and `NQ_GPU_ITEMS` as
-    /// [`GpuOptions::target_items`] if set.
+    /// The defaults, with `NQ_GPU_ITEMS` as [`GpuOptions::target_items`] if set. Faults are never
+    /// read from the environment here: a program that wants them asks [`Fault::from_env`].
     pub fn from_env() -> Self {
         let target_items = std::env::var("NQ_GPU_ITEMS").ok().and_then(|v| v.trim().parse().ok());
-        GpuOptions { fault: Fault::from_env(), target_items, ..GpuOptions::default() }
+        GpuOptions { target_items, ..GpuOptions::default() }
     }
 }
 
@@ -171,6 +171,15 @@ impl GpuSolver {
         };
         solver.ensure_kernel(PROBE_MAXL)?;
         Ok(solver)
+    }
+
+    /// Switches an injected fault on or off from now on (tests: a device that passes its
+    /// self-test and fails later). A [`Fault::Build`] shows at the next kernel build.
+    pub fn set_fault(&mut self, fault: Option<Fault>) {
+        self.options.fault = fault;
+        if fault == Some(Fault::Build) {
+            self.kernels.clear();
+        }
     }
 
     /// The device in use.
