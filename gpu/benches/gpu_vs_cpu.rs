@@ -1,6 +1,7 @@
 //! GPU against CPU on the same job lists, side by side.
 //!
 //!     cargo bench -p nqueens-gpu --bench gpu_vs_cpu -- [N ...] [--runs R] [--sample K] [--device I]
+//!         [--no-lookahead]
 //!
 //! For each N (default 16; `A..B` names a range) it runs R rounds (default 3) of: the whole job
 //! list on all CPU cores (`parallel::solve_all`), then on the OpenCL device (the first GPU, else
@@ -9,9 +10,10 @@
 //! against each other. `--sample K` solves every K-th job only (boards too big to solve whole).
 //! The GPU time includes splitting jobs into items and the symmetric counts on the CPU (what
 //! `solve --gpu` pays), not the one kernel build per stack depth (done in an untimed warm-up).
+//! `--no-lookahead` builds the kernel without the check of the row after next.
 
 use nqueens_core::{job_list, parallel, Job, SplitParams, Tally};
-use nqueens_gpu::{DeviceSelector, GpuSolver};
+use nqueens_gpu::{DeviceSelector, GpuOptions, GpuSolver};
 use std::time::Instant;
 
 fn main() {
@@ -19,6 +21,7 @@ fn main() {
     let mut runs = 3usize;
     let mut sample = 1usize;
     let mut device = DeviceSelector::Auto;
+    let mut options = GpuOptions::from_env();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut number = |what: &str| -> usize {
@@ -30,6 +33,7 @@ fn main() {
             "--runs" => runs = number("--runs").max(1),
             "--sample" => sample = number("--sample").max(1),
             "--device" => device = DeviceSelector::Index(number("--device")),
+            "--no-lookahead" => options.lookahead = false,
             "--bench" => {}
             other => match other.split_once("..") {
                 Some((a, b)) => sizes.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
@@ -42,7 +46,7 @@ fn main() {
     if sizes.is_empty() {
         sizes.push(16);
     }
-    let mut gpu = match GpuSolver::new(device) {
+    let mut gpu = match GpuSolver::with_options(device, options) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("no GPU to compare: {e}");

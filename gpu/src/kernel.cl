@@ -139,6 +139,15 @@ NQ_KERNEL nq_solve(NQ_GLOBAL const uint* table, NQ_GLOBAL const uint* items, uin
                     d++;
                     nd++;
                     avail = ~(cols | dr | dl | BLK(d - base));
+#ifndef NQ_NO_LOOKAHEAD
+                    {
+                        /* The row after next, as the CPU search checks it: if the queens so far
+                           leave it no free square, no queen in this row can help: a dead state.
+                           (d < last always holds here: the second-to-last row is never entered.) */
+                        uint s2 = (uint)(shifts >> (2u * d)) & 3u;
+                        if (~(cols | (dr << s2) | (dl >> s2) | BLK(d + 1u - base)) == 0u) avail = 0u;
+                    }
+#endif
                 }
             }
             if (avail == 0u) {

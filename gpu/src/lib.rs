@@ -77,6 +77,9 @@ pub struct GpuOptions {
     pub max_items: Option<usize>,
     /// Wanted length of one dispatch; the step budget adapts to it.
     pub dispatch_ms: u64,
+    /// Check the row after next before searching a row (prunes dead states; on by default,
+    /// off to measure what it brings).
+    pub lookahead: bool,
     /// A fault to inject (tests; see [`Fault::from_env`]).
     pub fault: Option<Fault>,
 }
@@ -89,6 +92,7 @@ impl Default for GpuOptions {
             target_items: None,
             max_items: None,
             dispatch_ms: 100,
+            lookahead: true,
             fault: None,
         }
     }
@@ -246,7 +250,10 @@ impl GpuSolver {
                 source.push_str("#error \"fault injected: NQ_GPU_FAULT=build\"\n");
             }
             source.push_str(KERNEL_SOURCE);
-            let defines = format!("-D NQ_MAXL={maxl}u -D NQ_WG={}u", self.options.work_group);
+            let mut defines = format!("-D NQ_MAXL={maxl}u -D NQ_WG={}u", self.options.work_group);
+            if !self.options.lookahead {
+                defines.push_str(" -D NQ_NO_LOOKAHEAD");
+            }
             let kernel = self.opened.build(&source, &defines)?;
             self.kernels.insert(maxl, kernel);
         }
