@@ -39,9 +39,10 @@ pub struct SolveArgs {
     #[arg(long, env = "NQ_STATE")]
     pub state: Option<PathBuf>,
     /// Count on an OpenCL device (a GPU) instead of the cores: `--gpu` or `--gpu auto` takes the
-    /// first GPU (else any OpenCL device), `--gpu INDEX` a device by its number. The symmetric
-    /// counts stay on the CPU. The device used is printed on stderr.
-    #[arg(long, value_name = "auto|INDEX", num_args = 0..=1, default_missing_value = "auto")]
+    /// first GPU (else any OpenCL device, such as pocl's CPU device), `--gpu gpu` a GPU only,
+    /// `--gpu INDEX` a device by its number. The symmetric counts stay on the CPU. The device used
+    /// is printed on stderr.
+    #[arg(long, value_name = "auto|gpu|INDEX", num_args = 0..=1, default_missing_value = "auto")]
     pub gpu: Option<nqueens_gpu::DeviceSelector>,
 }
 

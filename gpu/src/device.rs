@@ -26,6 +26,9 @@ pub enum DeviceSelector {
     /// The first GPU of all platforms, else the first device of any kind.
     #[default]
     Auto,
+    /// The first GPU (or accelerator card) of all platforms, never a CPU device such as pocl's
+    /// (slower than the CPU solver on the same cores): what a worker's `--gpu auto` wants.
+    GpuOnly,
     /// The device at this position in [`list_devices`].
     Index(usize),
 }
@@ -33,14 +36,15 @@ pub enum DeviceSelector {
 impl std::str::FromStr for DeviceSelector {
     type Err = String;
 
-    /// `auto` or a device index.
+    /// `auto`, `gpu` or a device index.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim() {
             "auto" => Ok(DeviceSelector::Auto),
+            "gpu" => Ok(DeviceSelector::GpuOnly),
             other => other
                 .parse()
                 .map(DeviceSelector::Index)
-                .map_err(|_| format!("{other:?} is neither `auto` nor a device index")),
+                .map_err(|_| format!("{other:?} is not `auto`, `gpu` or a device index")),
         }
     }
 }
@@ -195,6 +199,12 @@ impl Opened {
                 .or_else(|| devices.first())
                 .ok_or_else(|| GpuError::NoDevice {
                     reason: "the OpenCL platforms list no device".into(),
+                })?,
+            DeviceSelector::GpuOnly => devices
+                .iter()
+                .find(|(d, _)| matches!(d.kind, DeviceKind::Gpu | DeviceKind::Accelerator))
+                .ok_or_else(|| GpuError::NoDevice {
+                    reason: format!("no GPU among the OpenCL devices: {}", names()),
                 })?,
             DeviceSelector::Index(i) => devices.get(i).ok_or_else(|| GpuError::NoDevice {
                 reason: format!("there is no device #{i}; devices: {}", names()),

@@ -5,7 +5,7 @@
 //! platform there is a broken setup, never a reason to skip) and are skipped loudly elsewhere.
 
 use nqueens_core::{job_list, Job, JobCounts, SplitParams, Tally};
-use nqueens_gpu::{DeviceSelector, Fault, GpuError, GpuOptions, GpuSolver};
+use nqueens_gpu::{DeviceKind, DeviceSelector, Fault, GpuError, GpuOptions, GpuSolver};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -146,6 +146,21 @@ fn a_missing_device_index_is_a_clear_error() {
         Err(GpuError::NoDevice { reason }) => assert!(reason.contains("#999"), "{reason}"),
         Err(e) => panic!("expected NoDevice, got {e}"),
         Ok(_) => panic!("device #999 exists?"),
+    }
+}
+
+#[test]
+fn gpu_only_never_takes_a_cpu_device() {
+    if solver().is_none() {
+        return;
+    }
+    let devices = nqueens_gpu::list_devices().unwrap();
+    let has_gpu =
+        devices.iter().any(|d| matches!(d.kind, DeviceKind::Gpu | DeviceKind::Accelerator));
+    match GpuSolver::new(DeviceSelector::GpuOnly) {
+        Ok(s) => assert!(has_gpu && s.device().kind != DeviceKind::Cpu, "{}", s.device()),
+        Err(GpuError::NoDevice { reason }) => assert!(!has_gpu, "{reason}"),
+        Err(e) => panic!("expected a GPU or NoDevice, got {e}"),
     }
 }
 

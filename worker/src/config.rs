@@ -37,7 +37,8 @@ pub enum GpuMode {
     /// CPU only.
     #[default]
     Off,
-    /// The first GPU found, if any (else CPU only, and the log says so).
+    /// The first GPU found, if any (else CPU only, and the log says so); never an OpenCL CPU
+    /// device such as pocl's, which is slower than the CPU solver.
     Auto,
     /// The OpenCL device with this index (`nqueens-coordinator gpus` lists them); not usable is
     /// an error at start.

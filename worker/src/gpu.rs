@@ -70,7 +70,8 @@ impl GpuLane {
 pub(crate) fn open(config: &WorkerConfig) -> Result<Option<GpuSolver>, WorkerError> {
     let selector = match config.gpu {
         GpuMode::Off => return Ok(None),
-        GpuMode::Auto => DeviceSelector::Auto,
+        // Never pocl's CPU device: it is slower than the CPU solver on the same cores.
+        GpuMode::Auto => DeviceSelector::GpuOnly,
         GpuMode::Index(i) => DeviceSelector::Index(i),
     };
     let opened = GpuSolver::with_options(selector, GpuOptions::from_env())
@@ -86,14 +87,19 @@ pub(crate) fn open(config: &WorkerConfig) -> Result<Option<GpuSolver>, WorkerErr
             Ok(Some(solver))
         }
         (
-            Err(e @ WorkerError::Gpu(GpuError::NoPlatform { .. } | GpuError::NoDevice { .. })),
+            Err(WorkerError::Gpu(e @ (GpuError::NoPlatform { .. } | GpuError::NoDevice { .. }))),
             GpuMode::Auto,
         ) => {
             tracing::info!(reason = %e, "--gpu auto: no GPU found, solving on the CPU only");
             Ok(None)
         }
         (Err(e), GpuMode::Auto) => {
-            tracing::error!(error = %e, "--gpu auto: the GPU failed its start-up checks; solving on the CPU only");
+            // The device's own error, not only "the GPU cannot be used".
+            let error = match &e {
+                WorkerError::Gpu(inner) => inner.to_string(),
+                other => other.to_string(),
+            };
+            tracing::error!(%error, "--gpu auto: the GPU failed its start-up checks; solving on the CPU only");
             Ok(None)
         }
         (Err(e), _) => Err(e),

@@ -143,8 +143,10 @@ async fn run_in_span(
     }
     tracing::info!(seconds = test.seconds, "solver self-test passed");
     let gpu_config = config.clone();
-    let solver =
-        tokio::task::spawn_blocking(move || gpu::open(&gpu_config)).await.unwrap_or(Ok(None))?;
+    let span = tracing::Span::current();
+    let solver = tokio::task::spawn_blocking(move || span.in_scope(|| gpu::open(&gpu_config)))
+        .await
+        .unwrap_or(Ok(None))?;
     let cpu_threads = config.threads;
     let mut config = config;
     if let Some(solver) = &solver {
