@@ -31,6 +31,75 @@ pub struct EstimateArgs {
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Project GPU time instead: time every K-th job of the list on an OpenCL device (`auto`: the
+    /// first GPU) and print GPU-hours and days on 1 to 512 cards.
+    #[arg(long, value_name = "auto|INDEX", num_args = 0..=1, default_missing_value = "auto")]
+    pub gpu: Option<nqueens_gpu::DeviceSelector>,
+    /// With --gpu: the stride K of the sample [default: about 4096 jobs sampled].
+    #[arg(long)]
+    pub gpu_stride: Option<usize>,
+}
+
+/// `estimate N --gpu`: a GPU time projected from a timed, evenly strided sample of the job list.
+#[derive(Debug, serde::Serialize)]
+struct GpuEstimate {
+    n: u32,
+    device: String,
+    jobs: usize,
+    sampled: usize,
+    stride: usize,
+    sample_seconds: f64,
+    gpu_seconds: f64,
+    gpu_hours: f64,
+    /// (cards, days).
+    on_cards: Vec<(u64, f64)>,
+    projected_solutions: f64,
+}
+
+fn run_gpu(n: u32, args: &EstimateArgs, selector: nqueens_gpu::DeviceSelector) -> Result<()> {
+    use anyhow::Context as _;
+    let list = nqueens_core::job_list(n, &SplitParams { target_jobs: args.target_jobs })?;
+    let stride = args.gpu_stride.unwrap_or(list.jobs.len() / 4096).max(1);
+    let sample: Vec<nqueens_core::Job> = list.jobs.iter().step_by(stride).cloned().collect();
+    let mut gpu = nqueens_gpu::GpuSolver::new(selector).context("opening the GPU")?;
+    // Untimed warm-up: the kernel build for this board's stack depth.
+    gpu.solve_jobs(&sample[..sample.len().min(16)])?;
+    let started = std::time::Instant::now();
+    let counts = gpu.solve_jobs(&sample)?;
+    let sample_seconds = started.elapsed().as_secs_f64();
+    let scale = list.jobs.len() as f64 / sample.len().max(1) as f64;
+    let weighted: f64 =
+        sample.iter().zip(&counts).map(|(j, c)| j.weight as f64 * c.solutions as f64).sum();
+    let gpu_seconds = sample_seconds * scale;
+    let e = GpuEstimate {
+        n,
+        device: gpu.device().to_string(),
+        jobs: list.jobs.len(),
+        sampled: sample.len(),
+        stride,
+        sample_seconds,
+        gpu_seconds,
+        gpu_hours: gpu_seconds / 3600.0,
+        on_cards: [1u64, 8, 64, 512].map(|k| (k, gpu_seconds / k as f64 / 86_400.0)).to_vec(),
+        projected_solutions: weighted * scale,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&e)?);
+        return Ok(());
+    }
+    println!(
+        "N={n}: {} jobs; 1 in {stride} ({} jobs) timed on {} in {}",
+        e.jobs,
+        e.sampled,
+        e.device,
+        hms(sample_seconds)
+    );
+    println!("GPU      {} s = {:.3} GPU-hours", seconds(gpu_seconds), e.gpu_hours);
+    for (k, days) in &e.on_cards {
+        println!("on {k:>4} cards  {:>16}", span(days * 86_400.0));
+    }
+    println!("solutions ~{:.4e} (from the sample)", e.projected_solutions);
+    Ok(())
 }
 
 pub fn run(args: EstimateArgs) -> Result<ExitCode> {
@@ -39,6 +108,10 @@ pub fn run(args: EstimateArgs) -> Result<ExitCode> {
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     anyhow::ensure!(threads > 0, "--threads must be at least 1");
     anyhow::ensure!(args.sample > 0, "--sample must be at least 1");
+    if let Some(selector) = args.gpu {
+        run_gpu(n, &args, selector)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let params = EstimateParams {
         sample: args.sample,
         threads,

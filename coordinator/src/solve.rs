@@ -38,6 +38,12 @@ pub struct SolveArgs {
     /// another board size, split or version is refused. Takes a single board size.
     #[arg(long, env = "NQ_STATE")]
     pub state: Option<PathBuf>,
+    /// Count on an OpenCL device (a GPU) instead of the cores: `--gpu` or `--gpu auto` takes the
+    /// first GPU (else any OpenCL device, such as pocl's CPU device), `--gpu gpu` a GPU only,
+    /// `--gpu INDEX` a device by its number. The symmetric counts stay on the CPU. The device used
+    /// is printed on stderr.
+    #[arg(long, value_name = "auto|gpu|INDEX", num_args = 0..=1, default_missing_value = "auto")]
+    pub gpu: Option<nqueens_gpu::DeviceSelector>,
 }
 
 /// Parses `16`, `4..18` or `4..=18` into a range of valid board sizes.
@@ -74,11 +80,20 @@ pub fn run(args: SolveArgs) -> Result<ExitCode> {
     if args.state.is_some() && sizes.start() != sizes.end() {
         bail!("--state checkpoints a single board size, not the range {}", args.sizes);
     }
+    let mut gpu = match args.gpu {
+        Some(selector) => {
+            let solver = nqueens_gpu::GpuSolver::new(selector).context("opening the GPU")?;
+            eprintln!("GPU: {}", solver.device());
+            Some(solver)
+        }
+        None => None,
+    };
     if table {
         println!(" N: {:>20} {:>20} hh:mm:ss.ms", "Total", "Unique");
     }
     for n in sizes {
-        let record = solve_one_size(&pool, n, &params, !args.no_progress, args.state.as_deref())?;
+        let state = args.state.as_deref();
+        let record = solve_one_size(&pool, gpu.as_mut(), n, &params, !args.no_progress, state)?;
         if args.json {
             println!("{}", record.json_line());
         } else if table {
@@ -92,6 +107,7 @@ pub fn run(args: SolveArgs) -> Result<ExitCode> {
 
 fn solve_one_size(
     pool: &rayon::ThreadPool,
+    gpu: Option<&mut nqueens_gpu::GpuSolver>,
     n: u32,
     params: &SplitParams,
     progress: bool,
@@ -121,7 +137,7 @@ fn solve_one_size(
     let bar = Progress::start(list.jobs.len() as u64, done.len() as u64, progress);
     let tally = Mutex::new(Tally::new(n)?);
     let failure = Mutex::new(None);
-    parallel::solve_all(pool, &todo, |index, counts, took| {
+    let on_result = |index: usize, counts: &nqueens_core::JobCounts, took: Duration| {
         let job = &todo[index];
         let outcome = match &checkpoint {
             Some(c) => c.record(job.id, counts, took.as_secs_f64()).map_err(anyhow::Error::from),
@@ -131,7 +147,11 @@ fn solve_one_size(
             failure.lock().get_or_insert(e);
         }
         bar.inc();
-    })?;
+    };
+    match gpu {
+        Some(gpu) => pool.install(|| solve_on_gpu(gpu, &todo, &on_result))?,
+        None => parallel::solve_all(pool, &todo, on_result)?,
+    }
     bar.finish();
     if let Some(e) = failure.into_inner() {
         return Err(e);
@@ -150,6 +170,26 @@ fn solve_one_size(
     let record = ResultRecord::new(&totals, list.jobs.len() as u64, started.elapsed(), tally.nodes);
     info!(total = record.total, unique = record.unique, seconds = record.seconds, "solved");
     Ok(record)
+}
+
+/// Solves `todo` on the GPU in chunks (so that a checkpoint and the progress bar advance during a
+/// long run), reporting every job like [`parallel::solve_all`] does; a job's time is its share of
+/// its chunk's.
+fn solve_on_gpu(
+    gpu: &mut nqueens_gpu::GpuSolver,
+    todo: &[Job],
+    on_result: &(dyn Fn(usize, &nqueens_core::JobCounts, Duration) + Sync),
+) -> Result<()> {
+    let chunk = (todo.len() / 16).max(8192);
+    for (c, jobs) in todo.chunks(chunk).enumerate() {
+        let started = Instant::now();
+        let counts = gpu.solve_jobs(jobs).context("counting on the GPU")?;
+        let share = started.elapsed() / jobs.len().max(1) as u32;
+        for (i, counts) in counts.iter().enumerate() {
+            on_result(c * chunk + i, counts, share);
+        }
+    }
+    Ok(())
 }
 
 fn print_detailed(r: &ResultRecord, threads: usize) {

@@ -88,6 +88,32 @@ impl JobCounts {
     }
 }
 
+/// The search of one job as plain masks ([`Job::search_plan`]), enough to count its solutions
+/// without this crate's solver.
+///
+/// Searched rows are numbered `0..rows` in search order (bottom to top, rows holding a border
+/// queen skipped). At searched row `depth` with masks `(cols, down_right, down_left)` the free
+/// columns are `!(cols | down_right | down_left | blocked[depth])`; placing a queen on free bit
+/// `b` moves to row `depth + 1` with `(cols | b, (down_right | b) << shift[depth],
+/// (down_left | b) >> shift[depth])`. A state with `depth == rows` is one solution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchPlan {
+    /// Number of searched rows.
+    pub rows: usize,
+    /// Per searched row: columns of border queens, squares they attack, and every bit >= n.
+    pub blocked: Vec<u32>,
+    /// Per searched row: the board-row distance to the next searched row (1 to 3; 0 for the last).
+    pub shift: Vec<u32>,
+    /// The searched row after the job's prefix (`prefix.len()`).
+    pub depth: usize,
+    /// Occupied columns after the prefix (border queens included).
+    pub cols: u32,
+    /// Diagonal mask moving one column right per searched row, as seen in row `depth`.
+    pub down_right: u32,
+    /// Diagonal mask moving one column left per searched row, as seen in row `depth`.
+    pub down_left: u32,
+}
+
 /// The complete, ordered job list of one board size and split.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobList {
@@ -236,6 +262,20 @@ impl Job {
     pub fn solve(&self) -> Result<JobCounts, CoreError> {
         let (layout, state) = self.prepare()?;
         let found = layout.count(&state);
+        let (sym180, sym90) = self.symmetric_counts_of_valid();
+        Ok(JobCounts { solutions: found.solutions, sym180, sym90, nodes: found.nodes })
+    }
+
+    /// Only the rotation-symmetric counts of [`Job::solve`]: `(sym180, sym90)`. A small search
+    /// that costs next to nothing beside the full count, for solvers (such as a GPU's) that count
+    /// `solutions` elsewhere.
+    pub fn symmetric_counts(&self) -> Result<(u64, u64), CoreError> {
+        self.prepare()?;
+        Ok(self.symmetric_counts_of_valid())
+    }
+
+    /// [`Job::symmetric_counts`] of a job already checked by [`Job::prepare`].
+    fn symmetric_counts_of_valid(&self) -> (u64, u64) {
         let (mut sym180, mut sym90) = (0, 0);
         if self.weight < 8 {
             let fixed = self.fixed_queens();
@@ -244,7 +284,25 @@ impl Job {
                 sym90 = count_rotation_symmetric(self.n, &fixed, Symmetry::Rotate90);
             }
         }
-        Ok(JobCounts { solutions: found.solutions, sym180, sym90, nodes: found.nodes })
+        (sym180, sym90)
+    }
+
+    /// The plain bitmask search of this job, for solvers outside this crate (a GPU kernel): the
+    /// blocked mask and row shift of every searched row, and the masks after the prefix.
+    /// A depth-first search over it counts exactly [`JobCounts::solutions`]; see [`SearchPlan`].
+    pub fn search_plan(&self) -> Result<SearchPlan, CoreError> {
+        let (layout, state) = self.prepare()?;
+        let rows = layout.rows();
+        let (cols, down_right, down_left) = state.masks();
+        Ok(SearchPlan {
+            rows,
+            blocked: (0..rows).map(|k| layout.blocked(k)).collect(),
+            shift: (0..rows).map(|k| layout.shift(k)).collect(),
+            depth: state.depth,
+            cols,
+            down_right,
+            down_left,
+        })
     }
 
     /// Splits this job into disjoint parts by pre-placing queens in up to `extra_rows` more rows.

@@ -36,6 +36,6 @@ mod totals;
 pub use board::{check_board_size, MAX_N, MIN_N};
 pub use constellation::{canonical_constellations, Constellation, Symmetry};
 pub use error::CoreError;
-pub use job::{job_list, Job, JobCounts, JobList, SplitParams, JOB_FORMAT_VERSION};
+pub use job::{job_list, Job, JobCounts, JobList, SearchPlan, SplitParams, JOB_FORMAT_VERSION};
 pub use rng::SplitMix64;
 pub use totals::{Classes, Tally, Totals};

@@ -80,6 +80,13 @@ pub(crate) struct State {
     down_left: u32,
 }
 
+impl State {
+    /// The occupied columns and the two diagonal masks, as seen in the searched row `depth`.
+    pub fn masks(&self) -> (u32, u32, u32) {
+        (self.cols, self.down_right, self.down_left)
+    }
+}
+
 /// What a search found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Found {
@@ -164,6 +171,16 @@ impl Layout {
     /// Board row of the searched row `depth`.
     pub fn row_of(&self, depth: usize) -> u8 {
         self.row_of[depth & SLOT]
+    }
+
+    /// The blocked mask of the searched row `depth` (read by [`crate::Job::search_plan`]).
+    pub fn blocked(&self, depth: usize) -> u32 {
+        self.blocked[depth & SLOT]
+    }
+
+    /// Row distance from the searched row `depth` to the next one (read by [`crate::Job::search_plan`]).
+    pub fn shift(&self, depth: usize) -> u32 {
+        self.shift[depth & SLOT]
     }
 
     /// The state before any queen is searched.

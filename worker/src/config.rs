@@ -21,6 +21,44 @@ pub struct WorkerConfig {
     pub tls_ca: Option<Vec<u8>>,
     /// Longest wait between reconnect attempts.
     pub max_backoff: Duration,
+    /// Whether to count on a GPU.
+    pub gpu: GpuMode,
+    /// With a GPU in use: whether `threads` CPU threads also take leased jobs (else the CPU pool
+    /// only re-solves the jobs of a GPU fault).
+    pub cpu_beside_gpu: bool,
+    /// With a GPU in use: how many CPU threads' worth of jobs the GPU asks the coordinator for
+    /// (the lease size follows the slots a worker declares).
+    pub gpu_slots: usize,
+}
+
+/// Whether a worker counts on a GPU (`--gpu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuMode {
+    /// CPU only.
+    #[default]
+    Off,
+    /// The first GPU found, if any (else CPU only, and the log says so); never an OpenCL CPU
+    /// device such as pocl's, which is slower than the CPU solver.
+    Auto,
+    /// The OpenCL device with this index (`nqueens-coordinator gpus` lists them); not usable is
+    /// an error at start.
+    Index(usize),
+}
+
+impl std::str::FromStr for GpuMode {
+    type Err = String;
+
+    /// `off`, `auto` or a device index.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "off" => Ok(GpuMode::Off),
+            "auto" => Ok(GpuMode::Auto),
+            other => other
+                .parse()
+                .map(GpuMode::Index)
+                .map_err(|_| format!("{other:?} is not `auto`, `off` or a device index")),
+        }
+    }
 }
 
 impl WorkerConfig {
@@ -34,6 +72,9 @@ impl WorkerConfig {
             name: host_name(),
             tls_ca: None,
             max_backoff: Duration::from_secs(5),
+            gpu: GpuMode::Off,
+            cpu_beside_gpu: false,
+            gpu_slots: 256,
         }
     }
 
@@ -55,6 +96,9 @@ impl WorkerConfig {
         }
         if self.threads == 0 {
             return Err(ConfigError::NoThreads);
+        }
+        if self.gpu != GpuMode::Off && self.gpu_slots == 0 {
+            return Err(ConfigError::NoGpuSlots);
         }
         if pb::TokenInterceptor::new(self.token.as_deref()).is_err() {
             return Err(ConfigError::BadToken);
@@ -90,6 +134,9 @@ pub enum ConfigError {
     /// Zero solver threads.
     #[error("the worker needs at least 1 solver thread")]
     NoThreads,
+    /// A GPU that asks for no jobs.
+    #[error("--gpu-slots must be at least 1")]
+    NoGpuSlots,
     /// The token cannot be sent as a gRPC header.
     #[error("the token must be printable ASCII")]
     BadToken,

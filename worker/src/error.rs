@@ -35,6 +35,19 @@ pub enum WorkerError {
     /// The solver threads could not be started.
     #[error("starting the solver pool")]
     Pool(#[source] rayon::ThreadPoolBuildError),
+    /// The GPU asked for (`--gpu INDEX`) cannot be used.
+    #[error("the GPU cannot be used")]
+    Gpu(#[from] nqueens_gpu::GpuError),
+    /// The GPU gave a wrong count for a known answer: its results cannot be trusted.
+    #[error("GPU self-test failed: N={n} gave {found}, expected {expected}")]
+    GpuSelfTest {
+        /// Board size tested.
+        n: u32,
+        /// Count found.
+        found: u64,
+        /// Known count.
+        expected: u64,
+    },
 }
 
 /// Why one session with the coordinator ended; the reconnect loop retries after any of these

@@ -39,3 +39,13 @@ pub fn corrupt(job_id: u64, counts: JobCounts) -> JobCounts {
 pub fn announce() {
     let _ = one_in();
 }
+
+/// The GPU solver with the fault named by `NQ_GPU_FAULT` (`build` or `midbatch`) switched on after
+/// its self-test passed: the first batch of leased jobs then fails on the device.
+pub fn gpu(mut solver: nqueens_gpu::GpuSolver) -> nqueens_gpu::GpuSolver {
+    if let Some(fault) = nqueens_gpu::Fault::from_env() {
+        tracing::warn!(?fault, "FAULT INJECTION: this worker's GPU fails on purpose");
+        solver.set_fault(Some(fault));
+    }
+    solver
+}

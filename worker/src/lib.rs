@@ -26,9 +26,10 @@ mod config;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod gpu;
 mod session;
 
-pub use config::{ConfigError, WorkerConfig};
+pub use config::{ConfigError, GpuMode, WorkerConfig};
 use error::SessionError;
 pub use error::WorkerError;
 
@@ -100,6 +101,19 @@ struct Worker {
     job_done: Notify,
     /// A refusal found while reading acknowledgements, for the reconnect loop to return.
     fatal: Mutex<Option<WorkerError>>,
+    /// The GPU's queue, when a GPU is in use (set once, right after start).
+    gpu: std::sync::OnceLock<Arc<gpu::GpuLane>>,
+}
+
+/// One leased job on its way to a solver, with what its result needs.
+struct Task {
+    lease_id: u64,
+    job_id: u64,
+    /// The job, or why its spec does not describe one (reported as this job's error).
+    job: Result<Job, String>,
+    run: pb::RunId,
+    worker_id: u64,
+    tx: FinishedTx,
 }
 
 /// Runs a worker until the run is complete, `shutdown` resolves, or the coordinator refuses it.
@@ -130,8 +144,27 @@ async fn run_in_span(
         });
     }
     tracing::info!(seconds = test.seconds, "solver self-test passed");
+    let gpu_config = config.clone();
+    let span = tracing::Span::current();
+    let solver = tokio::task::spawn_blocking(move || span.in_scope(|| gpu::open(&gpu_config)))
+        .await
+        .unwrap_or(Ok(None))?;
+    let cpu_threads = config.threads;
+    let mut config = config;
+    if let Some(solver) = &solver {
+        // The coordinator sizes leases by the slots a worker declares: the GPU's, plus the CPU
+        // threads that solve beside it.
+        let beside = if config.cpu_beside_gpu { cpu_threads } else { 0 };
+        config.threads = beside + config.gpu_slots;
+        tracing::info!(
+            device = %solver.device(),
+            cpu_threads = beside,
+            slots = config.threads,
+            "solving on the GPU"
+        );
+    }
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(config.threads)
+        .num_threads(cpu_threads)
         .thread_name(|i| format!("nq-solve-{i}"))
         .build()
         .map_err(WorkerError::Pool)?;
@@ -145,7 +178,11 @@ async fn run_in_span(
         complete: AtomicBool::new(false),
         job_done: Notify::new(),
         fatal: Mutex::new(None),
+        gpu: std::sync::OnceLock::new(),
     });
+    if let Some(solver) = solver {
+        let _ = worker.gpu.set(gpu::start(&worker, solver));
+    }
     let (finished, finished_rx) = mpsc::unbounded_channel();
     let collector = tokio::spawn(collect(worker.clone(), finished_rx).in_current_span());
 
@@ -199,52 +236,95 @@ impl Worker {
         finished: &FinishedTx,
     ) {
         self.shared.lock().held.insert(lease_id, specs.iter().map(|s| s.job_id).collect());
+        let gpu = self.gpu.get().filter(|lane| lane.alive());
         for spec in specs {
             // A spec that does not fit a job is reported as this job's error, like a solver error.
             let job = Job::try_from(spec).map_err(|e| format!("malformed job spec: {e}"));
-            let job_id = spec.job_id;
-            let me = self.clone();
-            let tx = finished.clone();
-            let run = run.clone();
+            let task = Task {
+                lease_id,
+                job_id: spec.job_id,
+                job,
+                run: run.clone(),
+                worker_id,
+                tx: finished.clone(),
+            };
             self.in_flight.fetch_add(1, Ordering::SeqCst);
-            self.pool.spawn(move || {
-                if me.stopping.load(Ordering::SeqCst) {
-                    // Not started before the stop: it stays held and is released.
-                    me.in_flight.fetch_sub(1, Ordering::SeqCst);
-                    me.job_done.notify_waiters();
-                    return;
+            let Some(lane) = gpu else {
+                self.solve_on_cpu(task);
+                continue;
+            };
+            match lane.push(task) {
+                Err(task) => self.solve_on_cpu(task),
+                Ok(()) if self.config.cpu_beside_gpu => {
+                    // A CPU thread beside the GPU takes one queued job, if the GPU has not.
+                    let (me, lane) = (self.clone(), lane.clone());
+                    self.pool.spawn(move || {
+                        if let Some(task) = lane.steal() {
+                            me.solve_here(task);
+                        }
+                    });
                 }
-                me.running.fetch_add(1, Ordering::SeqCst);
-                let started = Instant::now();
-                let solved = job.and_then(|job| job.solve().map_err(|e| e.to_string()));
-                #[cfg(feature = "fault-injection")]
-                let solved = solved.map(|counts| fault::corrupt(job_id, counts));
-                let seconds = started.elapsed().as_secs_f64();
-                let mut result = pb::JobResult {
-                    run: Some(run),
-                    worker_id,
-                    lease_id,
-                    job_id,
-                    counts: None,
-                    seconds,
-                    error: String::new(),
-                    // Filled in by the collector, which knows the current identity.
-                    worker_secret: String::new(),
-                };
-                match solved {
-                    Ok(counts) => result.counts = Some(counts.into()),
-                    Err(e) => result.error = e,
-                }
-                me.running.fetch_sub(1, Ordering::SeqCst);
-                let _ = tx.send((lease_id, result));
-            });
+                Ok(()) => {}
+            }
         }
+    }
+
+    /// Queues `task` on the CPU pool (FIFO, so the coordinator's longest-first order holds).
+    fn solve_on_cpu(self: &Arc<Self>, task: Task) {
+        let me = self.clone();
+        self.pool.spawn(move || me.solve_here(task));
+    }
+
+    /// Solves `task` on this thread, unless a stop came first.
+    fn solve_here(self: &Arc<Self>, task: Task) {
+        if self.stopping.load(Ordering::SeqCst) {
+            // Not started before the stop: it stays held and is released.
+            self.abandon();
+            return;
+        }
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let started = Instant::now();
+        let solved = task.job.clone().and_then(|job| job.solve().map_err(|e| e.to_string()));
+        let seconds = started.elapsed().as_secs_f64();
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        self.finish(task, solved, seconds);
+    }
+
+    /// A job that will not be solved here (a stop came first): it stays held and is released.
+    fn abandon(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.job_done.notify_waiters();
+    }
+
+    /// Sends a solved job's result (or its error) to the collector.
+    fn finish(&self, task: Task, solved: Result<nqueens_core::JobCounts, String>, seconds: f64) {
+        #[cfg(feature = "fault-injection")]
+        let solved = solved.map(|counts| fault::corrupt(task.job_id, counts));
+        let mut result = pb::JobResult {
+            run: Some(task.run),
+            worker_id: task.worker_id,
+            lease_id: task.lease_id,
+            job_id: task.job_id,
+            counts: None,
+            seconds,
+            error: String::new(),
+            // Filled in by the collector, which knows the current identity.
+            worker_secret: String::new(),
+        };
+        match solved {
+            Ok(counts) => result.counts = Some(counts.into()),
+            Err(e) => result.error = e,
+        }
+        let _ = task.tx.send((task.lease_id, result));
     }
 
     /// SIGTERM: no new jobs start; running ones get a short while to finish and be acknowledged;
     /// every job still held is then released so others can take it at once.
     async fn graceful_stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+        if let Some(lane) = self.gpu.get() {
+            lane.wake();
+        }
         // Lets a lease call that the stop interrupted reach the coordinator before the release.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let deadline = Instant::now() + Duration::from_secs(10);

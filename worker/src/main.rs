@@ -30,6 +30,15 @@ struct Args {
     /// PEM of the CA that signed the coordinator's TLS certificate.
     #[arg(long, env = "NQ_TLS_CA")]
     tls_ca: Option<PathBuf>,
+    /// Count on a GPU: `auto` (also a bare `--gpu`) uses the first GPU found and says so, or the
+    /// CPU if there is none (an OpenCL CPU device such as pocl's is not taken); INDEX an OpenCL
+    /// device by number (an error if unusable); `off` the CPU only. With a GPU, CPU threads solve
+    /// beside it only if --threads is given.
+    #[arg(long, env = "NQ_GPU", value_name = "auto|INDEX|off", num_args = 0..=1, default_missing_value = "auto", default_value = "off")]
+    gpu: nqueens_worker::GpuMode,
+    /// With a GPU: how many CPU threads' worth of jobs to lease for it.
+    #[arg(long, env = "NQ_GPU_SLOTS", default_value_t = 256)]
+    gpu_slots: usize,
     /// Longest wait between reconnect attempts, in seconds.
     #[arg(long, env = "NQ_MAX_BACKOFF_SECONDS", default_value_t = 5)]
     max_backoff_seconds: u64,
@@ -63,6 +72,9 @@ fn settings(args: Args) -> Result<WorkerConfig> {
         None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
     };
     let mut config = WorkerConfig::new(args.connect, threads);
+    config.gpu = args.gpu;
+    config.cpu_beside_gpu = args.threads.is_some();
+    config.gpu_slots = args.gpu_slots;
     config.token = args.token.filter(|t| !t.is_empty());
     if let Some(name) = args.name {
         config.name = name;

@@ -1,0 +1,354 @@
+//! N-Queens jobs counted on a graphics card (or any OpenCL device), exactly as [`Job::solve`] counts them.
+//!
+//! The OpenCL library is loaded at run time (`opencl3`'s `dynamic` feature): nothing of a vendor
+//! SDK is needed to build, and a binary that uses this crate starts on machines with no OpenCL at
+//! all; [`GpuSolver::new`] then fails with [`GpuError::NoPlatform`].
+//!
+//! How a batch of jobs is counted ([`GpuSolver::solve_jobs`]):
+//! - each job's search is read as plain masks ([`Job::search_plan`]) and split by 2 to 4 more rows
+//!   (the same expansion as [`Job::split`], without building a `Job` per part) into *work items*,
+//!   enough to fill the device ([`GpuOptions::target_items`]);
+//! - items are sorted longest first (by the partial placements two rows further down, the same
+//!   measure as [`Job::estimate`]) and handed out by an atomic counter, so lanes that finish early
+//!   take the next item;
+//! - each lane searches its item depth first without recursion, its stack in local memory laid out
+//!   `[level][lane]`, and the last row counted by popcount; each item gets one 64-bit count;
+//! - a dispatch runs a bounded number of steps ([`GpuOptions::dispatch_ms`] sets the length), and a
+//!   lane with an unfinished item saves it to global memory and resumes it in the next dispatch,
+//!   so that driver watchdogs stay quiet and progress can be reported;
+//! - the host merges the items of each job ([`JobCounts::merge`]); the rotation-symmetric counts
+//!   (`sym180`, `sym90`) are computed on the CPU ([`Job::symmetric_counts`], next to nothing).
+//!
+//! `nodes` counts the queens the kernel places in every searched row but the last (whose squares
+//! are counted, not placed), plus those the host places when splitting; it differs from the CPU
+//! solver's figure, as [`JobCounts::same_answer`] allows.
+//!
+//! Any device error ends the batch with a [`GpuError`]: a fault never yields a count.
+
+#![warn(missing_docs)]
+
+mod device;
+mod error;
+mod items;
+
+pub use device::{list_devices, DeviceInfo, DeviceKind, DeviceSelector};
+pub use error::GpuError;
+
+use device::{cl, Opened};
+use items::{Batch, Planner};
+use nqueens_core::{Job, JobCounts};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// The kernel source (OpenCL C in a subset NVRTC could also compile, see its header).
+pub const KERNEL_SOURCE: &str = include_str!("kernel.cl");
+
+/// A fault to inject, for tests of the error paths: it makes a real OpenCL call fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The kernel source gets an `#error` line: the build fails with the compiler's log.
+    Build,
+    /// After the first dispatch of a batch, a read outside a buffer: the driver returns an error.
+    MidBatch,
+}
+
+impl Fault {
+    /// The fault named by `NQ_GPU_FAULT` (`build` or `midbatch`), if any.
+    pub fn from_env() -> Option<Fault> {
+        match std::env::var("NQ_GPU_FAULT").ok()?.trim() {
+            "build" => Some(Fault::Build),
+            "midbatch" | "mid-batch" => Some(Fault::MidBatch),
+            _ => None,
+        }
+    }
+}
+
+/// Tuning of a [`GpuSolver`]; the defaults depend on the kind of device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// Lanes per work group (the kernel is compiled for it).
+    pub work_group: usize,
+    /// Work groups per compute unit in one dispatch [default: 16 on a GPU, 2 elsewhere].
+    pub groups_per_unit: Option<usize>,
+    /// Work items wanted per batch: jobs are split by 2, 3 or 4 more rows until a batch has about
+    /// this many [default: 2^21 on a GPU, 2^14 elsewhere].
+    pub target_items: Option<usize>,
+    /// Most work items in one batch (device memory) [default: 4 x `target_items`].
+    pub max_items: Option<usize>,
+    /// Wanted length of one dispatch; the step budget adapts to it.
+    pub dispatch_ms: u64,
+    /// Check the row after next before searching a row (prunes dead states; on by default,
+    /// off to measure what it brings).
+    pub lookahead: bool,
+    /// A fault to inject (tests; see [`Fault::from_env`]).
+    pub fault: Option<Fault>,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            work_group: 64,
+            groups_per_unit: None,
+            target_items: None,
+            max_items: None,
+            dispatch_ms: 100,
+            lookahead: true,
+            fault: None,
+        }
+    }
+}
+
+impl GpuOptions {
+    /// The defaults, with `NQ_GPU_ITEMS` as [`GpuOptions::target_items`] if set. Faults are never
+    /// read from the environment here: a program that wants them asks [`Fault::from_env`].
+    pub fn from_env() -> Self {
+        let target_items = std::env::var("NQ_GPU_ITEMS").ok().and_then(|v| v.trim().parse().ok());
+        GpuOptions { target_items, ..GpuOptions::default() }
+    }
+}
+
+/// What the last [`GpuSolver::solve_jobs`] did, for logs and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SolveStats {
+    /// Jobs solved.
+    pub jobs: usize,
+    /// Work items searched on the device.
+    pub items: u64,
+    /// Batches (item lists uploaded).
+    pub batches: usize,
+    /// Kernel dispatches.
+    pub dispatches: usize,
+    /// Seconds the device was busy (dispatches and transfers).
+    pub device_seconds: f64,
+    /// Seconds in all.
+    pub seconds: f64,
+}
+
+/// Progress of a running [`GpuSolver::solve_jobs_with_progress`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Jobs whose every item is counted.
+    pub jobs_done: usize,
+    /// Jobs in the call.
+    pub jobs: usize,
+}
+
+/// An OpenCL device ready to count jobs. Not shared between threads: one owner drives the device.
+pub struct GpuSolver {
+    opened: Opened,
+    options: GpuOptions,
+    /// Compiled kernels by stack depth (`NQ_MAXL`).
+    kernels: HashMap<usize, cl::Kernel>,
+    /// Step budget of a dispatch, in units of 1024 steps; adapted to `dispatch_ms`.
+    chunks: u32,
+    stats: SolveStats,
+}
+
+/// Deepest stack the kernel is compiled for at start-up (a build error shows there); deeper
+/// batches get their own build.
+const PROBE_MAXL: usize = 16;
+
+impl GpuSolver {
+    /// Opens the selected device with the options from the environment ([`GpuOptions::from_env`])
+    /// and compiles the kernel, so that a build error shows here.
+    pub fn new(selector: DeviceSelector) -> Result<GpuSolver, GpuError> {
+        GpuSolver::with_options(selector, GpuOptions::from_env())
+    }
+
+    /// Opens the selected device with these options and compiles the kernel.
+    pub fn with_options(
+        selector: DeviceSelector,
+        options: GpuOptions,
+    ) -> Result<GpuSolver, GpuError> {
+        if options.work_group == 0 || !options.work_group.is_power_of_two() {
+            return Err(GpuError::Config {
+                reason: format!("work group {} is not a power of two", options.work_group),
+            });
+        }
+        let opened = Opened::open(selector)?;
+        let mut solver = GpuSolver {
+            opened,
+            options,
+            kernels: HashMap::new(),
+            chunks: 4,
+            stats: SolveStats::default(),
+        };
+        solver.ensure_kernel(PROBE_MAXL)?;
+        Ok(solver)
+    }
+
+    /// Switches an injected fault on or off from now on (tests: a device that passes its
+    /// self-test and fails later). A [`Fault::Build`] shows at the next kernel build.
+    pub fn set_fault(&mut self, fault: Option<Fault>) {
+        self.options.fault = fault;
+        if fault == Some(Fault::Build) {
+            self.kernels.clear();
+        }
+    }
+
+    /// The device in use.
+    pub fn device(&self) -> &DeviceInfo {
+        &self.opened.info
+    }
+
+    /// What the last call to [`GpuSolver::solve_jobs`] did.
+    pub fn last_stats(&self) -> SolveStats {
+        self.stats
+    }
+
+    /// Counts every job: the same [`JobCounts`] as [`Job::solve`] (but `nodes`), in the same order.
+    pub fn solve_jobs(&mut self, jobs: &[Job]) -> Result<Vec<JobCounts>, GpuError> {
+        self.solve_jobs_with_progress(jobs, &mut |_| {})
+    }
+
+    /// [`GpuSolver::solve_jobs`], calling `progress` after each batch.
+    pub fn solve_jobs_with_progress(
+        &mut self,
+        jobs: &[Job],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<JobCounts>, GpuError> {
+        let started = Instant::now();
+        self.stats = SolveStats { jobs: jobs.len(), ..SolveStats::default() };
+        let gpu = self.opened.info.kind == DeviceKind::Gpu;
+        let target =
+            self.options.target_items.unwrap_or(if gpu { 1 << 21 } else { 1 << 14 }).max(1);
+        let max_items = self.options.max_items.unwrap_or(target.saturating_mul(4)).max(target);
+        let planner = Planner::new(jobs, target, max_items)?;
+        let mut results = vec![JobCounts::default(); jobs.len()];
+        let mut jobs_done = 0;
+        // The next batch is prepared on the CPU while the device counts the current one.
+        std::thread::scope(|scope| -> Result<(), GpuError> {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch, GpuError>>(1);
+            let planner = &planner;
+            scope.spawn(move || {
+                for range in planner.ranges() {
+                    if tx.send(planner.batch(range)).is_err() {
+                        return;
+                    }
+                }
+            });
+            for batch in rx {
+                let batch = batch?;
+                let counts = self.run_batch(&batch)?;
+                batch.merge_into(&counts, &mut results)?;
+                jobs_done += batch.jobs.len();
+                self.stats.batches += 1;
+                self.stats.items += batch.items as u64;
+                progress(Progress { jobs_done, jobs: jobs.len() });
+            }
+            Ok(())
+        })?;
+        self.stats.seconds = started.elapsed().as_secs_f64();
+        Ok(results)
+    }
+
+    /// Compiles the kernel for stacks of `maxl` rows, unless done before.
+    fn ensure_kernel(&mut self, maxl: usize) -> Result<(), GpuError> {
+        if !self.kernels.contains_key(&maxl) {
+            let mut source = String::new();
+            if self.options.fault == Some(Fault::Build) {
+                source.push_str("#error \"fault injected: NQ_GPU_FAULT=build\"\n");
+            }
+            source.push_str(KERNEL_SOURCE);
+            let mut defines = format!("-D NQ_MAXL={maxl}u -D NQ_WG={}u", self.options.work_group);
+            if !self.options.lookahead {
+                defines.push_str(" -D NQ_NO_LOOKAHEAD");
+            }
+            let kernel = self.opened.build(&source, &defines)?;
+            self.kernels.insert(maxl, kernel);
+        }
+        Ok(())
+    }
+
+    /// Counts every item of one batch; one 64-bit count (and node count) per item.
+    fn run_batch(&mut self, batch: &Batch) -> Result<Vec<(u64, u64)>, GpuError> {
+        let n_items = batch.items;
+        if n_items == 0 {
+            return Ok(Vec::new());
+        }
+        let wg = self.options.work_group;
+        let info = self.opened.info.clone();
+        // Local memory: 5 words per level and lane; deeper stacks than the device holds are refused.
+        let maxl = batch.maxl.max(2);
+        let local_bytes = (maxl * 5 * wg * 4) as u64;
+        if local_bytes > info.local_mem_bytes {
+            return Err(GpuError::OutOfMemory {
+                what: format!(
+                    "local memory: {local_bytes} bytes for {maxl} rows x {wg} lanes, the device has {}",
+                    info.local_mem_bytes
+                ),
+            });
+        }
+        let groups_per_unit = self
+            .options
+            .groups_per_unit
+            .unwrap_or(if info.kind == DeviceKind::Gpu { 16 } else { 2 })
+            .max(1);
+        let wanted = info.compute_units.max(1) as usize * groups_per_unit * wg;
+        let lanes = wanted.min(n_items.div_ceil(wg) * wg);
+        let save_words = 10 + 4 * maxl;
+        let fault = self.options.fault;
+        let dispatch = Duration::from_millis(self.options.dispatch_ms.max(1));
+        let mut chunks = self.chunks;
+        self.ensure_kernel(maxl)?;
+        let kernel = &self.kernels[&maxl];
+        let queue = &self.opened.queue;
+        let context = &self.opened.context;
+        let started = Instant::now();
+
+        let table = device::upload(context, queue, &batch.table, false, "the job table")?;
+        let items = device::upload(context, queue, &batch.item_words, false, "the work items")?;
+        let mut counters = device::upload(context, queue, &[0u32, 0u32], true, "the counters")?;
+        let counts = device::filled(context, queue, n_items, u64::MAX, "the item counts")?;
+        let nodes = device::filled(context, queue, n_items, 0u64, "the node counts")?;
+        let saved = device::filled(context, queue, lanes * save_words, 0u32, "the saved stacks")?;
+
+        let mut dispatches = 0usize;
+        loop {
+            let t = Instant::now();
+            let args = device::Args {
+                table: &table,
+                items: &items,
+                n_items: n_items as u32,
+                counters: &counters,
+                counts: &counts,
+                nodes: &nodes,
+                saved: &saved,
+                chunks,
+            };
+            device::dispatch(queue, kernel, &args, lanes, wg)?;
+            let mut state = [0u32; 2];
+            device::read(queue, &counters, 0, &mut state, "the progress counters")?;
+            dispatches += 1;
+            if fault == Some(Fault::MidBatch) && dispatches == 1 {
+                // A read past the end of a buffer: the driver's own error, as a lost device gives.
+                let mut beyond = [0u32; 4];
+                device::read(queue, &counters, 2, &mut beyond, "the progress counters")?;
+            }
+            let [next, pending] = state;
+            if next as usize >= n_items && pending == 0 {
+                break;
+            }
+            // Longer or shorter dispatches, towards the wanted length (at most x4 per step).
+            let took = t.elapsed().as_secs_f64().max(1e-4);
+            let factor = (dispatch.as_secs_f64() / took).clamp(0.25, 4.0);
+            chunks = ((chunks as f64 * factor) as u32).clamp(1, 1 << 20);
+            // Lanes that found the list empty pushed `next` past the end; bring it back so it
+            // cannot wrap over many dispatches.
+            let reset = [next.min(n_items as u32), 0u32];
+            device::write(queue, &mut counters, &reset, "the progress counters")?;
+        }
+        self.chunks = chunks;
+        let mut found = vec![0u64; n_items];
+        let mut placed = vec![0u64; n_items];
+        device::read(queue, &counts, 0, &mut found, "the item counts")?;
+        device::read(queue, &nodes, 0, &mut placed, "the node counts")?;
+        self.stats.dispatches += dispatches;
+        self.stats.device_seconds += started.elapsed().as_secs_f64();
+        // Every item writes its count exactly once; one left at the fill value was never counted.
+        if let Some(i) = found.iter().position(|&c| c == u64::MAX) {
+            return Err(GpuError::Incomplete { item: i });
+        }
+        Ok(found.into_iter().zip(placed).collect())
+    }
+}

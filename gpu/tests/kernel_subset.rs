@@ -1,0 +1,48 @@
+//! The kernel stays in the C subset that CUDA C++ shares: under a prelude like the one its header
+//! gives for NVRTC (here with host stand-ins for the CUDA built-ins), a C++ compiler accepts it
+//! without a warning. Skipped, with a message, where no `c++` is installed.
+
+use std::process::Command;
+
+/// The NVRTC prelude of `kernel.cl`'s header, with host stand-ins for `__global__`, `__shared__`,
+/// `threadIdx`, `__popc` and `atomicAdd`.
+const HOST_PRELUDE: &str = r#"
+typedef unsigned int uint;
+typedef unsigned long long ulong;
+#define NQ_KERNEL extern "C" void
+#define NQ_GLOBAL
+#define NQ_LOCAL static
+#define NQ_LANE 0u
+#define NQ_GID 0u
+#define NQ_POPCOUNT(x) __builtin_popcount(x)
+#define NQ_ATOMIC_INC(p) ((*(p))++)
+#define NQ_PRELUDE_DONE
+#define NQ_MAXL 16u
+#define NQ_WG 64u
+"#;
+
+#[test]
+fn the_kernel_compiles_as_cpp_under_a_cuda_like_prelude() {
+    if Command::new("c++").arg("--version").output().is_err() {
+        eprintln!("\n!!!!! SKIPPED: no c++ compiler to check the kernel's C subset !!!!!\n");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("nq-kernel-subset-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("kernel.cpp");
+    std::fs::write(&file, format!("{HOST_PRELUDE}\n{}", nqueens_gpu::KERNEL_SOURCE)).unwrap();
+    for lookahead in [true, false] {
+        let mut cmd = Command::new("c++");
+        cmd.args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"]);
+        if !lookahead {
+            cmd.arg("-DNQ_NO_LOOKAHEAD");
+        }
+        let out = cmd.arg(&file).output().unwrap();
+        assert!(
+            out.status.success(),
+            "c++ refused the kernel (lookahead {lookahead}):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,140 @@
+//! Mixed clusters: a GPU worker (pocl's CPU device in CI) beside a CPU worker ends exact with both
+//! counting results; a GPU whose device fails mid-batch hands its jobs to the CPU and the run still
+//! ends exact; a GPU worker with the wrong-count fault switch is caught like any other worker.
+//!
+//! Without an OpenCL device these tests fail under `CI=true` and are skipped loudly elsewhere.
+
+use nqueens_coordinator::result_file;
+use nqueens_tests::cluster::*;
+use std::path::Path;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(300);
+
+/// Whether an OpenCL device is there; panics under CI if not.
+fn have_device() -> bool {
+    match nqueens_gpu::list_devices() {
+        Ok(devices) if !devices.is_empty() => true,
+        outcome => {
+            let why = match outcome {
+                Err(e) => e.to_string(),
+                Ok(_) => "no device".into(),
+            };
+            if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+                panic!("CI=true and no OpenCL device ({why}): CI must install pocl-opencl-icd");
+            }
+            eprintln!("\n!!!!! SKIPPED: no OpenCL device ({why}); install pocl-opencl-icd !!!!!\n");
+            false
+        }
+    }
+}
+
+/// Counted results of the worker named `name`.
+fn counted_by(state: &Path, name: &str) -> i64 {
+    query_count(
+        state,
+        &format!(
+            "SELECT COUNT(*) FROM results WHERE counted=1 AND worker_id IN \
+             (SELECT id FROM workers WHERE name='{name}')"
+        ),
+    )
+}
+
+/// Runs N=`n` with CPU workers named `cpus` and one GPU worker `gpu` (with `gpu_env` set);
+/// returns the state file path (in `dir`), the GPU worker's log and the coordinator's log.
+fn mixed_run(
+    dir: &Path,
+    n: u32,
+    cpus: &[&str],
+    serve_extra: &[&str],
+    gpu_env: &[(&str, &str)],
+) -> (std::path::PathBuf, String, String) {
+    let state = dir.join(format!("run{n}.db"));
+    let port = free_port();
+    let mut extra = vec!["--exit-when-done"];
+    extra.extend_from_slice(serve_extra);
+    let mut coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(n, &state, port, &extra),
+        dir.join("coordinator.log"),
+    );
+    let mut cpu: Vec<Proc> = cpus
+        .iter()
+        .map(|name| {
+            let log = dir.join(format!("{name}.log"));
+            Proc::spawn("nqueens-worker", &worker_args(port, 1, name, &[]), log)
+        })
+        .collect();
+    // `--threads` given: one CPU thread beside the device; few slots so that both workers get jobs.
+    let mut gpu = Proc::spawn_with(
+        "nqueens-worker",
+        &worker_args(port, 1, "gpu", &["--gpu", "0", "--gpu-slots", "4"]),
+        dir.join("gpu.log"),
+        |c| {
+            c.env("NQ_GPU_ITEMS", "4096");
+            for (k, v) in gpu_env {
+                c.env(k, v);
+            }
+        },
+    );
+    let status = coordinator.wait_exit(LONG);
+    assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());
+    for w in &mut cpu {
+        w.wait_exit(Duration::from_secs(30));
+    }
+    gpu.wait_exit(Duration::from_secs(30));
+    let log = gpu.log_text();
+    assert!(log.contains("GPU self-test passed"), "GPU worker log:\n{log}");
+    assert!(log.contains("solving on the GPU"), "GPU worker log:\n{log}");
+    assert_matches_reference(&read_result_file(&result_file(&state)));
+    assert_each_job_counted_once(&state);
+    (state, log, coordinator.log_text())
+}
+
+#[test]
+fn a_gpu_worker_and_a_cpu_worker_end_exact_each_counting() {
+    if !have_device() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (state, log, _) = mixed_run(dir.path(), 14, &["cpu"], &[], &[]);
+    assert!(!log.contains("GPU fault"), "GPU worker log:\n{log}");
+    assert!(counted_by(&state, "gpu") > 0, "the GPU worker counted nothing:\n{log}");
+    assert!(counted_by(&state, "cpu") > 0, "the CPU worker counted nothing");
+}
+
+#[test]
+fn a_device_failing_mid_batch_hands_its_jobs_to_the_cpu_and_the_run_ends_exact() {
+    if !have_device() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (state, log, _) = mixed_run(dir.path(), 13, &["cpu"], &[], &[("NQ_GPU_FAULT", "midbatch")]);
+    assert!(log.contains("FAULT INJECTION"), "the fault was not switched on:\n{log}");
+    assert!(log.contains("GPU fault"), "the fault is not logged:\n{log}");
+    // Its jobs were solved again on its CPU: the worker keeps counting, none of it from the device.
+    assert!(counted_by(&state, "gpu") > 0, "GPU worker log:\n{log}");
+}
+
+#[test]
+fn a_gpu_worker_with_wrong_counts_is_caught_like_any_other() {
+    if !have_device() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Two honest workers, as in faulty_worker.rs: a conflict between two answers needs a third.
+    let (state, log, coordinator) = mixed_run(
+        dir.path(),
+        15,
+        &["cpu", "cpu-b"],
+        &["--verify-fraction", "0.5"],
+        &[("NQ_FAULT_WRONG_ONE_IN", "50")],
+    );
+    assert!(log.contains("FAULT INJECTION"), "the fault was not switched on:\n{log}");
+    let by_gpu = query_count(
+        &state,
+        "SELECT COUNT(*) FROM untrusted_workers WHERE worker_id IN (SELECT id FROM workers WHERE name='gpu')",
+    );
+    assert_eq!(by_gpu, 1, "the GPU worker is not untrusted:\n{coordinator}");
+    assert_eq!(counted_by(&state, "gpu"), 0, "a faulty GPU answer is still counted");
+}
