@@ -132,6 +132,8 @@ pub struct Registration {
     pub host: String,
     pub cores: u32,
     pub version: String,
+    /// What it solves on, as it says (shown by status; not trusted for anything).
+    pub device: String,
 }
 
 /// One job's result as a worker reported it.
@@ -196,6 +198,8 @@ impl EngineHandle {
 /// A registered worker, as the engine tracks it.
 struct WorkerState {
     row: WorkerRow,
+    /// What it solves on, as it registered.
+    device: String,
     last_seen: Instant,
     /// When it registered with this process, and when it last delivered a counted result.
     registered: Instant,
@@ -551,8 +555,10 @@ impl Engine {
         tracing::info!(worker_id, name = %row.name, host = %row.host, cores = row.cores, credential = %row.credential, reconnect = proven.is_some(), "worker registered");
         worker_rows.push(row.clone());
         self.known_workers.insert(worker_id, row.clone());
+        let device = worker.device.clone();
         let entry = self.workers.entry(worker_id).or_insert(WorkerState {
             row: row.clone(),
+            device: device.clone(),
             last_seen: now,
             registered: now,
             last_delivery: None,
@@ -561,6 +567,7 @@ impl Engine {
             conflicts: 0,
         });
         entry.row = row;
+        entry.device = device;
         entry.last_seen = now;
         Some((worker_id, secret))
     }
@@ -847,6 +854,14 @@ impl Engine {
                 jobs_leased: self.life.leased_by(w.row.id),
                 untrusted: self.life.is_untrusted(w.row.id),
                 credential: w.row.credential.clone(),
+                device: w.device.clone(),
+                results_per_second: w
+                    .recent
+                    .iter()
+                    .filter(|(t, _)| now.duration_since(*t) <= self.lease_duration)
+                    .map(|(_, k)| *k as f64)
+                    .sum::<f64>()
+                    / self.lease_duration.as_secs_f64(),
             })
             .collect();
         workers.sort_by_key(|w| w.worker_id);

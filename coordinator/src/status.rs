@@ -25,6 +25,10 @@ pub struct WorkerView {
     pub untrusted: bool,
     /// The credential (token name) it registered with: `shared` for the `--token` secret.
     pub credential: String,
+    /// What it solves on, as it registered (live coordinators only).
+    pub device: String,
+    /// Its counted results per second over the last lease period (live coordinators only).
+    pub results_per_second: f64,
 }
 
 /// A run's progress as `status` shows it, live or from a state file.
@@ -235,7 +239,7 @@ impl StatusView {
             for w in &self.workers {
                 let _ = writeln!(
                     o,
-                    "  #{:<4} {:<20} {:<20} {:>3} cores  {:>8} results  {:>5} leased  {} conflicts  seen {:.0}s ago{}",
+                    "  #{:<4} {:<20} {:<20} {:>3} cores  {:>8} results  {:>5} leased  {} conflicts  seen {:.0}s ago  token {}{}{}",
                     w.worker_id,
                     w.name,
                     w.host,
@@ -244,6 +248,12 @@ impl StatusView {
                     w.jobs_leased,
                     w.conflicts,
                     w.last_seen_seconds_ago,
+                    w.credential,
+                    if w.device.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  on {} at {:.1} results/s", w.device, w.results_per_second)
+                    },
                     if w.untrusted { "  UNTRUSTED" } else { "" }
                 );
             }

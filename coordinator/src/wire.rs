@@ -98,6 +98,7 @@ impl Registration {
             credential,
             name: bounded_name("name", req.name)?,
             host: bounded_name("host", req.host)?,
+            device: bounded_name("device", req.device)?,
             cores: req.cores.clamp(1, MAX_CORES),
             version: req.version,
         })
@@ -301,6 +302,8 @@ impl StatusView {
                     jobs_leased: w.jobs_leased,
                     untrusted: w.untrusted,
                     credential: w.credential.clone(),
+                    device: w.device.clone(),
+                    results_per_second: w.results_per_second,
                 })
                 .collect(),
             lease_expiries: self.lease_expiries.unwrap_or(0),
@@ -356,6 +359,8 @@ impl StatusView {
                     last_seen_seconds_ago: w.last_seen_seconds_ago,
                     untrusted: w.untrusted,
                     credential: w.credential,
+                    device: w.device,
+                    results_per_second: w.results_per_second,
                 })
                 .collect(),
             uptime_seconds: Some(r.uptime_seconds),

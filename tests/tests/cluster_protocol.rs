@@ -36,7 +36,22 @@ fn register_request(run: Option<pb::RunId>, version: &str) -> pb::RegisterReques
         self_test: Some(self_test()),
         previous_worker_id: 0,
         previous_worker_secret: String::new(),
+        device: String::new(),
     }
+}
+
+/// Waits until the coordinator's own answer (worker 0) is the counted row of `job_id`.
+async fn referee_settles(state: &std::path::Path, job_id: u64) {
+    let settled =
+        format!("SELECT COUNT(*) FROM results WHERE job_id={job_id} AND counted=1 AND worker_id=0");
+    let state = state.to_owned();
+    tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(60), "the referee's answer", || {
+            query_count(&state, &settled) == 1
+        })
+    })
+    .await
+    .unwrap();
 }
 
 fn reason(status: &tonic::Status) -> Reason {
@@ -198,18 +213,7 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     assert_eq!(pb::Outcome::try_from(ack.outcome).unwrap(), pb::Outcome::Conflict);
     assert_eq!(query_count(&state, "SELECT COUNT(*) FROM conflicts"), 1);
     // The coordinator settles the dispute itself: its own answer is counted (as worker 0).
-    let settled = format!(
-        "SELECT COUNT(*) FROM results WHERE job_id={} AND counted=1 AND worker_id=0",
-        job.id
-    );
-    let watched = state.clone();
-    tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(60), "the referee's answer", || {
-            query_count(&watched, &settled) == 1
-        })
-    })
-    .await
-    .unwrap();
+    referee_settles(&state, job.id).await;
     let s = status(&mut client).await;
     assert_eq!((s.jobs_done, s.partial_total, s.conflicts), (1, expected_total, 1));
 
@@ -360,16 +364,7 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
     assert!(lb2.jobs.iter().any(|s| s.job_id == v), "V goes to B");
     send(result(b, lb2.lease_id, v, false)).await;
     assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Conflict);
-    let settled =
-        format!("SELECT COUNT(*) FROM results WHERE job_id={v} AND counted=1 AND worker_id=0");
-    let watched = state.clone();
-    tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(60), "the referee's answer", || {
-            query_count(&watched, &settled) == 1
-        })
-    })
-    .await
-    .unwrap();
+    referee_settles(&state, v).await;
 
     assert_eq!(
         query_count(

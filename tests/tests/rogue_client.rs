@@ -54,6 +54,7 @@ async fn register(client: &mut pb::Client) -> (pb::RunId, u64, String) {
             }),
             previous_worker_id: 0,
             previous_worker_secret: String::new(),
+            device: String::new(),
         })
         .await
         .unwrap()

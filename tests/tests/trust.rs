@@ -49,6 +49,7 @@ fn register_request(name: &str, previous: u64, secret: &str) -> pb::RegisterRequ
         }),
         previous_worker_id: previous,
         previous_worker_secret: secret.into(),
+        device: "cpu".into(),
     }
 }
 
@@ -126,6 +127,25 @@ impl Rogue {
     }
 }
 
+/// Heartbeats for `rogue` twice a second, holding `lease_ids`, until the task is aborted.
+fn keep_beating(mut rogue: Rogue, lease_ids: Vec<u64>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let _ = rogue.heartbeat(lease_ids.clone()).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+}
+
+/// Waits (off the async runtime) until the log file at `log` contains `text`.
+async fn wait_for_log(log: std::path::PathBuf, text: &'static str) {
+    tokio::task::spawn_blocking(move || {
+        wait_until(LONG, text, || std::fs::read_to_string(&log).unwrap_or_default().contains(text))
+    })
+    .await
+    .unwrap();
+}
+
 fn outcome(ack: &pb::ResultAck) -> pb::Outcome {
     pb::Outcome::try_from(ack.outcome).unwrap()
 }
@@ -190,18 +210,21 @@ async fn two_identities_under_one_token_cannot_confirm_a_lie() {
         ],
         "coordinator.log",
     );
-    let log = coordinator.log.clone();
-    tokio::task::spawn_blocking(move || {
-        wait_until(LONG, "the run", || {
-            std::fs::read_to_string(&log).unwrap_or_default().contains("coordinator listening")
-        })
-    })
-    .await
-    .unwrap();
+    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
     let evil = token_add(&state, "evil");
     let good = token_add(&state, "good");
     tokio::time::sleep(Duration::from_secs(3)).await; // the coordinator reloads tokens every 2 s
     let honest = spawn_worker(dir.path(), port, "honest", &good);
+    // The honest credential is there first: a lie told while no other credential is around
+    // rests on one credential's word, like any lone worker's (see the threat model).
+    let watched = state.clone();
+    tokio::task::spawn_blocking(move || {
+        wait_until(LONG, "the honest worker", || {
+            query_count(&watched, "SELECT COUNT(*) FROM workers WHERE name='honest'") == 1
+        })
+    })
+    .await
+    .unwrap();
     let mut a = Rogue::register(port, &evil, "sybil-a").await;
     let mut b = Rogue::register(port, &evil, "sybil-b").await;
 
@@ -429,16 +452,7 @@ async fn a_symmetry_breaking_lie_is_repaired_without_a_crash_loop() {
         rogue.send(results).await;
     }
     let lied = lied.expect("no weight-4 job at N=10");
-    let log = coordinator.log.clone();
-    tokio::task::spawn_blocking(move || {
-        wait_until(LONG, "the broken tally", || {
-            std::fs::read_to_string(&log)
-                .unwrap_or_default()
-                .contains("breaks the symmetry identities")
-        })
-    })
-    .await
-    .unwrap();
+    wait_for_log(coordinator.log.clone(), "breaks the symmetry identities").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
         coordinator.child.try_wait().unwrap().is_none(),
@@ -492,13 +506,7 @@ async fn a_poisoned_duration_model_still_makes_overdue_copies() {
     hoarder.send(vec![replay.clone(); 600]).await;
     let honest: Vec<Proc> =
         ["honest-a", "honest-b"].iter().map(|n| spawn_worker(dir.path(), port, n, TOKEN)).collect();
-    let held: Vec<u64> = vec![lease.lease_id];
-    let beating = tokio::spawn(async move {
-        loop {
-            let _ = hoarder.heartbeat(held.clone()).await;
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    });
+    let beating = keep_beating(hoarder, vec![lease.lease_id]);
     finishes_exact(coordinator, &state).await;
     beating.abort();
     drop(honest);
@@ -518,14 +526,9 @@ async fn an_idle_identity_does_not_stall_a_run_with_one_real_worker() {
         &["--exit-when-done", "--token", TOKEN, "--lease-seconds", "3", "--verify-fraction", "0.2"],
         "coordinator.log",
     );
-    let mut idle = Rogue::register(port, TOKEN, "idle").await;
+    let idle = Rogue::register(port, TOKEN, "idle").await;
     let worker = spawn_worker(dir.path(), port, "real", TOKEN);
-    let beating = tokio::spawn(async move {
-        loop {
-            let _ = idle.heartbeat(vec![]).await;
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    });
+    let beating = keep_beating(idle, vec![]);
     finishes_exact(coordinator, &state).await;
     beating.abort();
     drop(worker);

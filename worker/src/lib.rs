@@ -87,6 +87,8 @@ struct Shared {
 /// One worker: its settings, the state its tasks share, and its solver pool.
 struct Worker {
     config: WorkerConfig,
+    /// What solves, as registered ("cpu (8 threads)", or the GPU's name).
+    device: String,
     shared: Mutex<Shared>,
     pool: rayon::ThreadPool,
     /// Jobs handed to the pool and not finished.
@@ -151,11 +153,13 @@ async fn run_in_span(
         .unwrap_or(Ok(None))?;
     let cpu_threads = config.threads;
     let mut config = config;
+    let mut device = format!("cpu ({cpu_threads} threads)");
     if let Some(solver) = &solver {
         // The coordinator sizes leases by the slots a worker declares: the GPU's, plus the CPU
         // threads that solve beside it.
         let beside = if config.cpu_beside_gpu { cpu_threads } else { 0 };
         config.threads = beside + config.gpu_slots;
+        device = format!("{} (+{beside} cpu threads)", solver.device());
         tracing::info!(
             device = %solver.device(),
             cpu_threads = beside,
@@ -170,6 +174,7 @@ async fn run_in_span(
         .map_err(WorkerError::Pool)?;
     let worker = Arc::new(Worker {
         config,
+        device,
         shared: Mutex::new(Shared::default()),
         pool,
         in_flight: AtomicUsize::new(0),

@@ -146,6 +146,7 @@ async fn register(
         self_test: Some(*test),
         previous_worker_id: previous,
         previous_worker_secret: previous_secret,
+        device: worker.device.clone(),
     };
     let call = |source| SessionError::Call { call: "register", source };
     let reply = match client.register(with_deadline(request.clone())).await {

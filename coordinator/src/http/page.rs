@@ -199,6 +199,8 @@ mod tests {
                     last_seen_seconds_ago: 1.0,
                     untrusted: false,
                     credential: "shared".into(),
+                    device: "cpu (2 threads)".into(),
+                    results_per_second: 1.5,
                 },
                 results_per_second: Some(1.25),
             }],

@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 /// Descriptors of state files this process locked, by (device, inode), and whether a writer of
 /// this process holds the lock now.
-static FILE_LOCKS: Mutex<Option<HashMap<(u64, u64), (Arc<std::fs::File>, bool)>>> =
-    Mutex::new(None);
+type HeldFiles = HashMap<(u64, u64), (Arc<std::fs::File>, bool)>;
+static FILE_LOCKS: Mutex<Option<HeldFiles>> = Mutex::new(None);
 
 /// The writer's lock on the state file itself (by inode), released on drop.
 struct FileLock {

@@ -69,6 +69,8 @@ impl Store {
                 last_seen_seconds_ago: (now - last_result.max(registered)).max(0.0),
                 untrusted: untrusted.contains(&id),
                 credential: crate::secrets::Credential::from_stored(&credential).name,
+                device: String::new(),
+                results_per_second: 0.0,
             });
         }
         Ok(views)

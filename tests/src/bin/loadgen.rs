@@ -159,6 +159,7 @@ async fn fake_worker(
             self_test: Some(test),
             previous_worker_id: 0,
             previous_worker_secret: String::new(),
+            device: String::new(),
         })
         .await?
         .into_inner();

@@ -220,6 +220,7 @@ async fn drive(args: &Args, port: u16, jobs: Arc<Vec<Job>>) -> Result<()> {
             self_test: Some(test),
             previous_worker_id: 0,
             previous_worker_secret: String::new(),
+            device: String::new(),
         })
         .await?
         .into_inner();
