@@ -855,7 +855,7 @@ impl Engine {
                 untrusted: self.life.is_untrusted(w.row.id),
                 credential: w.row.credential.clone(),
                 device: w.device.clone(),
-                results_per_second: w
+                counted_per_second: w
                     .recent
                     .iter()
                     .filter(|(t, _)| now.duration_since(*t) <= self.lease_duration)

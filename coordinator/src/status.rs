@@ -28,7 +28,7 @@ pub struct WorkerView {
     /// What it solves on, as it registered (live coordinators only).
     pub device: String,
     /// Its counted results per second over the last lease period (live coordinators only).
-    pub results_per_second: f64,
+    pub counted_per_second: f64,
 }
 
 /// A run's progress as `status` shows it, live or from a state file.
@@ -252,7 +252,7 @@ impl StatusView {
                     if w.device.is_empty() {
                         String::new()
                     } else {
-                        format!("  on {} at {:.1} results/s", w.device, w.results_per_second)
+                        format!("  on {} at {:.1} results/s", w.device, w.counted_per_second)
                     },
                     if w.untrusted { "  UNTRUSTED" } else { "" }
                 );

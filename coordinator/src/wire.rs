@@ -303,7 +303,7 @@ impl StatusView {
                     untrusted: w.untrusted,
                     credential: w.credential.clone(),
                     device: w.device.clone(),
-                    results_per_second: w.results_per_second,
+                    results_per_second: w.counted_per_second,
                 })
                 .collect(),
             lease_expiries: self.lease_expiries.unwrap_or(0),
@@ -360,7 +360,7 @@ impl StatusView {
                     untrusted: w.untrusted,
                     credential: w.credential,
                     device: w.device,
-                    results_per_second: w.results_per_second,
+                    counted_per_second: w.results_per_second,
                 })
                 .collect(),
             uptime_seconds: Some(r.uptime_seconds),

@@ -63,7 +63,13 @@ fn fill(s: &PageStatus, key: &str) -> Fill {
         "uptime" => Text(seconds(Some(s.uptime_seconds))),
         "done" => Text(s.jobs_done.to_string()),
         "total" => Text(s.jobs_total.to_string()),
-        "eta" => Text(if s.complete { "done".into() } else { seconds(s.eta_seconds) }),
+        "eta" => Text(if s.complete {
+            "done".into()
+        } else if s.waiting_on_leases > 0 {
+            format!("waiting on {} leased jobs", s.waiting_on_leases)
+        } else {
+            seconds(s.eta_seconds)
+        }),
         "pending" => Text(s.jobs_pending.to_string()),
         "leased" => Text(s.jobs_leased.to_string()),
         "held" => Text(s.jobs_held.to_string()),
@@ -182,6 +188,7 @@ mod tests {
             results_per_second: Some(1.5),
             nodes_per_second: Some(2.0e9),
             eta_seconds: Some(40.0),
+            waiting_on_leases: 0,
             uptime_seconds: 27.0,
             live_workers: 1,
             conflicts: 3,
@@ -200,7 +207,7 @@ mod tests {
                     untrusted: false,
                     credential: "shared".into(),
                     device: "cpu (2 threads)".into(),
-                    results_per_second: 1.5,
+                    counted_per_second: 1.5,
                 },
                 results_per_second: Some(1.25),
             }],

@@ -8,7 +8,7 @@ use crate::metrics::Metrics;
 use crate::report::ResultRecord;
 use crate::service::StatusReader;
 use crate::state::JobState;
-use crate::status::{percent, WorkerView};
+use crate::status::{eta, percent, Eta, WorkerView};
 use crate::store::BlockedJobs;
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -43,6 +43,12 @@ pub struct PageWorker {
     pub results_per_second: Option<f64>,
 }
 
+/// The page's ETA: the same rule as `status` ([`eta`]), at the rate of the page's window, so that
+/// the two never disagree on a run that waits on its last leases.
+pub fn page_eta(remaining: u64, pending: u64, leased: u64, rate: Option<f64>, quiet: f64) -> Eta {
+    eta(remaining, pending, leased, rate, quiet)
+}
+
 /// Everything the status page shows; `/status.json` is this object.
 #[derive(Debug, Clone, Serialize)]
 pub struct PageStatus {
@@ -61,6 +67,9 @@ pub struct PageStatus {
     pub results_per_second: Option<f64>,
     pub nodes_per_second: Option<f64>,
     pub eta_seconds: Option<f64>,
+    /// Every job left is leased and none has reported for longer than the rate predicts: the run
+    /// waits on these leases, and `eta_seconds` is empty (the same rule as `status`).
+    pub waiting_on_leases: u64,
     pub uptime_seconds: f64,
     /// Workers heard from within three heartbeats.
     pub live_workers: u64,
@@ -132,6 +141,8 @@ pub struct StatusSource {
     reader: Arc<StatusReader>,
     complete: watch::Receiver<Option<ResultRecord>>,
     rows: tokio::sync::Mutex<RowsCache>,
+    /// The done count last seen, and since when it has not moved (for the ETA's quiet time).
+    progress: Mutex<Option<(u64, Instant)>>,
 }
 
 impl StatusSource {
@@ -144,7 +155,15 @@ impl StatusSource {
         reader: Arc<StatusReader>,
         complete: watch::Receiver<Option<ResultRecord>>,
     ) -> StatusSource {
-        StatusSource { run, metrics, history, reader, complete, rows: Default::default() }
+        StatusSource {
+            run,
+            metrics,
+            history,
+            reader,
+            complete,
+            rows: Default::default(),
+            progress: Mutex::new(None),
+        }
     }
 
     /// The page's data now. The rows are read again when older than [`ROWS_MAX_AGE`], on the
@@ -166,11 +185,24 @@ impl StatusSource {
         let done = jobs(JobState::Done);
         let total = self.run.jobs_total;
         let remaining = total.saturating_sub(done);
-        let eta_seconds = match eta_rates {
-            _ if remaining == 0 => Some(0.0),
-            Some(r) if r.done_per_second > 0.0 => Some(remaining as f64 / r.done_per_second),
-            _ => None,
+        let quiet = {
+            let mut last = self.progress.lock();
+            let since = match *last {
+                Some((d, t)) if d == done => t,
+                _ => last.insert((done, Instant::now())).1,
+            }
+            .elapsed()
+            .as_secs_f64();
+            // Before the first move, the run's age: nothing has come in since the start.
+            since.max(if done == 0 { m.started.elapsed().as_secs_f64() } else { 0.0 })
         };
+        let estimate = page_eta(
+            remaining,
+            jobs(JobState::Pending),
+            jobs(JobState::Leased),
+            eta_rates.map(|r| r.done_per_second),
+            quiet,
+        );
         let (held, failed) = (jobs(JobState::Held), jobs(JobState::Failed));
         let state = shell_word(&self.run.state_file.display().to_string());
         let requeue = |count: u64, flag: &str| {
@@ -190,7 +222,8 @@ impl StatusSource {
             percent_done: percent(done, total),
             results_per_second: rates.map(|r| r.results_per_second),
             nodes_per_second: rates.map(|r| r.nodes_per_second),
-            eta_seconds,
+            eta_seconds: estimate.seconds(),
+            waiting_on_leases: estimate.waiting_on(),
             uptime_seconds: m.started.elapsed().as_secs_f64(),
             live_workers: g(&m.workers),
             conflicts: blocked.conflicts,
@@ -272,5 +305,24 @@ mod tests {
         assert_eq!(shell_word("/data/my run.db"), "'/data/my run.db'");
         assert_eq!(shell_word("/x/it's;rm -rf"), r"'/x/it'\''s;rm -rf'");
         assert_eq!(shell_word(""), "''");
+    }
+}
+
+#[cfg(test)]
+mod eta_tests {
+    use super::*;
+
+    /// Every remaining job leased and nothing counted for longer than the rate predicts: the page
+    /// and `status` both say the run waits on the leases, and neither gives a time.
+    #[test]
+    fn the_page_and_status_agree_when_every_remaining_job_waits_on_a_lease() {
+        let (remaining, pending, leased, rate, quiet) = (3, 0, 3, Some(10.0), 60.0);
+        let page = page_eta(remaining, pending, leased, rate, quiet);
+        let status = eta(remaining, pending, leased, rate, quiet);
+        assert_eq!(page, Eta::WaitingOnLeases(3));
+        assert_eq!((page.seconds(), page.waiting_on()), (status.seconds(), status.waiting_on()));
+        // While results still come in, both give the time at the rate.
+        assert_eq!(page_eta(3, 0, 3, rate, 0.1), Eta::In(0.3));
+        assert_eq!(page_eta(0, 0, 0, None, 99.0), Eta::In(0.0));
     }
 }

@@ -70,7 +70,7 @@ impl Store {
                 untrusted: untrusted.contains(&id),
                 credential: crate::secrets::Credential::from_stored(&credential).name,
                 device: String::new(),
-                results_per_second: 0.0,
+                counted_per_second: 0.0,
             });
         }
         Ok(views)
