@@ -7,7 +7,7 @@ use crate::engine::{
 };
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
-use crate::secrets::{digest, Credential};
+use crate::secrets::{digest, same_digest, Credential};
 use crate::status::WorkerView;
 use crate::store::{BlockedJobs, Store, StoreError};
 use crate::wire::{rejected_ack, result_ack};
@@ -217,15 +217,11 @@ struct RefusalLog {
     unlogged: u64,
 }
 
-fn token_digest(token: &str) -> [u8; 32] {
-    digest(token)
-}
-
 impl TokenCheck {
     /// Requires `token` on every call; `None` lets every call through.
     pub fn new(token: Option<&str>, metrics: Arc<Metrics>) -> Self {
         TokenCheck {
-            expected: token.map(token_digest),
+            expected: token.map(digest),
             credentials: Arc::default(),
             metrics,
             refusals: Default::default(),
@@ -264,11 +260,9 @@ impl tonic::service::Interceptor for TokenCheck {
             return Ok(req);
         }
         let given = req.metadata().get(pb::AUTH_HEADER).and_then(|v| v.to_str().ok());
-        let given = given.and_then(|g| g.strip_prefix("Bearer ")).map(token_digest);
+        let given = given.and_then(|g| g.strip_prefix("Bearer ")).map(digest);
         // Fixed-length digests, compared without an early exit.
-        let shared = given
-            .zip(self.expected)
-            .is_some_and(|(g, e)| g.iter().zip(e).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0);
+        let shared = given.zip(self.expected).is_some_and(|(g, e)| same_digest(&e, &g));
         let credential = if shared {
             Some(Credential::shared())
         } else {

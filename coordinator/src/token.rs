@@ -2,9 +2,10 @@
 //!
 //! Tokens are compared by their digests, in constant time: neither the time taken nor an early
 //! exit tells a caller how much of a guess was right, and the token's length is not leaked either.
-//! The same comparison as the gRPC interceptor's (`service::TokenCheck`), for the HTTP port.
+//! The same comparison as the gRPC interceptor's (`service::TokenCheck`, both through
+//! [`crate::secrets::same_digest`]), for the HTTP port.
 
-use sha2::{Digest as _, Sha256};
+use crate::secrets::{digest, same_digest};
 
 /// A token's SHA-256 digest.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -19,13 +20,12 @@ impl std::fmt::Debug for TokenDigest {
 impl TokenDigest {
     /// The digest of `token`.
     pub fn of(token: &str) -> TokenDigest {
-        TokenDigest(Sha256::digest(token.as_bytes()).into())
+        TokenDigest(digest(token))
     }
 
     /// Whether `given` is the token: its digest compared with this one without an early exit.
     pub fn matches(&self, given: &str) -> bool {
-        let given = TokenDigest::of(given);
-        given.0.iter().zip(&self.0).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        same_digest(&self.0, &digest(given))
     }
 }
 
