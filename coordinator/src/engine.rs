@@ -5,13 +5,13 @@
 //! change in ONE transaction, and only then answers. Group commit is what makes thousands of durable
 //! results per second possible with synchronous=FULL; a single writer makes decisions race-free.
 
-use crate::lifecycle::{Change, Finding, Lifecycle, ResultOutcome};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
 use crate::secrets::{digest, new_secret, same_digest, Credential, RegistrationLimiter};
-use crate::state::JobState;
 use crate::status::{self, percent, StatusView, WorkerView};
 use crate::store::{Store, StoreError, WorkerRow};
+use nqueens_scheduler::state::JobState;
+use nqueens_scheduler::{Change, Finding, Lifecycle, ResultOutcome};
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -667,7 +667,7 @@ impl Engine {
                     m.nodes.fetch_add(counts.nodes, Ordering::Relaxed);
                     // Only workers past probation teach the batch sizing, with clamped times.
                     if seconds > 0.0 && trusted {
-                        let seconds = seconds.min(crate::lifecycle::MAX_REPORTED_SECONDS);
+                        let seconds = seconds.min(nqueens_scheduler::MAX_REPORTED_SECONDS);
                         let mean = self.mean_job_seconds.get_or_insert(seconds);
                         *mean = *mean * 0.95 + seconds * 0.05;
                     }

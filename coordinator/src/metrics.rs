@@ -2,7 +2,7 @@
 //! format. [`crate::http`] serves them on `/metrics` (beside the status page), so scraping needs no
 //! framework and a slow scraper can never hold up the engine.
 
-use crate::state::{JobState, JobsByState};
+use nqueens_scheduler::state::{JobState, JobsByState};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;

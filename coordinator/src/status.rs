@@ -3,8 +3,8 @@
 //! as one JSON object.
 
 use crate::report::{hms, ResultRecord};
-use crate::state::JobState;
 use crate::store::{Store, StoreError};
+use nqueens_scheduler::state::JobState;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;

@@ -6,13 +6,13 @@
 //! protocol message, so the engine and the life cycle speak domain types only.
 
 use crate::engine::{Registration, ReportedResult, ResultReply};
-use crate::lifecycle::{Finding, ResultOutcome};
 use crate::report::ResultRecord;
 use crate::secrets::Credential;
 use crate::status::{percent, StateStatus, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, Outcome, Reason, WireError};
+use nqueens_scheduler::{Finding, ResultOutcome};
 
 /// The most solver threads one worker is believed to have; more is clamped (the lease size
 /// follows the registered threads).

@@ -2,11 +2,11 @@
 //! wrong count that was stored with a valid checksum, lists rows whose checksum fails, and refuses
 //! a file that is not a state file.
 
-use nqueens_coordinator::lifecycle::Change;
-use nqueens_coordinator::state::{JobState, ResultKind};
 use nqueens_coordinator::store::WorkerRow;
 use nqueens_coordinator::{LocalCheckpoint, Store};
 use nqueens_core::{job_list, SplitParams};
+use nqueens_scheduler::state::{JobState, ResultKind};
+use nqueens_scheduler::Change;
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -227,8 +227,8 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
 
 #[test]
 fn held_and_failed_jobs_block_the_run_until_requeued() {
-    use nqueens_coordinator::lifecycle::Change;
-    use nqueens_coordinator::state::JobState;
+    use nqueens_scheduler::state::JobState;
+    use nqueens_scheduler::Change;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run12.db");
     let coordinator_cmd = |args: &[&str]| {

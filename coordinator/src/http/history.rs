@@ -2,7 +2,7 @@
 //! page draws results/s and nodes/s over the last hours and estimates the time left.
 
 use crate::metrics::Metrics;
-use crate::state::JobState;
+use nqueens_scheduler::state::JobState;
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::VecDeque;

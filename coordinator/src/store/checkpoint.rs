@@ -1,9 +1,9 @@
 //! Checkpointing for the one-machine `solve --state`.
 
 use super::{Store, StoreError};
-use crate::lifecycle::Change;
-use crate::state::{JobState, ResultKind};
 use nqueens_core::{JobCounts, JobList, Tally, Totals};
+use nqueens_scheduler::state::{JobState, ResultKind};
+use nqueens_scheduler::Change;
 use parking_lot::Mutex;
 use std::path::Path;
 use std::time::{Duration, Instant};

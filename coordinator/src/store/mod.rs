@@ -28,9 +28,9 @@ pub use rows::StoredResult;
 pub use schema::SCHEMA_VERSION;
 pub use workers::BlockedJobs;
 
-use crate::lifecycle::{JobEntry, LeaseRecord};
-use crate::state::JobsByState;
 use nqueens_core::{JobList, Tally};
+use nqueens_scheduler::state::JobsByState;
+use nqueens_scheduler::{JobEntry, LeaseRecord};
 use rusqlite::Connection;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

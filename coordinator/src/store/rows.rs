@@ -3,9 +3,9 @@
 
 use super::checksum::RowClaim;
 use super::{now_unix, stored_counts, Loaded, Store, StoreError, Summary, WorkerRow};
-use crate::lifecycle::{Change, JobEntry, LeaseRecord, Standing};
-use crate::state::JobState;
 use nqueens_core::{JobCounts, Tally, Totals};
+use nqueens_scheduler::state::JobState;
+use nqueens_scheduler::{Change, JobEntry, LeaseRecord, Standing};
 use rusqlite::{params, OptionalExtension};
 use std::collections::HashMap;
 use std::time::Instant;

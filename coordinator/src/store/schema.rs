@@ -3,8 +3,8 @@
 use super::checksum::{new_key, to_hex, RowClaim, RowMac};
 use super::open::{corrupt_or_sql, APPLICATION_ID};
 use super::{stored_counts, verification_draw, RunMeta, Store, StoreError};
-use crate::state::JobState;
 use nqueens_core::JobList;
+use nqueens_scheduler::state::JobState;
 use rusqlite::{params, OptionalExtension};
 
 /// Schema version of the state file, also its `PRAGMA user_version`.

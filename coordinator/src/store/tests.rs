@@ -1,9 +1,9 @@
 //! The store's own tests: checkpoints, reloading, the writer's lock, requeue and refusals.
 
 use super::*;
-use crate::lifecycle::{Change, Standing};
-use crate::state::JobState;
 use nqueens_core::{job_list, JobCounts, SplitParams};
+use nqueens_scheduler::state::JobState;
+use nqueens_scheduler::{Change, Standing};
 
 #[test]
 fn checkpoint_resumes_and_refuses_other_runs() {
@@ -302,7 +302,7 @@ fn tally_cost_at_n27_scale() {
                 counts,
                 seconds: 0.0,
                 counted: true,
-                kind: crate::state::ResultKind::First,
+                kind: nqueens_scheduler::state::ResultKind::First,
             })
             .collect();
         store.apply(&changes, &[]).unwrap();
@@ -358,7 +358,7 @@ fn sums_past_u64_are_exact_through_the_store() {
             counts,
             seconds: 0.0,
             counted: true,
-            kind: crate::state::ResultKind::First,
+            kind: nqueens_scheduler::state::ResultKind::First,
         });
         changes.push(Change::JobState {
             job_id: job.id,
@@ -424,7 +424,7 @@ fn stored_counts_out_of_range_are_refused() {
             counts: huge,
             seconds: 0.0,
             counted: true,
-            kind: crate::state::ResultKind::First,
+            kind: nqueens_scheduler::state::ResultKind::First,
         }],
         &[],
     );

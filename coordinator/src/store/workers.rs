@@ -2,8 +2,8 @@
 //! no live coordinator to ask).
 
 use super::{now_unix, Store, StoreError};
-use crate::state::JobState;
 use crate::status::WorkerView;
+use nqueens_scheduler::state::JobState;
 use std::collections::HashMap;
 
 impl Store {

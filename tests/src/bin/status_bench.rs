@@ -9,12 +9,12 @@
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
-use nqueens_coordinator::lifecycle::Change;
-use nqueens_coordinator::state::{JobState, ResultKind};
 use nqueens_coordinator::store::WorkerRow;
 use nqueens_coordinator::Store;
 use nqueens_core::{job_list, Job, JobCounts, SplitParams};
 use nqueens_proto as pb;
+use nqueens_scheduler::state::{JobState, ResultKind};
+use nqueens_scheduler::Change;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -5,7 +5,7 @@
 use std::fmt;
 
 /// Where a job stands. The life cycle adds the lease details a leased job carries
-/// ([`crate::lifecycle::Standing`]); this is the name that is stored and reported.
+/// ([`crate::Standing`]); this is the name that is stored and reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum JobState {
     /// Waiting for a worker.
