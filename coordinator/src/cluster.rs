@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use nqueens_coordinator::grpc_conn::GrpcLimits;
-use nqueens_coordinator::status::StateStatus;
+use nqueens_coordinator::status::StatusReport;
 use nqueens_coordinator::{serve as serve_run, ServeConfig};
 use nqueens_process::shutdown_signal;
 use nqueens_proto as pb;
@@ -183,7 +183,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
 
 pub fn status(args: StatusArgs) -> Result<ExitCode> {
     let status = match (&args.state, &args.connect) {
-        (Some(path), _) => StateStatus::read(path)?,
+        (Some(path), _) => StatusReport::read(path)?,
         (None, Some(url)) => {
             let ca =
                 args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
@@ -196,7 +196,7 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
                     .status(pb::StatusRequest {})
                     .await
                     .map_err(|s| anyhow::anyhow!("status call to {url} failed: {}", s.message()))?;
-                anyhow::Ok(StateStatus::from_response(response.into_inner(), url)?)
+                anyhow::Ok(StatusReport::from_response(response.into_inner(), url)?)
             })?
         }
         (None, None) => bail!("give --connect URL or --state FILE"),

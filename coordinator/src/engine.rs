@@ -8,7 +8,7 @@
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
 use crate::secrets::{digest, new_secret, same_digest, Credential, RegistrationLimiter};
-use crate::status::{self, percent, StatusView, WorkerView};
+use crate::status::{Progress, RunName, Source, StatusView, WorkerView};
 use crate::store::{Store, StoreError, WorkerRow};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::{Change, Finding, Lifecycle, ResultOutcome};
@@ -828,16 +828,11 @@ impl Engine {
         let jobs = self.life.by_state();
         let done = jobs.get(JobState::Done);
         let rate = (done - self.done_at_start.min(done)) as f64 / elapsed;
-        let remaining = self.life.total_jobs() - done;
         let quiet = self.last_counted.map_or(elapsed, |t| now.duration_since(t).as_secs_f64());
-        let estimate = status::eta(
-            remaining,
-            jobs.get(JobState::Pending),
-            jobs.get(JobState::Leased),
-            Some(rate),
-            quiet,
-        );
-        let complete = self.life.is_complete();
+        let meta = self.store.meta();
+        let run = RunName { n: meta.n.into(), fingerprint: &meta.fingerprint };
+        let progress =
+            Progress::new(run, &jobs, Some(rate), quiet, self.life.conflicts_total, None);
         let last_deadline = self.life.last_lease_deadline();
         let mut workers: Vec<WorkerView> = self
             .workers
@@ -865,32 +860,18 @@ impl Engine {
             })
             .collect();
         workers.sort_by_key(|w| w.worker_id);
-        let meta = self.store.meta();
         StatusView {
-            n: meta.n.into(),
-            fingerprint: meta.fingerprint.clone(),
-            source: String::new(),
-            jobs_total: self.life.total_jobs(),
-            jobs_pending: jobs.get(JobState::Pending),
-            jobs_leased: jobs.get(JobState::Leased),
-            jobs_done: done,
-            jobs_held: jobs.get(JobState::Held),
-            jobs_failed: jobs.get(JobState::Failed),
-            percent_done: percent(done, self.life.total_jobs()),
-            conflicts: self.life.conflicts_total,
+            progress,
+            source: Source::Coordinator(String::new()),
             untrusted_workers: self.life.untrusted_count(),
             lease_expiries: Some(self.life.lease_expiries),
-            results_per_second: Some(rate),
-            eta_seconds: estimate.seconds(),
-            waiting_on_leases: estimate.waiting_on(),
             leases_expire_in_seconds: last_deadline
                 .map(|d| d.saturating_duration_since(now).as_secs_f64()),
+            // Summed from the committed rows by the caller, off this thread.
             partial_total: 0,
             partial_sym180: 0,
             partial_sym90: 0,
             nodes: 0,
-            complete,
-            result: None,
             workers,
             uptime_seconds: Some(elapsed),
         }

@@ -496,7 +496,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let mut view = self.ask(|reply| Command::Status { reply }).await?;
         let engine_took = asked.elapsed();
         let reader = self.reader.clone();
-        let complete = view.complete;
+        let complete = view.progress.complete;
         let summed = tokio::task::spawn_blocking(move || reader.sums(complete))
             .await
             .map_err(|e| Status::internal(format!("status: {e}")))?
@@ -505,12 +505,12 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         tracing::debug!(
             engine_ms = engine_took.as_secs_f64() * 1e3,
             rows_ms = (asked.elapsed() - engine_took).as_secs_f64() * 1e3,
-            jobs = view.jobs_total,
+            jobs = view.progress.jobs_total,
             "status call answered"
         );
         (view.partial_total, view.partial_sym180, view.partial_sym90, view.nodes) =
             (summed.tally.total, summed.tally.sym180, summed.tally.sym90, summed.tally.nodes);
-        view.result = summed.result;
+        view.progress.result = summed.result;
         let mut response = view.to_response(&self.run);
         response.bad_rows = summed.bad_rows;
         Ok(Response::new(response))

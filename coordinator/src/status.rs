@@ -4,10 +4,10 @@
 
 use crate::report::{hms, ResultRecord};
 use crate::store::{Store, StoreError};
-use nqueens_scheduler::state::JobState;
+use nqueens_scheduler::state::{JobState, JobsByState};
 use serde::Serialize;
-use std::fmt::Write as _;
-use std::path::Path;
+use std::fmt::{self, Write as _};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// One worker as `status` shows it.
@@ -31,12 +31,46 @@ pub struct WorkerView {
     pub counted_per_second: f64,
 }
 
-/// A run's progress as `status` shows it, live or from a state file.
-#[derive(Debug, Clone, Serialize)]
-pub struct StatusView {
+/// Where a status was read: a state file on disk, or a live coordinator at a URL. Written as the
+/// path or the URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    StateFile(PathBuf),
+    Coordinator(String),
+}
+
+impl Source {
+    /// The state file, when the status was read from one.
+    pub fn state_file(&self) -> Option<&Path> {
+        match self {
+            Source::StateFile(path) => Some(path),
+            Source::Coordinator(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::StateFile(path) => write!(f, "{}", path.display()),
+            Source::Coordinator(url) => f.write_str(url),
+        }
+    }
+}
+
+impl Serialize for Source {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// How far a run is: the one shape `status`, `status --json`, `/status.json` and the status page
+/// all show (each adds its own details beside it, flattened into the same JSON object). Built by
+/// [`Progress::new`] alone, so that the four never disagree on the ETA or on completion.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
     pub n: u32,
     pub fingerprint: String,
-    pub source: String,
     pub jobs_total: u64,
     pub jobs_pending: u64,
     pub jobs_leased: u64,
@@ -44,15 +78,88 @@ pub struct StatusView {
     pub jobs_held: u64,
     pub jobs_failed: u64,
     pub percent_done: f64,
-    pub conflicts: u64,
-    pub untrusted_workers: u64,
-    pub lease_expiries: Option<u64>,
+    /// Jobs counted per second: the rate behind the ETA.
     pub results_per_second: Option<f64>,
-    /// Seconds left at the measured rate; `None` when unknown or waiting on leases.
+    /// Seconds left at that rate; `None` when unknown or waiting on leases.
     pub eta_seconds: Option<f64>,
     /// Every job left is leased and none has reported for longer than the rate predicts: the
     /// number of jobs the run waits on (0 otherwise). See [`eta`].
     pub waiting_on_leases: u64,
+    /// Conflicting results on record.
+    pub conflicts: u64,
+    /// Every job is counted.
+    pub complete: bool,
+    /// The run's result, once complete and summed from the committed rows.
+    pub result: Option<ResultRecord>,
+}
+
+/// The run a [`Progress`] is about: board size and run id.
+#[derive(Debug, Clone, Copy)]
+pub struct RunName<'a> {
+    pub n: u32,
+    pub fingerprint: &'a str,
+}
+
+impl Progress {
+    /// The progress of run `run` with `jobs` in each state, counting `rate` jobs per second and
+    /// nothing counted for `quiet` seconds (see [`eta`]).
+    pub fn new(
+        run: RunName<'_>,
+        jobs: &JobsByState,
+        rate: Option<f64>,
+        quiet: f64,
+        conflicts: u64,
+        result: Option<ResultRecord>,
+    ) -> Progress {
+        let total = jobs.total();
+        let done = jobs.get(JobState::Done);
+        let pending = jobs.get(JobState::Pending);
+        let leased = jobs.get(JobState::Leased);
+        let estimate = eta(total - done, pending, leased, rate, quiet);
+        Progress {
+            n: run.n,
+            fingerprint: run.fingerprint.to_owned(),
+            jobs_total: total,
+            jobs_pending: pending,
+            jobs_leased: leased,
+            jobs_done: done,
+            jobs_held: jobs.get(JobState::Held),
+            jobs_failed: jobs.get(JobState::Failed),
+            percent_done: percent(done, total),
+            results_per_second: rate,
+            eta_seconds: estimate.seconds(),
+            waiting_on_leases: estimate.waiting_on(),
+            conflicts,
+            complete: result.is_some() || (total > 0 && done == total),
+            result,
+        }
+    }
+
+    /// The ETA as words: `done`, a time, `waiting on K leases` (with `expiry`, when the
+    /// leases' expiry is known), or `unknown`.
+    pub fn eta_text(&self, expiry: Option<f64>) -> String {
+        if self.complete {
+            "done".into()
+        } else if self.waiting_on_leases > 0 {
+            let expiry = expiry.map_or(String::new(), |s| {
+                format!(" (expire in {s:.0}s unless their workers report)")
+            });
+            format!("unknown: waiting on {} leases{expiry}", self.waiting_on_leases)
+        } else {
+            self.eta_seconds.map_or("unknown".into(), hms)
+        }
+    }
+}
+
+/// A run's status as `status` shows it, live or from a state file: its [`Progress`] and what
+/// the rows and the engine add.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusView {
+    #[serde(flatten)]
+    pub progress: Progress,
+    pub source: Source,
+    pub untrusted_workers: u64,
+    pub lease_expiries: Option<u64>,
     /// Seconds until the last current lease expires unless its worker renews it (live only).
     pub leases_expire_in_seconds: Option<f64>,
     /// Weighted sums over the committed results (128-bit: written as JSON integers, exact).
@@ -60,8 +167,6 @@ pub struct StatusView {
     pub partial_sym180: u128,
     pub partial_sym90: u128,
     pub nodes: u64,
-    pub complete: bool,
-    pub result: Option<ResultRecord>,
     pub workers: Vec<WorkerView>,
     /// Seconds since the coordinator started (live status only).
     pub uptime_seconds: Option<f64>,
@@ -70,22 +175,22 @@ pub struct StatusView {
 /// What `status` prints: the [`StatusView`], and what the rows themselves tell: result rows whose
 /// checksum fails (`bad_rows`; never counted) and whether the rows carry checksums at all
 /// (`checksums`; false for a schema 1 file not yet opened for writing). Read offline from a state
-/// file ([`StateStatus::read`]) or asked of a live coordinator, whose status reader checks every
+/// file ([`StatusReport::read`]) or asked of a live coordinator, whose status reader checks every
 /// row as it sums them.
 #[derive(Debug, Clone, Serialize)]
-pub struct StateStatus {
+pub struct StatusReport {
     #[serde(flatten)]
     pub view: StatusView,
     pub bad_rows: u64,
     pub checksums: bool,
 }
 
-impl StateStatus {
+impl StatusReport {
     /// `status --state`: reads the state file at `path`.
-    pub fn read(path: &Path) -> Result<StateStatus, StoreError> {
+    pub fn read(path: &Path) -> Result<StatusReport, StoreError> {
         let store = Store::open_existing(path)?;
         let summary = store.summary()?;
-        Ok(StateStatus {
+        Ok(StatusReport {
             bad_rows: summary.bad_rows,
             checksums: store.has_checksums(),
             view: StatusView::from_store(&store, summary, path)?,
@@ -100,8 +205,7 @@ impl StateStatus {
     /// The human-readable report.
     pub fn text(&self) -> String {
         let mut o = self.view.text();
-        // `source` is the state file when read offline, the coordinator's URL when live.
-        let file = if self.view.source.contains("://") { "<FILE>" } else { &self.view.source };
+        let file = self.view.state_file_word();
         let _ = if !self.checksums {
             writeln!(o, "rows     no checksums (schema 1 file; the next `serve` or `solve --state` on it adds them)")
         } else if self.bad_rows > 0 {
@@ -126,24 +230,21 @@ impl StatusView {
     ) -> Result<StatusView, StoreError> {
         let meta = store.meta();
         let done = s.jobs.get(JobState::Done);
-        let complete = done == meta.job_count;
         // A finished run took until its last counted result, however long ago that was.
         let took = match s.last_result_unix {
             Some(last) => Duration::from_secs_f64((last - meta.created_unix).max(0.0)),
             None => store.age(),
         };
-        let result = if complete {
-            store
+        let result = match done == meta.job_count {
+            true => store
                 .final_totals(&s.tally)?
-                .map(|t| ResultRecord::new(&t, meta.job_count, took, s.tally.nodes))
-        } else {
-            None
+                .map(|t| ResultRecord::new(&t, meta.job_count, took, s.tally.nodes)),
+            false => None,
         };
         let rate = match (s.first_result_unix, s.last_result_unix) {
             (Some(a), Some(b)) if b > a => Some(done as f64 / (b - a)),
             _ => None,
         };
-        let remaining = meta.job_count - done.min(meta.job_count);
         let now_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
@@ -151,35 +252,28 @@ impl StatusView {
             Some(last) => (now_unix - last).max(0.0),
             None => store.age().as_secs_f64(),
         };
-        let leased = s.jobs.get(JobState::Leased);
-        let estimate = eta(remaining, s.jobs.get(JobState::Pending), leased, rate, quiet);
+        let run = RunName { n: meta.n.into(), fingerprint: &meta.fingerprint };
         Ok(StatusView {
-            n: meta.n as u32,
-            fingerprint: meta.fingerprint.clone(),
-            source: path.display().to_string(),
-            jobs_total: meta.job_count,
-            jobs_pending: s.jobs.get(JobState::Pending),
-            jobs_leased: s.jobs.get(JobState::Leased),
-            jobs_done: done,
-            jobs_held: s.jobs.get(JobState::Held),
-            jobs_failed: s.jobs.get(JobState::Failed),
-            percent_done: percent(done, meta.job_count),
-            conflicts: s.conflicts,
+            progress: Progress::new(run, &s.jobs, rate, quiet, s.conflicts, result),
+            source: Source::StateFile(path.to_owned()),
             untrusted_workers: s.untrusted_workers,
             lease_expiries: None,
-            results_per_second: rate,
-            eta_seconds: estimate.seconds(),
-            waiting_on_leases: estimate.waiting_on(),
             leases_expire_in_seconds: None,
             partial_total: s.tally.total,
             partial_sym180: s.tally.sym180,
             partial_sym90: s.tally.sym90,
             nodes: s.tally.nodes,
-            complete,
-            result,
             workers: store.worker_views()?,
             uptime_seconds: None,
         })
+    }
+
+    /// The state file as one shell word for the commands `status` suggests, or `<FILE>` when
+    /// the status came from a live coordinator (whose file is on its own host).
+    fn state_file_word(&self) -> String {
+        self.source
+            .state_file()
+            .map_or("<FILE>".into(), |p| crate::http::shell_word(&p.display().to_string()))
     }
 
     pub fn json(&self) -> String {
@@ -188,31 +282,22 @@ impl StatusView {
 
     /// The human-readable report.
     pub fn text(&self) -> String {
+        let p = &self.progress;
         let mut o = String::new();
-        let _ =
-            writeln!(o, "run      N={} fingerprint {} ({})", self.n, self.fingerprint, self.source);
+        let _ = writeln!(o, "run      N={} fingerprint {} ({})", p.n, p.fingerprint, self.source);
         let _ = writeln!(
             o,
             "jobs     {}/{} done ({:.2}%), {} pending, {} leased, {} held, {} failed",
-            self.jobs_done,
-            self.jobs_total,
-            self.percent_done,
-            self.jobs_pending,
-            self.jobs_leased,
-            self.jobs_held,
-            self.jobs_failed
+            p.jobs_done,
+            p.jobs_total,
+            p.percent_done,
+            p.jobs_pending,
+            p.jobs_leased,
+            p.jobs_held,
+            p.jobs_failed
         );
-        let rate = self.results_per_second.map_or("-".into(), |r| format!("{r:.1} jobs/s"));
-        let eta = if self.complete {
-            "done".into()
-        } else if self.waiting_on_leases > 0 {
-            let expiry = self.leases_expire_in_seconds.map_or(String::new(), |s| {
-                format!(" (expire in {s:.0}s unless their workers report)")
-            });
-            format!("unknown: waiting on {} leases{expiry}", self.waiting_on_leases)
-        } else {
-            self.eta_seconds.map_or("unknown".into(), hms)
-        };
+        let rate = p.results_per_second.map_or("-".into(), |r| format!("{r:.1} jobs/s"));
+        let eta = p.eta_text(self.leases_expire_in_seconds);
         let _ = writeln!(o, "rate     {rate}, ETA {eta}");
         let _ = writeln!(
             o,
@@ -222,13 +307,12 @@ impl StatusView {
         let _ = writeln!(
             o,
             "problems {} conflicts, {} untrusted workers{}",
-            self.conflicts,
+            p.conflicts,
             self.untrusted_workers,
             self.lease_expiries.map_or(String::new(), |e| format!(", {e} lease expiries"))
         );
-        if self.jobs_held + self.jobs_failed > 0 {
-            // `source` is the state file when read offline, the coordinator's URL when live.
-            let file = if self.source.contains("://") { "<FILE>" } else { self.source.as_str() };
+        if p.jobs_held + p.jobs_failed > 0 {
+            let file = self.state_file_word();
             let _ = writeln!(
                 o,
                 "blocked  the run cannot complete while jobs are held or failed: once the cause is found, stop the coordinator and run `nqueens-coordinator requeue --state {file}`"
@@ -258,7 +342,7 @@ impl StatusView {
                 );
             }
         }
-        match &self.result {
+        match &p.result {
             Some(r) => {
                 let _ = writeln!(o, "RESULT   {}", r.json_line());
             }
@@ -362,38 +446,30 @@ mod tests {
 
     #[test]
     fn eta_text_names_the_leases() {
+        let mut jobs = JobsByState::default();
+        jobs.add(JobState::Leased, 2);
+        jobs.add(JobState::Done, 8);
+        let run = RunName { n: 12, fingerprint: "f" };
         let mut v = StatusView {
-            n: 12,
-            fingerprint: "f".into(),
-            source: "http://x:7447".into(),
-            jobs_total: 10,
-            jobs_pending: 0,
-            jobs_leased: 2,
-            jobs_done: 8,
-            jobs_held: 0,
-            jobs_failed: 0,
-            percent_done: 80.0,
-            conflicts: 0,
+            progress: Progress::new(run, &jobs, Some(10.0), 30.0, 0, None),
+            source: Source::Coordinator("http://x:7447".into()),
             untrusted_workers: 0,
             lease_expiries: Some(0),
-            results_per_second: Some(10.0),
-            eta_seconds: None,
-            waiting_on_leases: 2,
             leases_expire_in_seconds: Some(42.4),
             partial_total: 0,
             partial_sym180: 0,
             partial_sym90: 0,
             nodes: 0,
-            complete: false,
-            result: None,
             workers: vec![],
             uptime_seconds: Some(1.0),
         };
+        assert_eq!(v.progress.waiting_on_leases, 2);
+        assert_eq!(v.progress.percent_done, 80.0);
         let text = v.text();
         assert!(text.contains("ETA unknown: waiting on 2 leases (expire in 42s"), "{text}");
         assert!(!text.contains("00:00:"), "{text}");
-        v.waiting_on_leases = 0;
-        v.eta_seconds = Some(0.2);
+        v.progress = Progress::new(run, &jobs, Some(10.0), 0.1, 0, None);
+        assert_eq!(v.progress.eta_seconds, Some(0.2));
         assert!(v.text().contains("ETA 00:00:00.200"), "{}", v.text());
     }
 }

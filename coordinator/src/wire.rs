@@ -8,7 +8,7 @@
 use crate::engine::{Registration, ReportedResult, ResultReply};
 use crate::report::ResultRecord;
 use crate::secrets::Credential;
-use crate::status::{percent, StateStatus, StatusView, WorkerView};
+use crate::status::{percent, Progress, Source, StatusReport, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, Outcome, Reason, WireError};
@@ -264,20 +264,21 @@ impl TryFrom<pb::RunResult> for ResultRecord {
 impl StatusView {
     /// The wire form of a live coordinator's status, naming the run `run`.
     pub fn to_response(&self, run: &pb::RunId) -> pb::StatusResponse {
+        let p = &self.progress;
         let (partial_total, partial_total_hi) = split_wide(self.partial_total);
         let (partial_sym180, partial_sym180_hi) = split_wide(self.partial_sym180);
         let (partial_sym90, partial_sym90_hi) = split_wide(self.partial_sym90);
         pb::StatusResponse {
             run: Some(run.clone()),
-            jobs_total: self.jobs_total,
-            jobs_pending: self.jobs_pending,
-            jobs_leased: self.jobs_leased,
-            jobs_done: self.jobs_done,
-            jobs_held: self.jobs_held,
-            jobs_failed: self.jobs_failed,
-            conflicts: self.conflicts,
-            results_per_second: self.results_per_second.unwrap_or(0.0),
-            eta_seconds: self.eta_seconds.unwrap_or(-1.0),
+            jobs_total: p.jobs_total,
+            jobs_pending: p.jobs_pending,
+            jobs_leased: p.jobs_leased,
+            jobs_done: p.jobs_done,
+            jobs_held: p.jobs_held,
+            jobs_failed: p.jobs_failed,
+            conflicts: p.conflicts,
+            results_per_second: p.results_per_second.unwrap_or(0.0),
+            eta_seconds: p.eta_seconds.unwrap_or(-1.0),
             partial_total,
             partial_sym180,
             partial_sym90,
@@ -285,8 +286,8 @@ impl StatusView {
             partial_sym180_hi,
             partial_sym90_hi,
             nodes: self.nodes,
-            complete: self.complete,
-            result: self.result.as_ref().map(pb::RunResult::from),
+            complete: p.complete,
+            result: p.result.as_ref().map(pb::RunResult::from),
             workers: self
                 .workers
                 .iter()
@@ -309,7 +310,7 @@ impl StatusView {
             lease_expiries: self.lease_expiries.unwrap_or(0),
             uptime_seconds: self.uptime_seconds.unwrap_or(0.0),
             untrusted_workers: self.untrusted_workers,
-            waiting_on_leases: self.waiting_on_leases,
+            waiting_on_leases: p.waiting_on_leases,
             leases_expire_in_seconds: self.leases_expire_in_seconds.unwrap_or(-1.0),
             // Found by the status reader, not the engine: the service fills it in.
             bad_rows: 0,
@@ -319,10 +320,10 @@ impl StatusView {
     /// A live coordinator's status call, as answered by the coordinator at `source`.
     pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StatusView, WireError> {
         let run = r.run.ok_or(WireError::Missing("status run"))?;
-        Ok(StatusView {
+        // Decoded as answered, not recomputed: the ETA rests on the coordinator's own clock.
+        let progress = Progress {
             n: run.n,
             fingerprint: run.fingerprint,
-            source: source.to_owned(),
             jobs_total: r.jobs_total,
             jobs_pending: r.jobs_pending,
             jobs_leased: r.jobs_leased,
@@ -330,20 +331,24 @@ impl StatusView {
             jobs_held: r.jobs_held,
             jobs_failed: r.jobs_failed,
             percent_done: percent(r.jobs_done, r.jobs_total),
-            conflicts: r.conflicts,
-            untrusted_workers: r.untrusted_workers,
-            lease_expiries: Some(r.lease_expiries),
             results_per_second: Some(r.results_per_second),
             eta_seconds: (r.eta_seconds >= 0.0).then_some(r.eta_seconds),
             waiting_on_leases: r.waiting_on_leases,
+            conflicts: r.conflicts,
+            complete: r.complete,
+            result: r.result.map(ResultRecord::try_from).transpose()?,
+        };
+        Ok(StatusView {
+            progress,
+            source: Source::Coordinator(source.to_owned()),
+            untrusted_workers: r.untrusted_workers,
+            lease_expiries: Some(r.lease_expiries),
             leases_expire_in_seconds: (r.leases_expire_in_seconds >= 0.0)
                 .then_some(r.leases_expire_in_seconds),
             partial_total: join_wide(r.partial_total, r.partial_total_hi),
             partial_sym180: join_wide(r.partial_sym180, r.partial_sym180_hi),
             partial_sym90: join_wide(r.partial_sym90, r.partial_sym90_hi),
             nodes: r.nodes,
-            complete: r.complete,
-            result: r.result.map(ResultRecord::try_from).transpose()?,
             workers: r
                 .workers
                 .into_iter()
@@ -368,12 +373,12 @@ impl StatusView {
     }
 }
 
-impl StateStatus {
+impl StatusReport {
     /// A live coordinator's status call with the rows it found bad, as answered by the coordinator
     /// at `source`. A live coordinator has opened its file for writing, so its rows carry checksums.
-    pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StateStatus, WireError> {
+    pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StatusReport, WireError> {
         let bad_rows = r.bad_rows;
-        Ok(StateStatus { view: StatusView::from_response(r, source)?, bad_rows, checksums: true })
+        Ok(StatusReport { view: StatusView::from_response(r, source)?, bad_rows, checksums: true })
     }
 }
 
@@ -414,30 +419,19 @@ mod tests {
     fn wide_partial_totals_cross_the_status_call() {
         let run = pb::RunId { n: 29, fingerprint: "f".into() };
         let total = u128::from(u64::MAX) * 5 + 3;
+        let mut jobs = nqueens_scheduler::JobsByState::default();
+        jobs.add(nqueens_scheduler::JobState::Done, 10);
+        let name = crate::status::RunName { n: 29, fingerprint: "f" };
         let view = StatusView {
-            n: 29,
-            fingerprint: "f".into(),
-            source: "x".into(),
-            jobs_total: 10,
-            jobs_pending: 0,
-            jobs_leased: 0,
-            jobs_done: 10,
-            jobs_held: 0,
-            jobs_failed: 0,
-            percent_done: 100.0,
-            conflicts: 0,
+            progress: Progress::new(name, &jobs, Some(1.0), 0.0, 0, None),
+            source: Source::Coordinator("x".into()),
             untrusted_workers: 0,
             lease_expiries: Some(0),
-            results_per_second: Some(1.0),
-            eta_seconds: Some(0.0),
-            waiting_on_leases: 0,
             leases_expire_in_seconds: None,
             partial_total: total,
             partial_sym180: u128::from(u64::MAX) + 1,
             partial_sym90: 4,
             nodes: 5,
-            complete: false,
-            result: None,
             workers: Vec::new(),
             uptime_seconds: Some(2.0),
         };
@@ -446,5 +440,6 @@ mod tests {
             (back.partial_total, back.partial_sym180, back.partial_sym90),
             (total, u128::from(u64::MAX) + 1, 4)
         );
+        assert_eq!(back.progress, view.progress);
     }
 }

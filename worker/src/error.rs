@@ -60,8 +60,8 @@ pub(crate) enum SessionError {
         #[source]
         source: tonic::transport::Error,
     },
-    #[error("connecting to {url}: no usable connection within {}s", crate::session::CONNECT_TIMEOUT.as_secs())]
-    ConnectTimeout { url: String },
+    #[error("connecting to {url}: no usable connection within {}s", waited.as_secs())]
+    ConnectTimeout { url: String, waited: std::time::Duration },
     #[error("{call} call")]
     Call {
         call: &'static str,

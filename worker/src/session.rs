@@ -111,7 +111,10 @@ pub(crate) async fn connect(config: &crate::WorkerConfig) -> Result<pb::Client, 
     let channel =
         tokio::time::timeout(CONNECT_TIMEOUT, pb::connect_channel(url, config.tls_ca.as_deref()))
             .await
-            .map_err(|_| SessionError::ConnectTimeout { url: url.clone() })?
+            .map_err(|_| SessionError::ConnectTimeout {
+                url: url.clone(),
+                waited: CONNECT_TIMEOUT,
+            })?
             .map_err(|source| SessionError::Connect { url: url.clone(), source })?;
     pb::client(channel, config.token.as_deref())
         .map_err(|source| SessionError::Call { call: "client setup", source })

@@ -46,43 +46,43 @@ fn seconds(s: Option<f64>) -> String {
 fn fill(s: &PageStatus, key: &str) -> Fill {
     use Fill::{Markup, Text};
     match key {
-        "n" => Text(s.n.to_string()),
-        "percent" => Text(format!("{:.2}", s.percent_done)),
+        "n" => Text(s.progress.n.to_string()),
+        "percent" => Text(format!("{:.2}", s.progress.percent_done)),
         "state" | "state_class" => {
-            let (state, class) = if s.complete {
+            let (state, class) = if s.progress.complete {
                 ("complete", "ok")
-            } else if s.jobs_held + s.jobs_failed > 0 {
+            } else if s.progress.jobs_held + s.progress.jobs_failed > 0 {
                 ("blocked", "bad")
             } else {
                 ("running", "")
             };
             Text(if key == "state" { state } else { class }.into())
         }
-        "fingerprint" => Text(s.fingerprint.clone()),
+        "fingerprint" => Text(s.progress.fingerprint.clone()),
         "state_file" => Text(s.state_file.clone()),
         "uptime" => Text(seconds(Some(s.uptime_seconds))),
-        "done" => Text(s.jobs_done.to_string()),
-        "total" => Text(s.jobs_total.to_string()),
-        "eta" => Text(if s.complete {
+        "done" => Text(s.progress.jobs_done.to_string()),
+        "total" => Text(s.progress.jobs_total.to_string()),
+        "eta" => Text(if s.progress.complete {
             "done".into()
-        } else if s.waiting_on_leases > 0 {
-            format!("waiting on {} leased jobs", s.waiting_on_leases)
+        } else if s.progress.waiting_on_leases > 0 {
+            format!("waiting on {} leased jobs", s.progress.waiting_on_leases)
         } else {
-            seconds(s.eta_seconds)
+            seconds(s.progress.eta_seconds)
         }),
-        "pending" => Text(s.jobs_pending.to_string()),
-        "leased" => Text(s.jobs_leased.to_string()),
-        "held" => Text(s.jobs_held.to_string()),
-        "failed" => Text(s.jobs_failed.to_string()),
-        "rps" => Text(rate(s.results_per_second, 1)),
-        "nps" => Text(rate(s.nodes_per_second, 0)),
+        "pending" => Text(s.progress.jobs_pending.to_string()),
+        "leased" => Text(s.progress.jobs_leased.to_string()),
+        "held" => Text(s.progress.jobs_held.to_string()),
+        "failed" => Text(s.progress.jobs_failed.to_string()),
+        "rps" => Text(rate(s.recent_results_per_second, 1)),
+        "nps" => Text(rate(s.recent_nodes_per_second, 0)),
         "live" => Text(s.live_workers.to_string()),
-        "conflicts" => Text(s.conflicts.to_string()),
+        "conflicts" => Text(s.progress.conflicts.to_string()),
         "expiries" => Text(s.lease_expiries.to_string()),
         "worker_count" => Text(s.workers.len().to_string()),
         "workers" => Markup(worker_rows(s)),
         "blocked" => Markup(blocked(s)),
-        "result" => Markup(match &s.result {
+        "result" => Markup(match &s.progress.result {
             Some(r) => format!(
                 "<h2>Result</h2><pre>N={} total {} unique {}\njobs {} {} s {} nodes</pre>",
                 r.n, r.total, r.unique, r.jobs, r.seconds, r.nodes
@@ -124,8 +124,8 @@ fn worker_rows(s: &PageStatus) -> String {
 fn blocked(s: &PageStatus) -> String {
     let mut out = String::new();
     let lists = [
-        (s.jobs_held, &s.held_jobs, &s.requeue_held, "held (results kept disagreeing)"),
-        (s.jobs_failed, &s.failed_jobs, &s.requeue_failed, "failed (solver errors)"),
+        (s.progress.jobs_held, &s.held_jobs, &s.requeue_held, "held (results kept disagreeing)"),
+        (s.progress.jobs_failed, &s.failed_jobs, &s.requeue_failed, "failed (solver errors)"),
     ];
     for (count, ids, command, why) in lists {
         let Some(command) = command else { continue };
@@ -171,27 +171,23 @@ pub fn render_page(status: &PageStatus) -> String {
 mod tests {
     use super::*;
     use crate::http::snapshot::PageWorker;
-    use crate::status::WorkerView;
+    use crate::status::{Progress, RunName, WorkerView};
+    use nqueens_scheduler::JobState::{Done, Held, Leased, Pending};
+    use nqueens_scheduler::JobsByState;
 
     fn status_with_worker(name: &str, host: &str) -> PageStatus {
+        let mut jobs = JobsByState::default();
+        for (state, count) in [(Pending, 50), (Leased, 8), (Done, 40), (Held, 2)] {
+            jobs.add(state, count);
+        }
+        let run = RunName { n: 17, fingerprint: "n17-abc-p1" };
         PageStatus {
-            n: 17,
-            fingerprint: "n17-abc-p1".into(),
+            progress: Progress::new(run, &jobs, Some(1.5), 1.0, 3, None),
             state_file: "/data/run <17>.db".into(),
-            jobs_total: 100,
-            jobs_pending: 50,
-            jobs_leased: 8,
-            jobs_done: 40,
-            jobs_held: 2,
-            jobs_failed: 0,
-            percent_done: 40.0,
-            results_per_second: Some(1.5),
-            nodes_per_second: Some(2.0e9),
-            eta_seconds: Some(40.0),
-            waiting_on_leases: 0,
+            recent_results_per_second: Some(1.5),
+            recent_nodes_per_second: Some(2.0e9),
             uptime_seconds: 27.0,
             live_workers: 1,
-            conflicts: 3,
             lease_expiries: 0,
             workers: vec![PageWorker {
                 view: WorkerView {
@@ -219,8 +215,6 @@ mod tests {
             requeue_failed: None,
             history: vec![],
             sample_seconds: 10.0,
-            complete: false,
-            result: None,
             rows_error: None,
         }
     }

@@ -7,9 +7,9 @@ use super::history::{History, RatePoint, Sample};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
 use crate::service::StatusReader;
-use crate::status::{eta, percent, Eta, WorkerView};
+use crate::status::{Progress, RunName, WorkerView};
 use crate::store::BlockedJobs;
-use nqueens_scheduler::state::JobState;
+use nqueens_scheduler::state::{JobState, JobsByState};
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -43,37 +43,21 @@ pub struct PageWorker {
     pub results_per_second: Option<f64>,
 }
 
-/// The page's ETA: the same rule as `status` ([`eta`]), at the rate of the page's window, so that
-/// the two never disagree on a run that waits on its last leases.
-pub fn page_eta(remaining: u64, pending: u64, leased: u64, rate: Option<f64>, quiet: f64) -> Eta {
-    eta(remaining, pending, leased, rate, quiet)
-}
-
-/// Everything the status page shows; `/status.json` is this object.
+/// Everything the status page shows; `/status.json` is this object: the run's [`Progress`] (the
+/// same shape and ETA rule as `status`, at the rate of the page's window) and the page's own
+/// details.
 #[derive(Debug, Clone, Serialize)]
 pub struct PageStatus {
-    pub n: u32,
-    pub fingerprint: String,
+    #[serde(flatten)]
+    pub progress: Progress,
     /// The state file, as `requeue --state` needs it.
     pub state_file: String,
-    pub jobs_total: u64,
-    pub jobs_pending: u64,
-    pub jobs_leased: u64,
-    pub jobs_done: u64,
-    pub jobs_held: u64,
-    pub jobs_failed: u64,
-    pub percent_done: f64,
     /// Results and nodes per second over the last minute.
-    pub results_per_second: Option<f64>,
-    pub nodes_per_second: Option<f64>,
-    pub eta_seconds: Option<f64>,
-    /// Every job left is leased and none has reported for longer than the rate predicts: the run
-    /// waits on these leases, and `eta_seconds` is empty (the same rule as `status`).
-    pub waiting_on_leases: u64,
+    pub recent_results_per_second: Option<f64>,
+    pub recent_nodes_per_second: Option<f64>,
     pub uptime_seconds: f64,
     /// Workers heard from within three heartbeats.
     pub live_workers: u64,
-    pub conflicts: u64,
     pub lease_expiries: u64,
     pub workers: Vec<PageWorker>,
     /// The first [`BLOCKED_LISTED`] held and failed job ids.
@@ -85,8 +69,6 @@ pub struct PageStatus {
     /// Results/s and nodes/s over the kept history, oldest first.
     pub history: Vec<RatePoint>,
     pub sample_seconds: f64,
-    pub complete: bool,
-    pub result: Option<ResultRecord>,
     /// Why the rows could not be read, if they could not (the rest is still current).
     pub rows_error: Option<String>,
 }
@@ -182,9 +164,15 @@ impl StatusSource {
                 h.rate_points(&now, CHART_POINTS),
             )
         };
+        let mut by_state = JobsByState::default();
+        for state in JobState::ALL {
+            by_state.add(state, jobs(state));
+        }
+        // Before the engine first publishes its gauges, every job is still pending.
+        if by_state.total() == 0 {
+            by_state.add(JobState::Pending, self.run.jobs_total);
+        }
         let done = jobs(JobState::Done);
-        let total = self.run.jobs_total;
-        let remaining = total.saturating_sub(done);
         let quiet = {
             let mut last = self.progress.lock();
             let since = match *last {
@@ -196,48 +184,30 @@ impl StatusSource {
             // Before the first move, the run's age: nothing has come in since the start.
             since.max(if done == 0 { m.started.elapsed().as_secs_f64() } else { 0.0 })
         };
-        let estimate = page_eta(
-            remaining,
-            jobs(JobState::Pending),
-            jobs(JobState::Leased),
-            eta_rates.map(|r| r.done_per_second),
-            quiet,
-        );
-        let (held, failed) = (jobs(JobState::Held), jobs(JobState::Failed));
+        let run = RunName { n: self.run.n, fingerprint: &self.run.fingerprint };
+        let rate = eta_rates.map(|r| r.done_per_second);
+        let result = self.complete.borrow().clone();
+        let progress = Progress::new(run, &by_state, rate, quiet, blocked.conflicts, result);
         let state = shell_word(&self.run.state_file.display().to_string());
         let requeue = |count: u64, flag: &str| {
             (count > 0).then(|| format!("nqueens-coordinator requeue --state {state} --{flag}"))
         };
-        let result = self.complete.borrow().clone();
         PageStatus {
-            n: self.run.n,
-            fingerprint: self.run.fingerprint.clone(),
             state_file: self.run.state_file.display().to_string(),
-            jobs_total: total,
-            jobs_pending: jobs(JobState::Pending),
-            jobs_leased: jobs(JobState::Leased),
-            jobs_done: done,
-            jobs_held: held,
-            jobs_failed: failed,
-            percent_done: percent(done, total),
-            results_per_second: rates.map(|r| r.results_per_second),
-            nodes_per_second: rates.map(|r| r.nodes_per_second),
-            eta_seconds: estimate.seconds(),
-            waiting_on_leases: estimate.waiting_on(),
+            recent_results_per_second: rates.map(|r| r.results_per_second),
+            recent_nodes_per_second: rates.map(|r| r.nodes_per_second),
             uptime_seconds: m.started.elapsed().as_secs_f64(),
             live_workers: g(&m.workers),
-            conflicts: blocked.conflicts,
             lease_expiries: g(&m.lease_expiries),
             workers,
             held_jobs: blocked.held,
             failed_jobs: blocked.failed,
-            requeue_held: requeue(held, "held"),
-            requeue_failed: requeue(failed, "failed"),
+            requeue_held: requeue(progress.jobs_held, "held"),
+            requeue_failed: requeue(progress.jobs_failed, "failed"),
             history,
             sample_seconds: super::history::SAMPLE_EVERY.as_secs_f64(),
-            complete: result.is_some() || (total > 0 && done == total),
-            result,
             rows_error,
+            progress,
         }
     }
 
@@ -310,19 +280,24 @@ mod tests {
 
 #[cfg(test)]
 mod eta_tests {
-    use super::*;
+    use crate::status::{eta, Eta, Progress, RunName};
+    use nqueens_scheduler::{JobState, JobsByState};
 
     /// Every remaining job leased and nothing counted for longer than the rate predicts: the page
-    /// and `status` both say the run waits on the leases, and neither gives a time.
+    /// and `status` both say the run waits on the leases, and neither gives a time. Both build
+    /// their progress with [`Progress::new`]; this pins the rule it applies.
     #[test]
     fn the_page_and_status_agree_when_every_remaining_job_waits_on_a_lease() {
-        let (remaining, pending, leased, rate, quiet) = (3, 0, 3, Some(10.0), 60.0);
-        let page = page_eta(remaining, pending, leased, rate, quiet);
-        let status = eta(remaining, pending, leased, rate, quiet);
-        assert_eq!(page, Eta::WaitingOnLeases(3));
-        assert_eq!((page.seconds(), page.waiting_on()), (status.seconds(), status.waiting_on()));
-        // While results still come in, both give the time at the rate.
-        assert_eq!(page_eta(3, 0, 3, rate, 0.1), Eta::In(0.3));
-        assert_eq!(page_eta(0, 0, 0, None, 99.0), Eta::In(0.0));
+        let mut jobs = JobsByState::default();
+        jobs.add(JobState::Done, 7);
+        jobs.add(JobState::Leased, 3);
+        let run = RunName { n: 12, fingerprint: "f" };
+        let waiting = Progress::new(run, &jobs, Some(10.0), 60.0, 0, None);
+        assert_eq!(eta(3, 0, 3, Some(10.0), 60.0), Eta::WaitingOnLeases(3));
+        assert_eq!((waiting.eta_seconds, waiting.waiting_on_leases), (None, 3));
+        assert!(waiting.eta_text(None).contains("waiting on 3 leases"));
+        // While results still come in, the time at the rate.
+        let arriving = Progress::new(run, &jobs, Some(10.0), 0.1, 0, None);
+        assert_eq!((arriving.eta_seconds, arriving.waiting_on_leases), (Some(0.3), 0));
     }
 }

@@ -157,7 +157,9 @@ async fn metrics_page_json_and_errors_over_a_socket() {
     assert_eq!(json["state_file"], "page.db", "{json}");
     assert_eq!(json["requeue_held"], serde_json::Value::Null);
     assert_eq!(json["rows_error"], serde_json::Value::Null, "{json}");
-    for key in ["results_per_second", "nodes_per_second", "eta_seconds", "held_jobs", "result"] {
+    for key in
+        ["results_per_second", "recent_nodes_per_second", "eta_seconds", "held_jobs", "result"]
+    {
         assert!(json.get(key).is_some(), "{key} in {json}");
     }
 

@@ -386,11 +386,11 @@ fn sums_past_u64_are_exact_through_the_store() {
     assert!(sql_sum.is_err(), "SQL SUM gave {sql_sum:?}");
     drop(store);
 
-    let status = crate::status::StateStatus::read(&path).unwrap();
+    let status = crate::status::StatusReport::read(&path).unwrap();
     assert_eq!(status.view.partial_total, total);
     let json = status.json();
     assert!(json.contains(&format!("\"partial_total\":{total},")), "{json}");
-    let record = status.view.result.as_ref().expect("complete");
+    let record = status.view.progress.result.as_ref().expect("complete");
     assert_eq!((record.total, record.count8), (total, Some(classes.count8)));
     assert!(json.contains(&format!("\"total\":{total},")), "{json}");
 }
