@@ -155,8 +155,6 @@ pub enum RegisterReply {
         secret: String,
         run_complete: bool,
     },
-    /// The previous worker id was never given out by this run.
-    UnknownWorker,
     /// Too many registrations under this credential lately.
     TooMany,
 }

@@ -1,23 +1,22 @@
-//! The coordinator library: everything behind the `nqueens-coordinator` binary that other crates
-//! (the end-to-end tests) may want to drive directly.
+//! The coordinator library: everything behind the `nqueens-coordinator` binary (`src/cli/`) that
+//! the binary and the end-to-end tests drive. The modules are private; what they may use is
+//! re-exported here or through the few public modules.
 
-pub mod accept;
-pub mod engine;
-pub mod grpc_conn;
+mod accept;
+mod engine;
+mod grpc;
 pub mod http;
-pub mod metrics;
-pub mod referee;
-pub mod reference;
+mod metrics;
+mod referee;
 pub mod report;
-pub mod secrets;
-pub mod server;
-pub mod service;
+mod secrets;
+mod server;
+mod spot_checks;
 pub mod status;
 pub mod store;
-pub mod token;
 pub mod verify;
-pub mod wire;
 
+pub use grpc::GrpcLimits;
 pub use server::{
     check_target_jobs, result_file, serve, ConfigError, ServeConfig, ServeError, MAX_TARGET_JOBS,
 };

@@ -6,14 +6,15 @@
 
 use crate::accept::Incoming;
 use crate::engine::{Command, Engine, EngineConfig};
-use crate::grpc_conn::{GrpcLimits, GuardedIncoming};
+use crate::grpc::connections::{GrpcLimits, GuardedIncoming};
+use crate::grpc::service::{CoordinatorService, Credentials, TokenCheck};
 use crate::http::{
     sample_every, serve_http, History, HttpAccess, HttpState, RunInfo, StatusSource,
 };
 use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
-use crate::service::{CoordinatorService, Credentials, StatusReader, TokenCheck};
+use crate::status::StatusReader;
 use crate::store::{Store, StoreError};
 use nqueens_core::{job_list, SplitParams};
 use nqueens_proto as pb;
@@ -281,7 +282,7 @@ async fn serve_inner(
 
     // Known answers for spot checks; the thread ends on its own within seconds.
     if config.spot_checks {
-        drop(crate::reference::spawn(jobs.clone(), engine.clone()));
+        drop(crate::spot_checks::spawn(jobs.clone(), engine.clone()));
     }
     let reader = Arc::new(StatusReader::new(config.state.clone()));
     // The HTTP port (metrics, status page) and the rate history its page draws.

@@ -3,8 +3,10 @@
 //! as one JSON object.
 
 use crate::report::{hms, ResultRecord};
-use crate::store::{Store, StoreError};
+use crate::store::{BlockedJobs, Store, StoreError};
+use nqueens_core::Tally;
 use nqueens_scheduler::state::{JobState, JobsByState};
+use parking_lot::Mutex;
 use serde::Serialize;
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
@@ -29,6 +31,57 @@ pub struct WorkerView {
     pub device: String,
     /// Its counted results per second over the last lease period (live coordinators only).
     pub counted_per_second: f64,
+}
+
+/// A read-only connection to the state file that sums committed rows for the status call, so that
+/// the engine thread (which alone writes, and answers leases and results) never does it.
+pub struct StatusReader {
+    path: PathBuf,
+    store: Mutex<Option<Store>>,
+}
+
+/// What [`StatusReader::sums`] found in the committed rows.
+pub struct Sums {
+    pub tally: Tally,
+    /// Result rows whose checksum fails: damaged or edited, never counted.
+    pub bad_rows: u64,
+    /// The run's result, once it is complete.
+    pub result: Option<ResultRecord>,
+}
+
+impl StatusReader {
+    /// A reader of the state file at `path`, opened on first use.
+    pub fn new(path: PathBuf) -> Self {
+        StatusReader { path, store: Mutex::new(None) }
+    }
+
+    /// The weighted sums of the counted rows, and with `complete` the final result. Blocking.
+    pub fn sums(&self, complete: bool) -> Result<Sums, StoreError> {
+        let mut guard = self.store.lock();
+        let store = match &mut *guard {
+            Some(store) => store,
+            empty => empty.insert(Store::open_existing(&self.path)?),
+        };
+        let (tally, bad_rows) = store.tally_checked()?;
+        let result = match complete {
+            true => store
+                .final_totals(&tally)?
+                .map(|t| ResultRecord::new(&t, store.meta().job_count, store.age(), tally.nodes)),
+            false => None,
+        };
+        Ok(Sums { tally, bad_rows, result })
+    }
+
+    /// The workers as their committed rows show them, the first `limit` held and failed jobs and
+    /// the conflicts on record, for the status page. Blocking.
+    pub fn rows(&self, limit: usize) -> Result<(Vec<WorkerView>, BlockedJobs), StoreError> {
+        let mut guard = self.store.lock();
+        let store = match &mut *guard {
+            Some(store) => store,
+            empty => empty.insert(Store::open_existing(&self.path)?),
+        };
+        Ok((store.worker_views()?, store.blocked_jobs(limit)?))
+    }
 }
 
 /// Where a status was read: a state file on disk, or a live coordinator at a URL. Written as the

@@ -25,13 +25,13 @@
 mod history;
 mod page;
 mod snapshot;
+mod token;
 
 pub use history::{sample_every, History, RatePoint, Rates, Sample, HISTORY_SAMPLES, SAMPLE_EVERY};
 pub use page::{escape_html, render_page};
 pub use snapshot::{shell_word, PageStatus, PageWorker, RunInfo, StatusSource};
 
 use crate::metrics::Metrics;
-use crate::token::TokenDigest;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{self, HeaderMap, HeaderValue};
@@ -43,6 +43,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use token::TokenDigest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 

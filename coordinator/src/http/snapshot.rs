@@ -6,8 +6,7 @@
 use super::history::{History, RatePoint, Sample};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
-use crate::service::StatusReader;
-use crate::status::{Progress, RunName, WorkerView};
+use crate::status::{Progress, RunName, StatusReader, WorkerView};
 use crate::store::BlockedJobs;
 use nqueens_scheduler::state::{JobState, JobsByState};
 use parking_lot::Mutex;

@@ -1,7 +1,7 @@
 //! The HTTP port over a real socket, on a real (small) state file.
 
 use super::*;
-use crate::service::StatusReader;
+use crate::status::StatusReader;
 use crate::store::Store;
 use nqueens_core::{job_list, SplitParams};
 use parking_lot::Mutex;

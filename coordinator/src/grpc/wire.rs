@@ -2,7 +2,7 @@
 //!
 //! Conversions of the types the worker shares (jobs, counts) live in `nqueens_proto::convert`;
 //! this module adds the coordinator's own (registrations, results, acknowledgements, status).
-//! Nothing beyond this module and the gRPC plumbing in [`crate::service`] reads or builds a
+//! Nothing beyond this module and the gRPC plumbing in [`super::service`] reads or builds a
 //! protocol message, so the engine and the life cycle speak domain types only.
 
 use crate::engine::{Registration, ReportedResult, ResultReply};

@@ -1,9 +1,9 @@
 //! `nqueens-coordinator`: the one-machine `solve` command and the cluster coordinator.
 
-mod cluster;
+mod cluster_commands;
 mod estimate;
 mod solve;
-mod token_cmd;
+mod token;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -24,22 +24,22 @@ enum Command {
     /// Solve board sizes on this machine with all local cores (no network).
     Solve(solve::SolveArgs),
     /// Coordinate a cluster run: create or resume the run in --state and hand its jobs to workers.
-    Serve(cluster::ServeArgs),
+    Serve(cluster_commands::ServeArgs),
     /// Show progress of a run, from a live coordinator (--connect) or a state file (--state).
-    Status(cluster::StatusArgs),
+    Status(cluster_commands::StatusArgs),
     /// Give held and failed jobs of a stopped run another attempt (all of them, or --held / --failed).
-    Requeue(cluster::RequeueArgs),
+    Requeue(cluster_commands::RequeueArgs),
     /// Solve a sample (or all) of a run's counted jobs again and compare; list rows whose checksum
     /// fails. Exit 0 only if everything agrees. Read-only: safe beside a running coordinator.
     Verify(VerifyArgs),
     /// Exit 0 if the coordinator's gRPC health service reports SERVING (for container health checks).
-    Healthcheck(cluster::HealthcheckArgs),
+    Healthcheck(cluster_commands::HealthcheckArgs),
     /// Size a run before starting it: solve a stratified sample of the job list of N and project
     /// the CPU time, the longest job and the wall time on 8, 64 and 512 cores.
     Estimate(estimate::EstimateArgs),
     /// Per-host tokens of a run (add, list, revoke): workers under one token never confirm each
     /// other's answers.
-    Token(token_cmd::TokenArgs),
+    Token(token::TokenArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,13 +58,13 @@ fn main() -> ExitCode {
     nqueens_process::init_logging(default_filter);
     let result = match cli.command {
         Command::Solve(args) => solve::run(args),
-        Command::Serve(args) => cluster::serve(args),
-        Command::Status(args) => cluster::status(args),
-        Command::Requeue(args) => cluster::requeue(args),
-        Command::Healthcheck(args) => cluster::healthcheck(args),
+        Command::Serve(args) => cluster_commands::serve(args),
+        Command::Status(args) => cluster_commands::status(args),
+        Command::Requeue(args) => cluster_commands::requeue(args),
+        Command::Healthcheck(args) => cluster_commands::healthcheck(args),
         Command::Verify(args) => verify(args),
         Command::Estimate(args) => estimate::run(args),
-        Command::Token(args) => token_cmd::run(args),
+        Command::Token(args) => token::run(args),
     };
     match result {
         Ok(code) => code,

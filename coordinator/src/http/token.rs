@@ -2,7 +2,7 @@
 //!
 //! Tokens are compared by their digests, in constant time: neither the time taken nor an early
 //! exit tells a caller how much of a guess was right, and the token's length is not leaked either.
-//! The same comparison as the gRPC interceptor's (`service::TokenCheck`, both through
+//! The same comparison as the gRPC interceptor's (`grpc::service::TokenCheck`, both through
 //! [`crate::secrets::same_digest`]), for the HTTP port.
 
 use crate::secrets::{digest, same_digest};

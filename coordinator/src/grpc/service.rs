@@ -1,21 +1,18 @@
 //! The gRPC face of the coordinator: checks that each request names this run, converts it to the
-//! engine's domain types (through [`crate::wire`]), forwards it to the engine and answers with
+//! engine's domain types (through [`super::wire`]), forwards it to the engine and answers with
 //! protocol messages carrying typed failure reasons.
 
+use super::wire::{rejected_ack, result_ack};
 use crate::engine::{
     Caller, Command, EngineHandle, LeaseReply, Refusal, RegisterReply, Registration, ReportedResult,
 };
 use crate::metrics::Metrics;
-use crate::report::ResultRecord;
 use crate::secrets::{digest, same_digest, Credential};
-use crate::status::WorkerView;
-use crate::store::{BlockedJobs, Store, StoreError};
-use crate::wire::{rejected_ack, result_ack};
-use nqueens_core::{Job, Tally};
+use crate::status::StatusReader;
+use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, Reason};
 use parking_lot::Mutex;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -37,57 +34,6 @@ pub struct CoordinatorService {
     /// Flips to true when the coordinator starts shutting down; open result streams end then.
     pub stopping: watch::Receiver<bool>,
     pub metrics: Arc<Metrics>,
-}
-
-/// A read-only connection to the state file that sums committed rows for the status call, so that
-/// the engine thread (which alone writes, and answers leases and results) never does it.
-pub struct StatusReader {
-    path: PathBuf,
-    store: Mutex<Option<Store>>,
-}
-
-/// What [`StatusReader::sums`] found in the committed rows.
-pub struct Sums {
-    pub tally: Tally,
-    /// Result rows whose checksum fails: damaged or edited, never counted.
-    pub bad_rows: u64,
-    /// The run's result, once it is complete.
-    pub result: Option<ResultRecord>,
-}
-
-impl StatusReader {
-    /// A reader of the state file at `path`, opened on first use.
-    pub fn new(path: PathBuf) -> Self {
-        StatusReader { path, store: Mutex::new(None) }
-    }
-
-    /// The weighted sums of the counted rows, and with `complete` the final result. Blocking.
-    pub fn sums(&self, complete: bool) -> Result<Sums, StoreError> {
-        let mut guard = self.store.lock();
-        let store = match &mut *guard {
-            Some(store) => store,
-            empty => empty.insert(Store::open_existing(&self.path)?),
-        };
-        let (tally, bad_rows) = store.tally_checked()?;
-        let result = match complete {
-            true => store
-                .final_totals(&tally)?
-                .map(|t| ResultRecord::new(&t, store.meta().job_count, store.age(), tally.nodes)),
-            false => None,
-        };
-        Ok(Sums { tally, bad_rows, result })
-    }
-
-    /// The workers as their committed rows show them, the first `limit` held and failed jobs and
-    /// the conflicts on record, for the status page. Blocking.
-    pub fn rows(&self, limit: usize) -> Result<(Vec<WorkerView>, BlockedJobs), StoreError> {
-        let mut guard = self.store.lock();
-        let store = match &mut *guard {
-            Some(store) => store,
-            empty => empty.insert(Store::open_existing(&self.path)?),
-        };
-        Ok((store.worker_views()?, store.blocked_jobs(limit)?))
-    }
 }
 
 /// Why a request naming `named` does not belong to the run `ours`, if it does not.
@@ -324,11 +270,6 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                     worker_secret: secret,
                 }))
             }
-            RegisterReply::UnknownWorker => Err(status_with_reason(
-                Code::NotFound,
-                Reason::UnknownWorker,
-                "previous worker id is not known to this run",
-            )),
             RegisterReply::TooMany => Err(status_with_reason(
                 Code::ResourceExhausted,
                 Reason::TooManyRegistrations,
