@@ -28,9 +28,13 @@
 //! time, until all are done. Sizes solved one after the other would each see another state of a
 //! shared machine, whose speed drifts by a third within minutes.
 //!
-//! Then it prints the sizing estimate (`nqueens_core::estimate`, what `nqueens-coordinator
-//! estimate` prints) for N=20 and N=21 from a sample of 32 jobs each: `--estimate-sample K` changes
-//! the sample, `--estimate-sizes A..B` the boards, `--no-estimate` leaves it out.
+//! The first line names the solver's build (`nqueens_core::solver_build`: the widest that the CPU
+//! runs; `NQ_SOLVER_BUILD=bmi` or `portable` limits it).
+//!
+//! After the table it prints the sizing estimate (`nqueens_core::estimate`, what
+//! `nqueens-coordinator estimate` prints) for N=20 and N=21 from a sample of 32 jobs each:
+//! `--estimate-sample K` changes the sample, `--estimate-sizes A..B` the boards, `--no-estimate`
+//! leaves it out.
 
 use nqueens_core::{job_list, parallel, SplitParams, Tally};
 use std::collections::HashMap;
@@ -70,6 +74,8 @@ fn main() {
             other => sizes.extend(parse_sizes(other)),
         }
     }
+    let build = nqueens_core::solver_build();
+    println!("solver build: {} ({})", build.name, build.features.join(", "));
     if trend {
         if sizes.is_empty() {
             sizes = (18..=20).collect();

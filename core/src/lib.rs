@@ -39,3 +39,19 @@ pub use error::CoreError;
 pub use job::{job_list, Job, JobCounts, JobList, SearchPlan, SplitParams, JOB_FORMAT_VERSION};
 pub use rng::SplitMix64;
 pub use totals::{Classes, Tally, Totals};
+
+/// The search build that this process uses, chosen on first use from the CPU's features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SolverBuild {
+    /// `avx512`, `bmi` (BMI2/AVX2) or `portable`: what `NQ_SOLVER_BUILD=bmi` or `portable`
+    /// limits it to, to compare builds on one machine.
+    pub name: &'static str,
+    /// The CPU features it is compiled for (and that this CPU has).
+    pub features: &'static [&'static str],
+}
+
+/// The search build that this process uses (see [`SolverBuild`]).
+pub fn solver_build() -> SolverBuild {
+    let build = search::Detected::selected().build();
+    SolverBuild { name: build.name(), features: build.features() }
+}

@@ -1,0 +1,137 @@
+//! Every build that this CPU can run, against a plain count; and the builds' CPU features.
+
+use super::*;
+use crate::{job_list, SplitParams};
+
+/// Completions by plain recursion over the layout, with no tail and no batching.
+fn plain(layout: &Layout, state: &State) -> u64 {
+    layout.count_partial(state, layout.rows())
+}
+
+/// The builds that this CPU can run (the portable one at least), with a note of those it cannot.
+fn runnable() -> Vec<Detected> {
+    let runnable: Vec<Detected> = Build::ALL.iter().filter_map(|b| b.detect()).collect();
+    if runnable.len() < Build::ALL.len() {
+        eprintln!("this CPU runs {runnable:?} of {:?}: the others are not checked", Build::ALL);
+    }
+    runnable
+}
+
+#[test]
+fn every_start_depth_and_every_build_match_a_plain_count() {
+    let builds = runnable();
+    for n in [9u32, 11, 12] {
+        for job in job_list(n, &SplitParams::with_target(1)).unwrap().jobs {
+            let (layout, start) = job.prepare().unwrap();
+            // Start the search at every depth: above the tail, in the row above it, in it.
+            let mut states = vec![start];
+            for _ in start.depth..layout.rows() {
+                let mut deeper = Vec::new();
+                for state in &states {
+                    let mut out = Vec::new();
+                    layout.expand(state, 1, &mut out, &mut Vec::new());
+                    deeper.extend(out.into_iter().map(|(s, _)| s));
+                }
+                for state in states.iter().take(40) {
+                    let want = plain(&layout, state);
+                    let depth = state.depth;
+                    assert_eq!(layout.count(state).solutions, want, "n={n} {job:?} depth {depth}");
+                    for build in &builds {
+                        let found = build.count(&layout, state);
+                        assert_eq!(found.solutions, want, "{build:?}, n={n} {job:?} depth {depth}");
+                    }
+                    let Some(six) = layout.six_for(state) else {
+                        continue;
+                    };
+                    // The six-row forms: the same solutions, and the same nodes as the five-row
+                    // form where it has rows enough for its tail (with fewer, it counts without
+                    // placing).
+                    let five = layout.count_portable(state);
+                    let expected = (want, (layout.rows() >= TAIL + 2).then_some(five.nodes));
+                    let found = |f: Found| (f.solutions, expected.1.map(|_| f.nodes));
+                    let portable6 = layout.count_portable6(state, six);
+                    assert_eq!(found(portable6), expected, "six rows, portable, n={n}");
+                    #[cfg(target_arch = "x86_64")]
+                    if let Some(avx512) = Build::Avx512.detect() {
+                        let fast6 = avx512.count(&layout, state);
+                        assert_eq!(found(fast6), expected, "six rows, AVX-512, n={n}");
+                    }
+                }
+                states = deeper;
+            }
+        }
+    }
+}
+
+/// Whole jobs, big enough that the six-row search's batches fill and drain many times: the
+/// same solutions and nodes as the five-row build, job by job.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn six_row_batches_match_the_five_row_build_on_whole_jobs() {
+    let Some(avx512) = Build::Avx512.detect() else {
+        eprintln!("no AVX-512 on this CPU: the six-row build is checked by the portable form only");
+        return;
+    };
+    for n in [13u32, 14, 15] {
+        let (mut six_total, mut five_total, mut batched) = (0, 0, 0);
+        for job in job_list(n, &SplitParams::with_target(1)).unwrap().jobs {
+            let (layout, start) = job.prepare().unwrap();
+            if layout.six_for(&start).is_none() {
+                continue;
+            }
+            let fast6 = avx512.count(&layout, &start);
+            let five = layout.count_portable(&start);
+            assert_eq!(fast6, five, "n={n} {job:?}");
+            six_total += fast6.solutions * job.weight as u64;
+            five_total += five.solutions * job.weight as u64;
+            // A few tens of nodes per state of row `last - 3`: above 1,000, the batch of
+            // that row (16 states) has drained at least twice.
+            batched += (fast6.nodes > 1_000) as u32;
+        }
+        assert_eq!(six_total, five_total);
+        assert!(batched > 10, "n={n}: too few big jobs ({batched}) to fill the batches");
+    }
+}
+
+/// Each build's CPU features with whether this CPU has them, from the build's one list.
+#[cfg(target_arch = "x86_64")]
+fn detection(build: Build) -> Vec<(&'static str, bool)> {
+    use super::x86_64::{avx512, bmi2};
+    match build {
+        Build::Portable => Vec::new(),
+        Build::Bmi2 => bmi2::detection(),
+        Build::Avx512 => avx512::detection(),
+    }
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn a_build_is_chosen_only_where_the_cpu_has_all_its_features() {
+    let selected = Detected::selected().build();
+    eprintln!("selected build: {} ({:?})", selected.name(), selected.features());
+    let missing = |build: Build| -> Vec<&str> {
+        detection(build).into_iter().filter(|&(_, has)| !has).map(|(f, _)| f).collect()
+    };
+    assert_eq!(missing(selected), Vec::<&str>::new(), "{selected:?} chosen");
+    for &build in Build::ALL {
+        let listed: Vec<&str> = detection(build).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(listed, build.features(), "{build:?}: one list for both uses");
+        let runnable = missing(build).is_empty() && missing(Build::Bmi2).is_empty();
+        assert_eq!(build.detect().is_some(), runnable || build == Build::Portable, "{build:?}");
+    }
+    // The AVX-512 build hands the BMI2/AVX2 build the searches that it cannot take.
+    let avx512 = Build::Avx512.features();
+    assert!(Build::Bmi2.features().iter().all(|f| avx512.contains(f)));
+}
+
+#[test]
+fn the_selected_build_is_the_widest_that_the_cpu_runs_unless_limited() {
+    let selected = Detected::selected().build();
+    assert!(selected.detect().is_some());
+    let widest = Build::ALL.iter().rev().find_map(|b| b.detect()).unwrap().build();
+    match std::env::var("NQ_SOLVER_BUILD").as_deref() {
+        Ok("portable") => assert_eq!(selected, Build::Portable),
+        Ok(limit) => assert!(selected.name() == limit || selected == widest),
+        Err(_) => assert_eq!(selected, widest),
+    }
+}
