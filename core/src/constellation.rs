@@ -14,22 +14,34 @@ use serde::{Deserialize, Serialize};
 /// (column 0) and the row of the queen in the right column (column N-1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Constellation {
+    /// Column of the queen in row 0.
     pub top: u8,
+    /// Column of the queen in row N-1.
     pub bottom: u8,
+    /// Row of the queen in column 0.
     pub left: u8,
+    /// Row of the queen in column N-1.
     pub right: u8,
 }
 
 /// The 8 symmetries of the square (the dihedral group D4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Symmetry {
+    /// Leaves the board as it is.
     Identity,
+    /// A quarter turn.
     Rotate90,
+    /// A half turn.
     Rotate180,
+    /// Three quarter turns.
     Rotate270,
+    /// Reflection in the vertical axis (columns reversed).
     MirrorColumns,
+    /// Reflection in the horizontal axis (rows reversed).
     MirrorRows,
+    /// Reflection in the main diagonal.
     Transpose,
+    /// Reflection in the anti-diagonal.
     AntiTranspose,
 }
 

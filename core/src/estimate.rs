@@ -76,8 +76,9 @@ pub struct Stratum {
     pub jobs: u64,
     /// Jobs of the stratum that were sampled.
     pub sampled: u64,
-    /// Smallest and largest cost in the stratum.
+    /// Smallest cost in the stratum.
     pub min_cost: u64,
+    /// Largest cost in the stratum.
     pub max_cost: u64,
     /// Mean CPU seconds of the sampled jobs.
     pub mean_seconds: f64,
@@ -126,11 +127,13 @@ pub struct Estimate {
     pub sample_cpu_seconds: f64,
     /// Projected CPU seconds to solve every job (job list building excluded).
     pub total_cpu_seconds: f64,
-    /// 95% confidence interval of `total_cpu_seconds`.
+    /// Lower end of the 95% confidence interval of `total_cpu_seconds`.
     pub total_cpu_seconds_low: f64,
+    /// Upper end of the 95% confidence interval of `total_cpu_seconds`.
     pub total_cpu_seconds_high: f64,
-    /// `total_cpu_seconds` in core-hours and core-years.
+    /// `total_cpu_seconds` in core-hours.
     pub core_hours: f64,
+    /// `total_cpu_seconds` in core-years.
     pub core_years: f64,
     /// Projected CPU seconds of the longest job.
     pub longest_job_seconds: f64,
@@ -138,10 +141,11 @@ pub struct Estimate {
     pub longest_sampled_seconds: f64,
     /// Projected wall time on [`CORE_COUNTS`] cores.
     pub on_cores: Vec<OnCores>,
-    /// Projected number of solutions (a sanity figure: it should be near the known count) and its
-    /// 95% confidence interval.
+    /// Projected number of solutions (a sanity figure: it should be near the known count).
     pub projected_solutions: f64,
+    /// Lower end of the 95% confidence interval of `projected_solutions`.
     pub projected_solutions_low: f64,
+    /// Upper end of the 95% confidence interval of `projected_solutions`.
     pub projected_solutions_high: f64,
     /// The strata, lightest first.
     pub by_stratum: Vec<Stratum>,

@@ -117,7 +117,9 @@ pub struct SearchPlan {
 /// The complete, ordered job list of one board size and split.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobList {
+    /// Board size.
     pub n: u8,
+    /// How the constellations were split into jobs.
     pub params: SplitParams,
     /// Number of searched rows pre-placed in every job (fewer only where a board runs out of rows).
     pub depth: usize,

@@ -17,16 +17,31 @@ pub enum WireError {
     Missing(&'static str),
     /// A number does not fit the domain type it stands for.
     #[error("{field} = {value} is out of range")]
-    OutOfRange { field: &'static str, value: u64 },
+    OutOfRange {
+        /// The message field.
+        field: &'static str,
+        /// The value received.
+        value: u64,
+    },
     /// A number of seconds that is not a finite, non-negative number.
     #[error("{field} = {value} is not a duration")]
-    NotANumber { field: &'static str, value: f64 },
+    NotANumber {
+        /// The message field.
+        field: &'static str,
+        /// The value received.
+        value: f64,
+    },
     /// Counts that contradict each other (e.g. classes that do not add up to the total).
     #[error("inconsistent counts: {0}")]
     Inconsistent(String),
     /// A text or value that breaks the protocol's bounds (length, characters, format).
     #[error("{field}: {reason}")]
-    Invalid { field: &'static str, reason: String },
+    Invalid {
+        /// The message field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// The largest count of a single job accepted off the wire: `i64::MAX`, so that every per-job count

@@ -2,6 +2,8 @@
 //!
 //! Kept in its own crate so coordinator, worker and tests share one definition and one version check.
 
+/// The generated messages and services of package `nqueens.v1`.
+#[allow(missing_docs)] // generated code; the .proto file documents every message and field
 pub mod v1 {
     tonic::include_proto!("nqueens.v1");
 }
@@ -46,6 +48,7 @@ pub struct TokenInterceptor {
 }
 
 impl TokenInterceptor {
+    /// An interceptor that sends `token` (none: sends nothing); an error if it cannot be a header.
     pub fn new(token: Option<&str>) -> Result<Self, tonic::Status> {
         let header = match token {
             Some(t) if !t.is_empty() => Some(format!("Bearer {t}").parse().map_err(|_| {
