@@ -13,7 +13,6 @@ pub mod secrets;
 pub mod server;
 pub mod service;
 pub mod status;
-pub mod store;
 pub mod token;
 pub mod verify;
 pub mod wire;
@@ -21,4 +20,5 @@ pub mod wire;
 pub use server::{
     check_target_jobs, result_file, serve, ConfigError, ServeConfig, ServeError, MAX_TARGET_JOBS,
 };
-pub use store::{LocalCheckpoint, Store, StoreError};
+// The store as the end-to-end tests and tools drive it.
+pub use nqueens_store::{LocalCheckpoint, RunKind, Store, StoreError, WorkerRow};

@@ -9,11 +9,11 @@ use crate::metrics::Metrics;
 use crate::report::ResultRecord;
 use crate::secrets::{digest, same_digest, Credential};
 use crate::status::WorkerView;
-use crate::store::{BlockedJobs, Store, StoreError};
 use crate::wire::{rejected_ack, result_ack};
 use nqueens_core::{Job, Tally};
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, Reason};
+use nqueens_store::{BlockedJobs, Store, StoreError};
 use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -86,7 +86,7 @@ impl StatusReader {
             Some(store) => store,
             empty => empty.insert(Store::open_existing(&self.path)?),
         };
-        Ok((store.worker_views()?, store.blocked_jobs(limit)?))
+        Ok((crate::status::worker_views(store)?, store.blocked_jobs(limit)?))
     }
 }
 
