@@ -1,6 +1,7 @@
 //! Checkpointing for the one-machine `solve --state`.
 
-use super::{RunKind, Store, StoreError};
+use super::error::StoreError;
+use super::{RunKind, Store};
 use nqueens_core::{JobCounts, JobList, Tally, Totals};
 use nqueens_scheduler::state::{JobState, ResultKind};
 use nqueens_scheduler::Change;

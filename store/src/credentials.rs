@@ -6,8 +6,9 @@
 //! The small pure helpers that the coordinator's token checks share with this table (digests,
 //! new secrets, which names are allowed) live here too, so that there is one copy of each.
 
+use super::error::StoreError;
 use super::schema::CREDENTIALS_TABLE;
-use super::{now_unix, Store, StoreError};
+use super::{now_unix, Store};
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::path::Path;

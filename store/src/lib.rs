@@ -31,7 +31,6 @@ pub use checkpoint::LocalCheckpoint;
 pub use credentials::{add_credential, revoke_credential, CredentialRow};
 pub use error::StoreError;
 pub use rows::{Requeue, Requeued, StoredResult};
-pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use workers::{BlockedJobs, WorkerRecord};
 
 use nqueens_core::{JobList, Tally};
@@ -114,7 +113,7 @@ impl RunKind {
 /// Which jobs are solved twice: each with probability `fraction`, drawn once at run creation with
 /// a fresh random key that is never stored or sent. The draw itself is kept in the `jobs.verify`
 /// column, so a resume keeps it and no worker can compute which of its results will be compared.
-pub fn verification_draw(fraction: f64) -> impl Fn(u64) -> bool {
+pub(crate) fn verification_draw(fraction: f64) -> impl Fn(u64) -> bool {
     use std::hash::BuildHasher;
     let key = std::collections::hash_map::RandomState::new();
     move |job_id| fraction > 0.0 && (key.hash_one(job_id) as f64 / u64::MAX as f64) < fraction

@@ -11,10 +11,10 @@
 //! when opened for writing.
 
 use super::checksum::{from_hex, RowMac, KEY_LEN};
-use super::error::corrupt_or_sql;
+use super::error::{corrupt_or_sql, StoreError};
 use super::lock::WriterLock;
 use super::schema::{APPLICATION_ID, SCHEMA_VERSION, UNTRUSTED_TABLE};
-use super::{now_unix, run_fingerprint, RunKind, RunMeta, Store, StoreError};
+use super::{now_unix, run_fingerprint, RunKind, RunMeta, Store};
 use nqueens_core::JobList;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::io::Read;

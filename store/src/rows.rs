@@ -2,7 +2,8 @@
 //! totals and summaries summed from committed rows.
 
 use super::checksum::RowClaim;
-use super::{now_unix, stored_counts, Loaded, Store, StoreError, Summary, WorkerRow};
+use super::error::StoreError;
+use super::{now_unix, stored_counts, Loaded, Store, Summary, WorkerRow};
 use nqueens_core::{JobCounts, Tally, Totals};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::{Change, JobEntry, LeaseRecord, Standing};

@@ -1,5 +1,6 @@
 //! The store's own tests: checkpoints, reloading, the writer's lock, requeue and refusals.
 
+use super::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use super::*;
 use nqueens_core::{job_list, JobCounts, SplitParams};
 use nqueens_scheduler::state::JobState;

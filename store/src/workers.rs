@@ -1,7 +1,8 @@
 //! The workers that took part in a run, as its rows record them (for `status --state`, which has
 //! no live coordinator to ask).
 
-use super::{now_unix, Store, StoreError};
+use super::error::StoreError;
+use super::{now_unix, Store};
 use nqueens_scheduler::state::JobState;
 use std::collections::HashMap;
 
