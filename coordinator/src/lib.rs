@@ -13,11 +13,11 @@ mod secrets;
 mod server;
 mod spot_checks;
 pub mod status;
-pub mod store;
 pub mod verify;
 
 pub use grpc::GrpcLimits;
 pub use server::{
     check_target_jobs, result_file, serve, ConfigError, ServeConfig, ServeError, MAX_TARGET_JOBS,
 };
-pub use store::{LocalCheckpoint, Store, StoreError};
+// The store as the end-to-end tests and tools drive it.
+pub use nqueens_store::{LocalCheckpoint, RunKind, Store, StoreError, WorkerRow};

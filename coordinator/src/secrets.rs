@@ -4,34 +4,11 @@
 //! Only SHA-256 digests of tokens and secrets are kept, in memory and in the state file. Both
 //! are random (at least 128 bits), so a plain digest is as good as a slow hash here.
 
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+
+// The digests, secrets and credential names the state file shares: one copy, in the store.
+pub use nqueens_store::credentials::{digest, new_secret, same_digest, OPEN, SHARED};
 use std::time::{Duration, Instant};
-
-/// The credential name of calls made with the shared `--token`.
-pub const SHARED: &str = "shared";
-/// The credential name of calls to a coordinator that requires no token at all.
-pub const OPEN: &str = "open";
-
-/// SHA-256 of a token or secret.
-pub fn digest(secret: &str) -> [u8; 32] {
-    Sha256::digest(secret.as_bytes()).into()
-}
-
-/// Whether a stored digest equals `expected`, compared without an early exit. An empty stored
-/// digest (a row from before secrets) matches nothing.
-pub fn same_digest(stored: &[u8], expected: &[u8; 32]) -> bool {
-    stored.len() == 32 && stored.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-}
-
-/// A new random secret or token: 32 bytes from the operating system, as 64 hex digits.
-pub fn new_secret() -> String {
-    let mut bytes = [0u8; 32];
-    // Without OS randomness no secret can be made safely: better to stop than to hand out
-    // guessable identities.
-    getrandom::getrandom(&mut bytes).expect("the operating system's random generator failed");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// The credential a call was made under, as the token check found it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -83,15 +60,6 @@ impl Credential {
     }
 }
 
-/// Whether `name` can be given to `token add`: 1 to 64 letters, digits, `.`, `_` or `-`, and not
-/// one of the reserved names.
-pub fn valid_credential_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        && name != SHARED
-        && name != OPEN
-}
-
 /// Registrations allowed per credential in any minute.
 pub const REGISTRATIONS_PER_MINUTE: u32 = 60;
 
@@ -128,16 +96,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn digests_match_only_their_secret_and_never_an_empty_row() {
-        let s = new_secret();
-        assert_eq!(s.len(), 64);
-        assert!(same_digest(&digest(&s), &digest(&s)));
-        assert!(!same_digest(&digest(&s), &digest("other")));
-        assert!(!same_digest(&[], &digest("")));
-        assert_ne!(new_secret(), s);
-    }
-
-    #[test]
     fn named_credentials_are_one_group_and_shared_ones_none() {
         let mut groups = HashMap::new();
         let a = Credential::named("host-a").group(&mut groups);
@@ -146,14 +104,6 @@ mod tests {
         assert_eq!(Credential::shared().group(&mut groups), None);
         assert_eq!(Credential::open().group(&mut groups), None);
         assert!(a.unwrap() > u32::MAX as u64);
-    }
-
-    #[test]
-    fn credential_names_are_plain_and_not_reserved() {
-        assert!(valid_credential_name("rack-7.gpu_2"));
-        for bad in ["", "shared", "open", "a b", "x\n", &"y".repeat(65)] {
-            assert!(!valid_credential_name(bad), "{bad:?}");
-        }
     }
 
     #[test]

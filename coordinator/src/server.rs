@@ -15,9 +15,9 @@ use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
 use crate::status::StatusReader;
-use crate::store::{Store, StoreError};
 use nqueens_core::{job_list, SplitParams};
 use nqueens_proto as pb;
+use nqueens_store::{RunKind, Store, StoreError};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -252,7 +252,13 @@ async fn serve_inner(
         (n, SplitParams { target_jobs: config.target_jobs })
     };
     let list = job_list(n, &params).map_err(StoreError::from)?;
-    let store = Store::open_or_create(&config.state, &list, config.verify_fraction, "cluster")?;
+    let store = Store::open_or_create(
+        &config.state,
+        &list,
+        nqueens_proto::PROTOCOL_MAJOR,
+        config.verify_fraction,
+        RunKind::Cluster,
+    )?;
     let run = pb::RunId { n, fingerprint: store.meta().fingerprint.clone() };
     tracing::info!(
         n,

@@ -3,9 +3,10 @@
 //! as one JSON object.
 
 use crate::report::{hms, ResultRecord};
-use crate::store::{BlockedJobs, Store, StoreError};
+use crate::secrets::Credential;
 use nqueens_core::Tally;
 use nqueens_scheduler::state::{JobState, JobsByState};
+use nqueens_store::{BlockedJobs, Store, StoreError, WorkerRecord};
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::fmt::{self, Write as _};
@@ -31,6 +32,33 @@ pub struct WorkerView {
     pub device: String,
     /// Its counted results per second over the last lease period (live coordinators only).
     pub counted_per_second: f64,
+}
+
+impl From<WorkerRecord> for WorkerView {
+    /// A worker as the state file records it; what only a live coordinator knows (device, rate)
+    /// is left empty.
+    fn from(r: WorkerRecord) -> Self {
+        WorkerView {
+            worker_id: r.worker_id,
+            name: r.name,
+            host: r.host,
+            cores: r.cores,
+            version: r.version,
+            results: r.results,
+            conflicts: r.conflicts,
+            jobs_leased: r.jobs_leased,
+            last_seen_seconds_ago: r.last_seen_seconds_ago,
+            untrusted: r.untrusted,
+            credential: Credential::from_stored(&r.credential).name,
+            device: String::new(),
+            counted_per_second: 0.0,
+        }
+    }
+}
+
+/// Every worker of the run in `store`, as its rows record them.
+pub fn worker_views(store: &Store) -> Result<Vec<WorkerView>, StoreError> {
+    Ok(store.worker_records()?.into_iter().map(WorkerView::from).collect())
 }
 
 /// A read-only connection to the state file that sums committed rows for the status call, so that
@@ -80,7 +108,7 @@ impl StatusReader {
             Some(store) => store,
             empty => empty.insert(Store::open_existing(&self.path)?),
         };
-        Ok((store.worker_views()?, store.blocked_jobs(limit)?))
+        Ok((worker_views(store)?, store.blocked_jobs(limit)?))
     }
 }
 
@@ -278,7 +306,7 @@ impl StatusView {
     /// Offline, from the committed rows (and their `summary`) of a state file.
     fn from_store(
         store: &Store,
-        s: crate::store::Summary,
+        s: nqueens_store::Summary,
         path: &Path,
     ) -> Result<StatusView, StoreError> {
         let meta = store.meta();
@@ -316,7 +344,7 @@ impl StatusView {
             partial_sym180: s.tally.sym180,
             partial_sym90: s.tally.sym90,
             nodes: s.tally.nodes,
-            workers: store.worker_views()?,
+            workers: worker_views(store)?,
             uptime_seconds: None,
         })
     }
@@ -464,6 +492,68 @@ pub fn percent(done: u64, total: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Synthetic counted rows (valid per-job counts, valid checksums) whose weighted sum passes
+    /// 2^64: `status --state --json` writes every digit (the store's own test checks the sums).
+    #[test]
+    fn sums_past_u64_are_written_exactly() {
+        use nqueens_core::{job_list, JobCounts, SplitParams};
+        use nqueens_scheduler::state::ResultKind;
+        use nqueens_scheduler::Change;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wide.db");
+        let list = job_list(9, &SplitParams::default()).unwrap();
+        let mut store = Store::open_or_create(
+            &path,
+            &list,
+            nqueens_proto::PROTOCOL_MAJOR,
+            0.0,
+            nqueens_store::RunKind::Local,
+        )
+        .unwrap();
+        let base = 1u64 << 61;
+        // Per weight, counts that keep the symmetry identities of the weighted sums.
+        let counts_of = |weight: u8, id: u64| match weight {
+            8 => JobCounts { solutions: base + id, sym180: 0, sym90: 0, nodes: 1 },
+            4 => JobCounts { solutions: base + 2 * id, sym180: 2, sym90: 0, nodes: 1 },
+            _ => JobCounts { solutions: base + 4 * id + 8, sym180: 4, sym90: 2, nodes: 1 },
+        };
+        let mut total = 0u128;
+        let mut changes = Vec::new();
+        for job in &list.jobs {
+            let counts = counts_of(job.weight, job.id);
+            total += u128::from(job.weight) * u128::from(counts.solutions);
+            changes.push(Change::Result {
+                job_id: job.id,
+                worker_id: 1,
+                lease_id: 1,
+                counts,
+                seconds: 0.0,
+                counted: true,
+                kind: ResultKind::First,
+            });
+            changes.push(Change::JobState {
+                job_id: job.id,
+                state: JobState::Done,
+                lease_id: None,
+                worker_id: None,
+                errors: 0,
+                conflicts: 0,
+            });
+        }
+        store.apply(&changes, &[]).unwrap();
+        assert!(total > u128::from(u64::MAX) * 2, "the rows must add up past 2^64: {total}");
+        let classes = store.final_totals(&store.tally().unwrap()).unwrap().unwrap().classes;
+        drop(store);
+
+        let status = StatusReport::read(&path).unwrap();
+        assert_eq!(status.view.partial_total, total);
+        let json = status.json();
+        assert!(json.contains(&format!("\"partial_total\":{total},")), "{json}");
+        let record = status.view.progress.result.as_ref().expect("complete");
+        assert_eq!((record.total, record.count8), (total, Some(classes.unwrap().count8)));
+        assert!(json.contains(&format!("\"total\":{total},")), "{json}");
+    }
 
     #[test]
     fn eta_at_the_measured_rate() {

@@ -6,8 +6,8 @@
 //! give the file's run fingerprint. The checksums (see the `store` module) catch damage to rows;
 //! this catches what the checksums cannot: a worker that computed, and reported, a wrong count.
 
-use crate::store::{run_fingerprint, Store, StoreError, WorkerRow};
 use nqueens_core::{job_list, JobCounts, SplitParams};
+use nqueens_store::{run_fingerprint, Store, StoreError, WorkerRow};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -180,7 +180,7 @@ pub fn verify_state(
     let meta = store.meta().clone();
     let list = job_list(meta.n as u32, &SplitParams { target_jobs: meta.target_jobs })
         .map_err(|source| VerifyError::JobList { path: path.into(), source })?;
-    let rebuilt = run_fingerprint(&list);
+    let rebuilt = run_fingerprint(&list, nqueens_proto::PROTOCOL_MAJOR);
     if rebuilt != meta.fingerprint {
         return Err(VerifyError::Fingerprint {
             path: path.into(),

@@ -2,11 +2,11 @@
 //! wrong count that was stored with a valid checksum, lists rows whose checksum fails, and refuses
 //! a file that is not a state file.
 
-use nqueens_coordinator::store::WorkerRow;
 use nqueens_coordinator::{LocalCheckpoint, Store};
 use nqueens_core::{job_list, SplitParams};
 use nqueens_scheduler::state::{JobState, ResultKind};
 use nqueens_scheduler::Change;
+use nqueens_store::WorkerRow;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -27,7 +27,7 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
     let state = dir.path().join("n12.db");
     let list = job_list(12, &SplitParams::default()).unwrap();
     {
-        let cp = LocalCheckpoint::open(&state, &list).unwrap();
+        let cp = LocalCheckpoint::open(&state, &list, nqueens_proto::PROTOCOL_MAJOR).unwrap();
         for job in &list.jobs {
             cp.record(job.id, &job.solve().unwrap(), 0.0).unwrap();
         }

@@ -246,8 +246,14 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
     // another's solver kept failing.
     {
         let list = nqueens_core::job_list(12, &nqueens_core::SplitParams::default()).unwrap();
-        let mut store =
-            nqueens_coordinator::Store::open_or_create(&state, &list, 0.0, "cluster").unwrap();
+        let mut store = nqueens_coordinator::Store::open_or_create(
+            &state,
+            &list,
+            nqueens_proto::PROTOCOL_MAJOR,
+            0.0,
+            nqueens_coordinator::RunKind::Cluster,
+        )
+        .unwrap();
         let set = |job_id, state, errors, conflicts| Change::JobState {
             job_id,
             state,

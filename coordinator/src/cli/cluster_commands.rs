@@ -8,6 +8,7 @@ use nqueens_coordinator::GrpcLimits;
 use nqueens_coordinator::{serve as serve_run, ServeConfig};
 use nqueens_process::shutdown_signal;
 use nqueens_proto as pb;
+use nqueens_store::{Requeue, Requeued};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -212,9 +213,14 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
 /// Held and failed jobs block a run's completion until an operator has looked at them (the
 /// conflicts are in `status`) and gives them another attempt.
 pub fn requeue(args: RequeueArgs) -> Result<ExitCode> {
-    let both = !args.held && !args.failed;
+    // Neither flag, or both: every blocked job.
+    let which = match (args.held, args.failed) {
+        (true, false) => Requeue::Held,
+        (false, true) => Requeue::Failed,
+        _ => Requeue::Both,
+    };
     let mut store = nqueens_coordinator::Store::open_existing_for_update(&args.state)?;
-    let (held, failed) = store.requeue(args.held || both, args.failed || both)?;
+    let Requeued { held, failed } = store.requeue(which)?;
     if held + failed == 0 {
         println!("nothing to requeue in {}: no held or failed job", args.state.display());
     } else {

@@ -119,7 +119,7 @@ fn solve_one_size(
     info!(jobs = list.jobs.len(), depth = list.depth, fingerprint = %list.fingerprint(), "job list ready");
     let checkpoint = match state {
         Some(path) => Some(
-            LocalCheckpoint::open(path, &list)
+            LocalCheckpoint::open(path, &list, nqueens_proto::PROTOCOL_MAJOR)
                 .with_context(|| format!("opening checkpoint {}", path.display()))?,
         ),
         None => None,

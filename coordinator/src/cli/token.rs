@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use nqueens_coordinator::store::{add_credential, revoke_credential};
+use nqueens_store::{add_credential, revoke_credential};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

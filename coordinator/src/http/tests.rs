@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::status::StatusReader;
-use crate::store::Store;
 use nqueens_core::{job_list, SplitParams};
+use nqueens_store::{RunKind, Store};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -79,7 +79,9 @@ async fn port_with(
 ) -> (std::net::SocketAddr, Arc<Metrics>) {
     let path = dir.join("page.db");
     let list = job_list(8, &SplitParams::default()).unwrap();
-    let store = Store::open_or_create(&path, &list, 0.0, "cluster").unwrap();
+    let store =
+        Store::open_or_create(&path, &list, nqueens_proto::PROTOCOL_MAJOR, 0.0, RunKind::Cluster)
+            .unwrap();
     let fingerprint = store.meta().fingerprint.clone();
     drop(store);
     let metrics = Arc::new(Metrics::default());

@@ -9,8 +9,7 @@
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
-use nqueens_coordinator::store::WorkerRow;
-use nqueens_coordinator::Store;
+use nqueens_coordinator::{RunKind, Store, WorkerRow};
 use nqueens_core::{job_list, Job, JobCounts, SplitParams};
 use nqueens_proto as pb;
 use nqueens_scheduler::state::{JobState, ResultKind};
@@ -75,8 +74,14 @@ fn main() -> Result<()> {
 /// Creates the state file with `args.counted` counted results, unless it already has them.
 fn prepare_state(args: &Args, list: &nqueens_core::JobList) -> Result<()> {
     let started = Instant::now();
-    let mut store = Store::open_or_create(&args.state, list, 0.0, "cluster")
-        .with_context(|| format!("opening {}", args.state.display()))?;
+    let mut store = Store::open_or_create(
+        &args.state,
+        list,
+        nqueens_proto::PROTOCOL_MAJOR,
+        0.0,
+        RunKind::Cluster,
+    )
+    .with_context(|| format!("opening {}", args.state.display()))?;
     let have = count(&args.state, "SELECT COUNT(*) FROM results WHERE counted=1")?;
     if have >= args.counted {
         eprintln!("reusing {}: {have} counted results", args.state.display());

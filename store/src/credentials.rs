@@ -2,18 +2,58 @@
 //! only their SHA-256 digests. They are added and revoked beside a running coordinator (which
 //! takes the change within seconds), so these calls write through a connection of their own,
 //! without the writer's lock: SQLite serialises the writes, and no other table is touched.
+//!
+//! The small pure helpers that the coordinator's token checks share with this table (digests,
+//! new secrets, which names are allowed) live here too, so that there is one copy of each.
 
+use super::error::StoreError;
 use super::schema::CREDENTIALS_TABLE;
-use super::{now_unix, Store, StoreError};
-use crate::secrets::{digest, new_secret, valid_credential_name};
+use super::{now_unix, Store};
 use rusqlite::{params, Connection, OptionalExtension};
+use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::time::Duration;
+
+/// The credential name of calls made with the shared `--token`.
+pub const SHARED: &str = "shared";
+/// The credential name of calls to a coordinator that requires no token at all.
+pub const OPEN: &str = "open";
+
+/// SHA-256 of a token or secret.
+pub fn digest(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// Whether a stored digest equals `expected`, compared without an early exit. An empty stored
+/// digest (a row from before secrets) matches nothing.
+pub fn same_digest(stored: &[u8], expected: &[u8; 32]) -> bool {
+    stored.len() == 32 && stored.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// A new random secret or token: 32 bytes from the operating system, as 64 hex digits.
+pub fn new_secret() -> String {
+    let mut bytes = [0u8; 32];
+    // Without OS randomness no secret can be made safely: better to stop than to hand out
+    // guessable identities.
+    getrandom::getrandom(&mut bytes).expect("the operating system's random generator failed");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `name` can be given to `token add`: 1 to 64 letters, digits, `.`, `_` or `-`, and not
+/// one of the reserved names.
+pub fn valid_credential_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && name != SHARED
+        && name != OPEN
+}
 
 /// One per-host token as `token list` shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CredentialRow {
+    /// The name given to `token add`.
     pub name: String,
+    /// When it was added (Unix seconds).
     pub created_unix: f64,
     /// When it was revoked, if it was.
     pub revoked_unix: Option<f64>,
@@ -124,5 +164,28 @@ impl Store {
             .optional()
             .map_err(self.sql())?;
         Ok(found.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_match_only_their_secret_and_never_an_empty_row() {
+        let s = new_secret();
+        assert_eq!(s.len(), 64);
+        assert!(same_digest(&digest(&s), &digest(&s)));
+        assert!(!same_digest(&digest(&s), &digest("other")));
+        assert!(!same_digest(&[], &digest("")));
+        assert_ne!(new_secret(), s);
+    }
+
+    #[test]
+    fn credential_names_are_plain_and_not_reserved() {
+        assert!(valid_credential_name("rack-7.gpu_2"));
+        for bad in ["", "shared", "open", "a b", "x\n", &"y".repeat(65)] {
+            assert!(!valid_credential_name(bad), "{bad:?}");
+        }
     }
 }

@@ -9,10 +9,16 @@
 //! same file would lease and count jobs the first one also counts. Writers hold an exclusive lock
 //! on `<state>.lock` and on the file itself (through any link) for as long as their [`Store`] lives; the kernel drops it when the process
 //! dies, however it dies, so a crash never leaves a stale lock behind.
+//!
+//! The store trades plain values: the scheduler's [`Change`](nqueens_scheduler::Change)s in, rows
+//! and sums out. It knows nothing of the coordinator's transport (no gRPC, no async runtime).
+
+#![warn(missing_docs)]
 
 mod checkpoint;
 mod checksum;
-mod credentials;
+pub mod credentials;
+mod error;
 mod lock;
 mod open;
 mod rows;
@@ -23,10 +29,9 @@ mod workers;
 
 pub use checkpoint::LocalCheckpoint;
 pub use credentials::{add_credential, revoke_credential, CredentialRow};
-pub use open::APPLICATION_ID;
-pub use rows::StoredResult;
-pub use schema::SCHEMA_VERSION;
-pub use workers::BlockedJobs;
+pub use error::StoreError;
+pub use rows::{Requeue, Requeued, StoredResult};
+pub use workers::{BlockedJobs, WorkerRecord};
 
 use nqueens_core::{JobList, Tally};
 use nqueens_scheduler::state::JobsByState;
@@ -35,41 +40,6 @@ use rusqlite::Connection;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use thiserror::Error;
-
-/// Why a state file cannot be opened, read or written. Each variant names the file; the cause,
-/// where there is one, is its [`source`](std::error::Error::source), not repeated in the message.
-#[derive(Debug, Error)]
-pub enum StoreError {
-    /// SQLite refused an operation. Its message is part of ours: rusqlite's errors repeat their
-    /// own text as their source, so they are not chained.
-    #[error("state file {path}: {error}")]
-    Sqlite { path: PathBuf, error: rusqlite::Error },
-    #[error("{path} is not an nqueens state file, refused and left untouched: {reason}")]
-    NotOurs { path: PathBuf, reason: String },
-    #[error("cannot read state file {path}")]
-    Io { path: PathBuf, source: std::io::Error },
-    /// A `token add` / `token revoke` that cannot be done (the name is taken or not plain).
-    #[error("{0}")]
-    Credential(String),
-    #[error("cannot make the checksum key of state file {path}")]
-    Random { path: PathBuf, source: getrandom::Error },
-    #[error("state file {path} is corrupt or not an nqueens state file: {reason}")]
-    Corrupt { path: PathBuf, reason: String },
-    #[error("state file {path} belongs to another run: {reason}")]
-    OtherRun { path: PathBuf, reason: String },
-    #[error("state file {path} does not exist")]
-    Missing { path: PathBuf },
-    #[error("state file {path} is in use by another process (a coordinator or `solve --state` holds {lock}); stop it first, or read the file with `status --state`")]
-    InUse { path: PathBuf, lock: PathBuf },
-    #[error("cannot open the lock file {lock} of state file {path}")]
-    Lock { path: PathBuf, lock: PathBuf, source: std::io::Error },
-    #[error("building the job list")]
-    Core(#[from] nqueens_core::CoreError),
-    /// A per-job count that the signed 64-bit columns cannot hold; refused before anything is written.
-    #[error("state file {path}: job {job_id}'s {field} = {value} does not fit a stored count (at most 2^63 - 1)")]
-    CountOutOfRange { path: PathBuf, job_id: u64, field: &'static str, value: u64 },
-}
 
 /// A per-job count as the `results` table stores it: a non-negative SQLite integer. Anything else
 /// (negative, real, text, NULL) is `None`: the row is refused, never counted.
@@ -99,25 +69,51 @@ pub(crate) fn stored_counts(
 /// What identifies a run; stored in the `meta` table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunMeta {
+    /// The board size.
     pub n: u8,
+    /// The `--target-jobs` the job list was split for, if one was given.
     pub target_jobs: Option<u64>,
     /// `n<N>-<job list fingerprint>-p<protocol major>`.
     pub fingerprint: String,
+    /// The number of jobs.
     pub job_count: u64,
+    /// When the run was created (Unix seconds).
     pub created_unix: f64,
-    /// "cluster" for `serve`, "local" for `solve --state`.
+    /// As stored: [`RunKind::as_str`] of the kind that created the run.
     pub kind: String,
 }
 
-/// The run fingerprint named by every request: board size, job list and protocol major version.
-pub fn run_fingerprint(list: &JobList) -> String {
-    format!("n{}-{}-p{}", list.n, list.fingerprint(), nqueens_proto::PROTOCOL_MAJOR)
+/// The run fingerprint named by every request: board size, job list and the major version of the
+/// coordinator's wire protocol (`nqueens_proto::PROTOCOL_MAJOR`, passed in: the store does not
+/// depend on the protocol crate).
+pub fn run_fingerprint(list: &JobList, protocol_major: u32) -> String {
+    format!("n{}-{}-p{protocol_major}", list.n, list.fingerprint())
+}
+
+/// Which command made a run. A state file of one kind is refused by the other: a cluster run has
+/// leases and workers, a local one has neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// `serve`: a cluster run.
+    Cluster,
+    /// `solve --state`: a checkpoint of one machine's run.
+    Local,
+}
+
+impl RunKind {
+    /// The name stored in the `meta` table.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Cluster => "cluster",
+            RunKind::Local => "local",
+        }
+    }
 }
 
 /// Which jobs are solved twice: each with probability `fraction`, drawn once at run creation with
 /// a fresh random key that is never stored or sent. The draw itself is kept in the `jobs.verify`
 /// column, so a resume keeps it and no worker can compute which of its results will be compared.
-pub fn verification_draw(fraction: f64) -> impl Fn(u64) -> bool {
+pub(crate) fn verification_draw(fraction: f64) -> impl Fn(u64) -> bool {
     use std::hash::BuildHasher;
     let key = std::collections::hash_map::RandomState::new();
     move |job_id| fraction > 0.0 && (key.hash_one(job_id) as f64 / u64::MAX as f64) < fraction
@@ -126,26 +122,37 @@ pub fn verification_draw(fraction: f64) -> impl Fn(u64) -> bool {
 /// A summary of a run computed from committed rows only.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
+    /// Jobs by state (a done job whose counted row fails its checksum counts as pending).
     pub jobs: JobsByState,
+    /// Conflicting results on record.
     pub conflicts: u64,
+    /// Workers that registered.
     pub workers: u64,
+    /// Workers that lost a settled verification.
     pub untrusted_workers: u64,
     /// Result rows whose checksum fails: damaged or edited, never counted.
     pub bad_rows: u64,
+    /// The weighted sums of the counted rows whose checksum holds.
     pub tally: Tally,
+    /// When the first counted result was committed (Unix seconds).
     pub first_result_unix: Option<f64>,
+    /// When the last counted result was committed (Unix seconds).
     pub last_result_unix: Option<f64>,
 }
 
 /// Everything needed to rebuild the scheduler after a restart.
 pub struct Loaded {
+    /// Every job, by id.
     pub jobs: Vec<JobEntry>,
+    /// Every lease issued so far, by id (none active: the scheduler decides).
     pub leases: HashMap<u64, LeaseRecord>,
+    /// The id the next registered worker gets.
     pub next_worker_id: u64,
     /// Workers that lost a settled verification.
     pub untrusted: Vec<u64>,
 }
 
+/// An open state file: a writer (holding the file's lock) or a read-only reader.
 pub struct Store {
     conn: Connection,
     path: PathBuf,
@@ -166,9 +173,12 @@ impl Store {
         move |error| StoreError::Sqlite { path: self.path.clone(), error }
     }
 
+    /// What identifies the run.
     pub fn meta(&self) -> &RunMeta {
         &self.meta
     }
+
+    /// The state file.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -200,10 +210,15 @@ impl Store {
 /// A worker as stored in the `workers` table.
 #[derive(Debug, Clone)]
 pub struct WorkerRow {
+    /// Its id in the run.
     pub id: u64,
+    /// The name it registered with.
     pub name: String,
+    /// The host it registered from.
     pub host: String,
+    /// Its solver threads.
     pub cores: u32,
+    /// Its version, as it registered.
     pub version: String,
     /// The credential (token name) the worker registered with.
     pub credential: String,

@@ -1,6 +1,7 @@
 //! Checkpointing for the one-machine `solve --state`.
 
-use super::{Store, StoreError};
+use super::error::StoreError;
+use super::{RunKind, Store};
 use nqueens_core::{JobCounts, JobList, Tally, Totals};
 use nqueens_scheduler::state::{JobState, ResultKind};
 use nqueens_scheduler::Change;
@@ -24,9 +25,14 @@ struct LocalInner {
 }
 
 impl LocalCheckpoint {
-    /// Opens or creates the checkpoint of `list` in `path`.
-    pub fn open(path: &Path, list: &JobList) -> Result<LocalCheckpoint, StoreError> {
-        let store = Store::open_or_create(path, list, 0.0, "local")?;
+    /// Opens or creates the checkpoint of `list` in `path` (`protocol_major` as for
+    /// [`Store::open_or_create`]).
+    pub fn open(
+        path: &Path,
+        list: &JobList,
+        protocol_major: u32,
+    ) -> Result<LocalCheckpoint, StoreError> {
+        let store = Store::open_or_create(path, list, protocol_major, 0.0, RunKind::Local)?;
         Ok(LocalCheckpoint {
             inner: Mutex::new(LocalInner {
                 store,

@@ -2,7 +2,8 @@
 //! totals and summaries summed from committed rows.
 
 use super::checksum::RowClaim;
-use super::{now_unix, stored_counts, Loaded, Store, StoreError, Summary, WorkerRow};
+use super::error::StoreError;
+use super::{now_unix, stored_counts, Loaded, Store, Summary, WorkerRow};
 use nqueens_core::{JobCounts, Tally, Totals};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::{Change, JobEntry, LeaseRecord, Standing};
@@ -13,16 +14,50 @@ use std::time::Instant;
 /// One row of `results` and whether its checksum holds.
 #[derive(Debug, Clone)]
 pub struct StoredResult {
+    /// The row's id.
     pub row_id: u64,
+    /// The job it answers.
     pub job_id: u64,
+    /// The worker that sent it (0 for `solve --state`).
     pub worker_id: u64,
+    /// It is the job's counted answer.
     pub counted: bool,
+    /// Why it was stored (the scheduler's `ResultKind`, as text).
     pub kind: String,
     /// The stored counts (all zero if they are not valid stored counts, see `intact`).
     pub counts: JobCounts,
     /// The counts are non-negative integers and the checksum matches (in a schema 1 file read as it
     /// is, with no checksums, only the first holds).
     pub intact: bool,
+}
+
+/// Which blocked jobs [`Store::requeue`] returns to the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// Held jobs: their results kept disagreeing.
+    Held,
+    /// Failed jobs: the solver kept reporting errors.
+    Failed,
+    /// Both.
+    Both,
+}
+
+impl Requeue {
+    fn held(self) -> bool {
+        matches!(self, Requeue::Held | Requeue::Both)
+    }
+    fn failed(self) -> bool {
+        matches!(self, Requeue::Failed | Requeue::Both)
+    }
+}
+
+/// How many jobs [`Store::requeue`] returned to the queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requeued {
+    /// Held jobs requeued.
+    pub held: u64,
+    /// Failed jobs requeued.
+    pub failed: u64,
 }
 
 impl StoredResult {
@@ -141,11 +176,11 @@ impl Store {
         Ok(weights)
     }
 
-    /// Returns the jobs that are `held` (results kept disagreeing) and/or `failed` (the solver
-    /// kept reporting errors) to the queue, and says how many of each. Their results and conflicts
-    /// stay on record, and so do their counters: each requeue buys one more attempt, and a new
-    /// result that agrees with another worker's earlier one settles a held job.
-    pub fn requeue(&mut self, held: bool, failed: bool) -> Result<(u64, u64), StoreError> {
+    /// Returns the jobs that are held (results kept disagreeing) and/or failed (the solver kept
+    /// reporting errors), as `which` says, to the queue, and says how many of each. Their results
+    /// and conflicts stay on record, and so do their counters: each requeue buys one more
+    /// attempt, and a new result that agrees with another worker's earlier one settles a held job.
+    pub fn requeue(&mut self, which: Requeue) -> Result<Requeued, StoreError> {
         let path = self.path.clone();
         let sql = move |error| StoreError::Sqlite { path: path.clone(), error };
         let tx = self.conn.transaction().map_err(&sql)?;
@@ -155,11 +190,11 @@ impl Store {
                 [JobState::Pending.as_str(), state.as_str()],
             )
         };
-        let held_requeued = if held { requeue(JobState::Held).map_err(&sql)? as u64 } else { 0 };
-        let failed_requeued =
-            if failed { requeue(JobState::Failed).map_err(&sql)? as u64 } else { 0 };
+        let held = if which.held() { requeue(JobState::Held).map_err(&sql)? as u64 } else { 0 };
+        let failed =
+            if which.failed() { requeue(JobState::Failed).map_err(&sql)? as u64 } else { 0 };
         tx.commit().map_err(&sql)?;
-        Ok((held_requeued, failed_requeued))
+        Ok(Requeued { held, failed })
     }
 
     /// Ids of the workers marked untrusted (none in a read-only file that predates the table).

@@ -4,24 +4,22 @@
 //! older schema.
 //!
 //! A state file is marked at creation with [`APPLICATION_ID`] and `PRAGMA user_version` =
-//! [`SCHEMA_VERSION`](super::SCHEMA_VERSION). A file that is not ours (another program's database,
+//! [`SCHEMA_VERSION`]. A file that is not ours (another program's database,
 //! a text file, another application id) is refused and left exactly as it was: no table, no WAL
 //! switch, no `-wal`/`-shm`/`.lock` file. A missing or empty (0-byte) file becomes a new run. Files
 //! made before the mark existed (application id 0, our `meta` table) still open, and get marked
 //! when opened for writing.
 
 use super::checksum::{from_hex, RowMac, KEY_LEN};
+use super::error::{corrupt_or_sql, StoreError};
 use super::lock::WriterLock;
-use super::schema::UNTRUSTED_TABLE;
-use super::{now_unix, run_fingerprint, RunMeta, Store, StoreError, SCHEMA_VERSION};
+use super::schema::{APPLICATION_ID, SCHEMA_VERSION, UNTRUSTED_TABLE};
+use super::{now_unix, run_fingerprint, RunKind, RunMeta, Store};
 use nqueens_core::JobList;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// `PRAGMA application_id` of every nqueens state file: "NQCS".
-pub const APPLICATION_ID: i32 = 0x4E51_4353;
 
 /// What a look at a file, without writing to it, found.
 #[derive(Debug, PartialEq)]
@@ -37,15 +35,18 @@ enum Probe {
 
 impl Store {
     /// Opens the run in `path`, creating it from `list` if the file does not exist. Refuses a file
-    /// of another N, split, job list or protocol version, and one that is not a valid state file.
+    /// of another N, split, job list, protocol version (`protocol_major`, part of the
+    /// [`run_fingerprint`]) or [`RunKind`], and one that is not a valid state file. A new run
+    /// draws each job for verification with probability `verify_fraction`.
     pub fn open_or_create(
         path: &Path,
         list: &JobList,
+        protocol_major: u32,
         verify_fraction: f64,
-        kind: &str,
+        kind: RunKind,
     ) -> Result<Store, StoreError> {
         let mut lock = WriterLock::acquire(path)?;
-        match Self::open_or_create_locked(path, list, verify_fraction, kind) {
+        match Self::open_or_create_locked(path, list, protocol_major, verify_fraction, kind) {
             Ok(store) => {
                 // A new run's file exists only now.
                 lock.hold_file(path)?;
@@ -61,10 +62,12 @@ impl Store {
     fn open_or_create_locked(
         path: &Path,
         list: &JobList,
+        protocol_major: u32,
         verify_fraction: f64,
-        kind: &str,
+        kind: RunKind,
     ) -> Result<Store, StoreError> {
-        let fingerprint = run_fingerprint(list);
+        let fingerprint = run_fingerprint(list, protocol_major);
+        let kind = kind.as_str();
         let probe = probe(path)?;
         let fresh = matches!(probe, Probe::Missing | Probe::Empty);
         let conn = open_conn(path, Mode::Write { fresh })?;
@@ -335,15 +338,6 @@ fn immutable_uri(path: &Path) -> String {
     }
     uri.push_str("?mode=ro&immutable=1");
     uri
-}
-
-pub(super) fn corrupt_or_sql(path: &Path, e: rusqlite::Error) -> StoreError {
-    match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::NotADatabase) | Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
-            StoreError::Corrupt { path: path.into(), reason: e.to_string() }
-        }
-        _ => StoreError::Sqlite { path: path.into(), error: e },
-    }
 }
 
 /// How [`open_conn`] opens a file that [`probe`] accepted.

@@ -1,15 +1,43 @@
 //! The workers that took part in a run, as its rows record them (for `status --state`, which has
 //! no live coordinator to ask).
 
-use super::{now_unix, Store, StoreError};
-use crate::status::WorkerView;
+use super::error::StoreError;
+use super::{now_unix, Store};
 use nqueens_scheduler::state::JobState;
 use std::collections::HashMap;
+
+/// A worker as a run's rows record it: what it registered as, and what it did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRecord {
+    /// Its id in the run.
+    pub worker_id: u64,
+    /// The name it registered with.
+    pub name: String,
+    /// The host it registered from.
+    pub host: String,
+    /// Its solver threads.
+    pub cores: u32,
+    /// Its version, as it registered.
+    pub version: String,
+    /// Its counted results.
+    pub results: u64,
+    /// Conflicts it was party to.
+    pub conflicts: u64,
+    /// Jobs leased to it now.
+    pub jobs_leased: u64,
+    /// Seconds since its last result (or its registration, if later).
+    pub last_seen_seconds_ago: f64,
+    /// It lost a settled verification.
+    pub untrusted: bool,
+    /// The credential (token name) it registered with, as stored: empty in rows from before
+    /// credentials (the shared token).
+    pub credential: String,
+}
 
 impl Store {
     /// Every worker that registered with the run: its counted results, conflicts, leased jobs,
     /// last result and whether it lost a verification.
-    pub fn worker_views(&self) -> Result<Vec<WorkerView>, StoreError> {
+    pub fn worker_records(&self) -> Result<Vec<WorkerRecord>, StoreError> {
         let sql = self.sql();
         let per_worker = |query: &str| -> Result<HashMap<u64, (u64, f64)>, StoreError> {
             let mut q = self.conn.prepare(query).map_err(&sql)?;
@@ -53,11 +81,11 @@ impl Store {
                 ))
             })
             .map_err(&sql)?;
-        let mut views = Vec::new();
+        let mut records = Vec::new();
         for row in rows {
             let (id, name, host, cores, version, registered, credential) = row.map_err(&sql)?;
             let (counted, last_result) = results.get(&id).copied().unwrap_or((0, registered));
-            views.push(WorkerView {
+            records.push(WorkerRecord {
                 worker_id: id,
                 name,
                 host,
@@ -68,12 +96,10 @@ impl Store {
                 jobs_leased: leased.get(&id).map_or(0, |c| c.0),
                 last_seen_seconds_ago: (now - last_result.max(registered)).max(0.0),
                 untrusted: untrusted.contains(&id),
-                credential: crate::secrets::Credential::from_stored(&credential).name,
-                device: String::new(),
-                counted_per_second: 0.0,
+                credential,
             });
         }
-        Ok(views)
+        Ok(records)
     }
 }
 

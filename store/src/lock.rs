@@ -7,7 +7,7 @@
 //! the process: closing any descriptor of a SQLite file would drop the POSIX locks SQLite holds on
 //! it (a documented hazard), so a released lock is unlocked, never closed.
 
-use super::StoreError;
+use super::error::StoreError;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;

@@ -1,8 +1,8 @@
 //! The state file's schema: its tables, the run metadata, and the version that guards both.
 
 use super::checksum::{new_key, to_hex, RowClaim, RowMac};
-use super::open::{corrupt_or_sql, APPLICATION_ID};
-use super::{stored_counts, verification_draw, RunMeta, Store, StoreError};
+use super::error::{corrupt_or_sql, StoreError};
+use super::{stored_counts, verification_draw, RunMeta, Store};
 use nqueens_core::JobList;
 use nqueens_scheduler::state::JobState;
 use rusqlite::{params, OptionalExtension};
@@ -19,7 +19,10 @@ use rusqlite::{params, OptionalExtension};
 /// - 3: workers carry the credential they registered with and the digest of their own secret;
 ///   `credentials` holds the digests of per-host tokens (`token add`). Migrated from 2 by adding
 ///   the columns and the table (old workers cannot take their ids up again: they register anew).
-pub const SCHEMA_VERSION: u32 = 3;
+pub(crate) const SCHEMA_VERSION: u32 = 3;
+
+/// `PRAGMA application_id` of every nqueens state file: "NQCS".
+pub(crate) const APPLICATION_ID: i32 = 0x4E51_4353;
 
 /// Per-host tokens (`nqueens-coordinator token add`): only their SHA-256 digests are kept.
 pub(super) const CREDENTIALS_TABLE: &str = "CREATE TABLE IF NOT EXISTS credentials (name TEXT PRIMARY KEY, digest BLOB NOT NULL UNIQUE, created REAL NOT NULL, revoked REAL);";
