@@ -11,7 +11,7 @@ use crate::secrets::{digest, new_secret, same_digest, Credential, RegistrationLi
 use crate::status::{self, percent, StatusView, WorkerView};
 use crate::store::{Store, StoreError, WorkerRow};
 use nqueens_scheduler::state::JobState;
-use nqueens_scheduler::{Change, Finding, Lifecycle, ResultOutcome};
+use nqueens_scheduler::{Change, Finding, JobId, LeaseId, Lifecycle, ResultOutcome, WorkerId};
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -78,7 +78,7 @@ pub enum Command {
     },
     Heartbeat {
         caller: Caller,
-        lease_ids: Vec<u64>,
+        lease_ids: Vec<LeaseId>,
         reply: oneshot::Sender<Result<HeartbeatReply, Refusal>>,
     },
     Result {
@@ -87,8 +87,8 @@ pub enum Command {
     },
     Release {
         caller: Caller,
-        lease_id: u64,
-        job_ids: Vec<u64>,
+        lease_id: LeaseId,
+        job_ids: Vec<JobId>,
         reply: oneshot::Sender<Result<u32, Refusal>>,
     },
     Status {
@@ -96,7 +96,7 @@ pub enum Command {
     },
     /// The coordinator's own answer for a job, to check workers against (see `reference.rs`).
     Reference {
-        job_id: u64,
+        job_id: JobId,
         counts: nqueens_core::JobCounts,
     },
     Shutdown,
@@ -106,7 +106,7 @@ pub enum Command {
 /// credential (token) the call was made under.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    pub worker_id: u64,
+    pub worker_id: WorkerId,
     pub secret: String,
     pub credential: Credential,
 }
@@ -124,7 +124,7 @@ pub enum Refusal {
 #[derive(Debug, Clone)]
 pub struct Registration {
     /// The id this coordinator gave the worker before a reconnect, and the secret given with it.
-    pub previous_worker_id: Option<u64>,
+    pub previous_worker_id: Option<WorkerId>,
     pub previous_secret: String,
     /// The credential the registration came under.
     pub credential: Credential,
@@ -139,18 +139,18 @@ pub struct Registration {
 /// One job's result as a worker reported it.
 #[derive(Debug, Clone)]
 pub struct ReportedResult {
-    pub worker_id: u64,
+    pub worker_id: WorkerId,
     /// The secret and credential it came with (see [`Caller`]).
     pub secret: String,
     pub credential: Credential,
-    pub lease_id: u64,
-    pub job_id: u64,
+    pub lease_id: LeaseId,
+    pub job_id: JobId,
     pub finding: Finding,
 }
 
 pub enum RegisterReply {
     Registered {
-        worker_id: u64,
+        worker_id: WorkerId,
         /// The worker's secret: every later call naming `worker_id` must carry it.
         secret: String,
         run_complete: bool,
@@ -163,7 +163,7 @@ pub enum RegisterReply {
 
 pub enum LeaseReply {
     /// Jobs (ids into the run's job list) under a new lease; none when nothing can be given now.
-    Granted { lease_id: u64, job_ids: Vec<u64>, run_complete: bool },
+    Granted { lease_id: LeaseId, job_ids: Vec<JobId>, run_complete: bool },
     /// The worker is not registered with this coordinator.
     UnknownWorker,
     /// The worker lost a verification and gets no more work.
@@ -174,7 +174,7 @@ pub enum LeaseReply {
 
 pub struct HeartbeatReply {
     /// Leases that no longer cover any job of the worker.
-    pub lost_lease_ids: Vec<u64>,
+    pub lost_lease_ids: Vec<LeaseId>,
     pub run_complete: bool,
 }
 
@@ -243,7 +243,7 @@ pub struct EngineConfig {
 pub struct Engine {
     store: Store,
     life: Lifecycle,
-    workers: HashMap<u64, WorkerState>,
+    workers: HashMap<WorkerId, WorkerState>,
     /// Every worker row of the run (for taking an id up again after a reconnect or restart).
     known_workers: HashMap<u64, WorkerRow>,
     /// Groups of the named credentials: their workers never confirm each other.
@@ -251,10 +251,10 @@ pub struct Engine {
     registrations: RegistrationLimiter,
     lease_duration: Duration,
     /// Jobs for the referee thread, if there is one.
-    referee: Option<mpsc::Sender<u64>>,
+    referee: Option<mpsc::Sender<JobId>>,
     /// The final tally broke the symmetry identities and no repair was left: the job ids in
     /// doubt, reported once; the coordinator keeps serving status.
-    refused: Option<Vec<u64>>,
+    refused: Option<Vec<JobId>>,
     /// Jobs un-counted and solved again (by the referee or workers) after a broken final tally.
     repairs: u32,
     last_refusal_log: Option<Instant>,
@@ -282,18 +282,23 @@ impl Engine {
         let known_workers: HashMap<u64, WorkerRow> =
             store.workers()?.into_iter().map(|w| (w.id, w)).collect();
         let mut credential_groups = HashMap::new();
-        let groups: HashMap<u64, u64> = known_workers
+        let groups: HashMap<WorkerId, u64> = known_workers
             .values()
             .filter_map(|w| {
                 let credential = Credential::from_stored(&w.credential);
-                credential.group(&mut credential_groups).map(|g| (w.id, g))
+                credential.group(&mut credential_groups).map(|g| (WorkerId::new(w.id), g))
             })
             .collect();
-        let mut life =
-            Lifecycle::new(loaded.jobs, loaded.leases, groups, lease_duration, Instant::now());
+        let mut life = Lifecycle::restore(
+            loaded.jobs,
+            loaded.leases,
+            groups,
+            loaded.untrusted,
+            lease_duration,
+            Instant::now(),
+        );
         life.set_probation(PROBATION_RESULTS);
         life.set_recheck_fraction(config.recheck_fraction);
-        life.restore_untrusted(loaded.untrusted);
         let (complete_tx, complete_rx) = watch::channel(None);
         let done_at_start = life.count(JobState::Done);
         let (tx, rx) = mpsc::channel();
@@ -450,8 +455,8 @@ impl Engine {
                     changes,
                 );
                 let (lease_id, job_ids) = granted.unwrap_or_default();
-                if lease_id != 0 {
-                    tracing::debug!(worker_id, lease_id, jobs = job_ids.len(), "lease granted");
+                if lease_id != LeaseId::new(0) {
+                    tracing::debug!(%worker_id, %lease_id, jobs = job_ids.len(), "lease granted");
                 }
                 replies.push(Box::new(move |e: &Engine| {
                     let run_complete = e.life.is_complete();
@@ -476,7 +481,7 @@ impl Engine {
                 }
                 let worker_id = caller.worker_id;
                 let released = self.life.release(worker_id, lease_id, &job_ids, changes);
-                tracing::info!(worker_id, lease_id, released, "jobs released");
+                tracing::info!(%worker_id, %lease_id, released, "jobs released");
                 replies.push(Box::new(move |_: &Engine| {
                     let _ = reply.send(Ok(released));
                 }));
@@ -500,7 +505,7 @@ impl Engine {
             Command::Reference { job_id, counts } => {
                 let before = changes.len();
                 self.life.add_reference(job_id, counts, changes);
-                tracing::debug!(job = job_id, "reference answer computed");
+                tracing::debug!(job = %job_id, "reference answer computed");
                 self.log_untrusted(&changes[before..]);
             }
             Command::Status { reply } => {
@@ -519,17 +524,17 @@ impl Engine {
         worker: Registration,
         now: Instant,
         worker_rows: &mut Vec<WorkerRow>,
-    ) -> Option<(u64, String)> {
+    ) -> Option<(WorkerId, String)> {
         if !self.registrations.allow(&worker.credential.name, now) {
             tracing::warn!(credential = %worker.credential.name, name = %worker.name, "registration refused: too many under this credential in the last minute");
             return None;
         }
         let proven = worker.previous_worker_id.and_then(|id| {
-            let row = self.known_workers.get(&id)?;
+            let row = self.known_workers.get(&id.get())?;
             let ok = row.credential == worker.credential.name
                 && same_digest(&row.secret_digest, &digest(&worker.previous_secret));
             if !ok {
-                tracing::warn!(claimed = id, credential = %worker.credential.name, name = %worker.name, "re-registration as another worker without its secret: registered as a new worker");
+                tracing::warn!(claimed = %id, credential = %worker.credential.name, name = %worker.name, "re-registration as another worker without its secret: registered as a new worker");
             }
             ok.then_some(id)
         });
@@ -537,11 +542,11 @@ impl Engine {
             Some(id) => (id, worker.previous_secret),
             None => {
                 self.next_worker_id += 1;
-                (self.next_worker_id - 1, new_secret())
+                (WorkerId::new(self.next_worker_id - 1), new_secret())
             }
         };
         let row = WorkerRow {
-            id: worker_id,
+            id: worker_id.get(),
             name: worker.name,
             host: worker.host,
             cores: worker.cores,
@@ -552,9 +557,9 @@ impl Engine {
         if let Some(group) = worker.credential.group(&mut self.credential_groups) {
             self.life.set_group(worker_id, group);
         }
-        tracing::info!(worker_id, name = %row.name, host = %row.host, cores = row.cores, credential = %row.credential, reconnect = proven.is_some(), "worker registered");
+        tracing::info!(%worker_id, name = %row.name, host = %row.host, cores = row.cores, credential = %row.credential, reconnect = proven.is_some(), "worker registered");
         worker_rows.push(row.clone());
-        self.known_workers.insert(worker_id, row.clone());
+        self.known_workers.insert(worker_id.get(), row.clone());
         let device = worker.device.clone();
         let entry = self.workers.entry(worker_id).or_insert(WorkerState {
             row: row.clone(),
@@ -588,7 +593,7 @@ impl Engine {
         self.metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
         if self.last_refusal_log.is_none_or(|t| now.duration_since(t) >= REFUSAL_LOG_EVERY) {
             self.last_refusal_log = Some(now);
-            tracing::warn!(worker_id = caller.worker_id, credential = %caller.credential.name, "call refused: it names another worker (wrong secret or credential)");
+            tracing::warn!(worker_id = %caller.worker_id, credential = %caller.credential.name, "call refused: it names another worker (wrong secret or credential)");
         }
         Err(Refusal::BadSecret)
     }
@@ -597,7 +602,7 @@ impl Engine {
     /// most [`PROBATION_LEASE`]. Afterwards the batch grows with what it has shown it can do,
     /// never past what it finished in the last lease period (or one job per thread): a slow
     /// or lying worker cannot hoard, and a fast one (a GPU) does not starve.
-    fn lease_size(&mut self, worker_id: u64, free_slots: u32, now: Instant) -> usize {
+    fn lease_size(&mut self, worker_id: WorkerId, free_slots: u32, now: Instant) -> usize {
         let lease_duration = self.lease_duration;
         let on_probation = self.life.on_probation(worker_id);
         let Some(w) = self.workers.get_mut(&worker_id) else { return 0 };
@@ -617,7 +622,7 @@ impl Engine {
         changes: &mut Vec<Change>,
     ) -> ResultOutcome {
         if let Finding::SolverError(error) = &result.finding {
-            tracing::warn!(job = result.job_id, worker = result.worker_id, error = %error.escape_debug(), "worker reported a solver error");
+            tracing::warn!(job = %result.job_id, worker = %result.worker_id, error = %error.escape_debug(), "worker reported a solver error");
         }
         let before = changes.len();
         let others = self.other_active_workers(result.worker_id, now);
@@ -639,7 +644,7 @@ impl Engine {
         let Some(referee) = &self.referee else { return };
         for job_id in jobs {
             tracing::info!(
-                job = job_id,
+                job = %job_id,
                 "job in dispute or doubt: the coordinator solves it itself"
             );
             let _ = referee.send(job_id);
@@ -651,7 +656,7 @@ impl Engine {
         for change in changes {
             if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
                 let name = self.workers.get(worker_id).map_or("", |w| w.row.name.as_str());
-                tracing::warn!(worker = worker_id, name, job = job_id, requeued, %detail, "worker gave a wrong answer (a lost verification or spot check); it is untrusted and its counted jobs will be re-run");
+                tracing::warn!(worker = %worker_id, name, job = %job_id, requeued, %detail, "worker gave a wrong answer (a lost verification or spot check); it is untrusted and its counted jobs will be re-run");
             }
         }
     }
@@ -683,8 +688,8 @@ impl Engine {
             ResultOutcome::Conflict => {
                 m.conflicts.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    job = msg.job_id,
-                    worker = msg.worker_id,
+                    job = %msg.job_id,
+                    worker = %msg.worker_id,
                     "conflicting result recorded; the job will be re-run"
                 );
                 if let Some(w) = self.workers.get_mut(&msg.worker_id) {
@@ -702,9 +707,9 @@ impl Engine {
             | ResultOutcome::Implausible => {
                 m.results_rejected.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    job = msg.job_id,
-                    lease = msg.lease_id,
-                    worker = msg.worker_id,
+                    job = %msg.job_id,
+                    lease = %msg.lease_id,
+                    worker = %msg.worker_id,
                     ?outcome,
                     "result rejected"
                 );
@@ -724,7 +729,7 @@ impl Engine {
     /// The live, trusted workers other than `worker_id` that deliver (or only just came): who
     /// else could give a job an opinion. One that heartbeats but has not delivered a result for
     /// [`INACTIVE_AFTER_LEASES`] lease durations is not waited for.
-    fn other_active_workers(&self, worker_id: u64, now: Instant) -> Vec<u64> {
+    fn other_active_workers(&self, worker_id: WorkerId, now: Instant) -> Vec<WorkerId> {
         let patience = self.lease_duration * INACTIVE_AFTER_LEASES;
         self.workers
             .iter()
@@ -851,8 +856,8 @@ impl Engine {
                 results: w.results,
                 conflicts: w.conflicts,
                 last_seen_seconds_ago: now.duration_since(w.last_seen).as_secs_f64(),
-                jobs_leased: self.life.leased_by(w.row.id),
-                untrusted: self.life.is_untrusted(w.row.id),
+                jobs_leased: self.life.leased_by(WorkerId::new(w.row.id)),
+                untrusted: self.life.is_untrusted(WorkerId::new(w.row.id)),
                 credential: w.row.credential.clone(),
                 device: w.device.clone(),
                 counted_per_second: w

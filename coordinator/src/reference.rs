@@ -8,6 +8,7 @@
 
 use crate::engine::{Command, EngineHandle};
 use nqueens_core::Job;
+use nqueens_scheduler::JobId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,7 @@ pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> Option<std::thread::J
             }
             match jobs[id].solve() {
                 Ok(counts) => {
-                    if !engine.send(Command::Reference { job_id: id as u64, counts }) {
+                    if !engine.send(Command::Reference { job_id: JobId::new(id as u64), counts }) {
                         return;
                     }
                     solved += 1;

@@ -3,8 +3,10 @@
 //! the disk, the network or a clock of its own; the coordinator's engine drives it and commits the
 //! [`Change`]s it returns.
 
+mod ids;
 mod lifecycle;
 pub mod state;
 
+pub use ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 pub use lifecycle::*;
 pub use state::{JobState, JobsByState, ResultKind};

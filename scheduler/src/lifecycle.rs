@@ -7,6 +7,7 @@
 //! reload. Deadlines use the monotonic clock ([`Instant`]); they are not persisted, and a restart gives
 //! every lease found in the store a fresh grace period.
 
+use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::state::{JobState, JobsByState, ResultKind};
 use nqueens_core::{JobCounts, SplitMix64};
 use std::cmp::Reverse;
@@ -38,16 +39,14 @@ pub const OVERDUE_FACTOR: f64 = 4.0;
 const MAX_COPIES: u32 = 4;
 /// Jobs in conflict waiting for the coordinator's own answer at most (more wait for workers).
 const MAX_REFEREE_QUEUE: usize = 256;
-/// Worker id standing for the coordinator itself in conflict records (workers start at 1).
-pub const COORDINATOR: u64 = 0;
 
 /// Where a job stands in the scheduler: its [`JobState`], with the lease a leased job is under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Standing {
+pub(crate) enum Standing {
     Pending,
     Leased {
-        lease_id: u64,
-        worker_id: u64,
+        lease_id: LeaseId,
+        worker_id: WorkerId,
         deadline: Instant,
         /// When the job was leased to this worker (heartbeats move the deadline, not this).
         since: Instant,
@@ -72,7 +71,7 @@ impl Standing {
 
 /// One job as the scheduler sees it.
 #[derive(Debug, Clone)]
-pub struct JobEntry {
+pub(crate) struct JobEntry {
     pub estimate: u64,
     /// Orbit size of the job's constellation (2, 4 or 8): how much a wrong count moves the total.
     pub weight: u8,
@@ -80,10 +79,10 @@ pub struct JobEntry {
     pub verify: bool,
     pub standing: Standing,
     /// The result counted in the totals, once done: (worker, counts).
-    pub counted: Option<(u64, JobCounts)>,
+    pub counted: Option<(WorkerId, JobCounts)>,
     /// Results received but not (yet) counted: a first opinion awaiting verification, or the
     /// sides of a conflict.
-    pub opinions: Vec<(u64, JobCounts)>,
+    pub opinions: Vec<(WorkerId, JobCounts)>,
     pub errors: u32,
     pub conflicts: u32,
     /// Extra workers this job was given to because its lease ran far past its expected time, and
@@ -97,7 +96,7 @@ pub struct JobEntry {
 }
 
 impl JobEntry {
-    pub fn new(estimate: u64, verify: bool) -> Self {
+    pub(crate) fn new(estimate: u64, verify: bool) -> Self {
         JobEntry {
             estimate,
             weight: 8,
@@ -123,23 +122,94 @@ impl JobEntry {
     }
 }
 
+/// One job as stored: what [`Lifecycle::restore`] rebuilds the job table from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredJob {
+    pub id: JobId,
+    /// The job's cost estimate (leases take the most expensive pending jobs first).
+    pub estimate: u64,
+    /// Orbit size of the job's constellation (2, 4 or 8).
+    pub weight: u8,
+    /// Must be solved by two different workers that agree.
+    pub verify: bool,
+    pub state: JobState,
+    /// The lease a leased job is under.
+    pub lease: Option<LeaseId>,
+    /// The counted result, if any: (worker, counts).
+    pub counted: Option<(WorkerId, JobCounts)>,
+    /// Results received but not counted.
+    pub opinions: Vec<(WorkerId, JobCounts)>,
+    pub errors: u32,
+    pub conflicts: u32,
+}
+
+impl StoredJob {
+    /// A new pending job without results.
+    pub fn new(id: JobId, estimate: u64, weight: u8, verify: bool) -> Self {
+        StoredJob {
+            id,
+            estimate,
+            weight,
+            verify,
+            state: JobState::Pending,
+            lease: None,
+            counted: None,
+            opinions: Vec::new(),
+            errors: 0,
+            conflicts: 0,
+        }
+    }
+
+    /// The scheduler's entry for the job. A leased job's worker and deadline are filled in by
+    /// [`Lifecycle::restore`] from its lease.
+    fn into_entry(self, now: Instant) -> JobEntry {
+        let mut entry = JobEntry::new(self.estimate, self.verify);
+        entry.weight = self.weight;
+        entry.standing = match self.state {
+            JobState::Pending => Standing::Pending,
+            JobState::Leased => Standing::Leased {
+                lease_id: self.lease.unwrap_or_default(),
+                worker_id: WorkerId::default(),
+                deadline: now,
+                since: now,
+            },
+            JobState::Done => Standing::Done,
+            JobState::Held => Standing::Held,
+            JobState::Failed => Standing::Failed,
+        };
+        entry.counted = self.counted;
+        entry.opinions = self.opinions;
+        entry.errors = self.errors;
+        entry.conflicts = self.conflicts;
+        entry
+    }
+}
+
+/// One lease as stored: its worker and every job it named.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredLease {
+    pub id: LeaseId,
+    pub worker: WorkerId,
+    pub jobs: Vec<JobId>,
+}
+
 /// A durable consequence of a decision, committed by the engine.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// Job state (and current lease) as stored in `jobs`.
     JobState {
-        job_id: u64,
+        job_id: JobId,
         state: JobState,
-        lease_id: Option<u64>,
-        worker_id: Option<u64>,
+        lease_id: Option<LeaseId>,
+        worker_id: Option<WorkerId>,
         errors: u32,
         conflicts: u32,
     },
     /// A received result row. `counted` rows make up the totals.
     Result {
-        job_id: u64,
-        worker_id: u64,
-        lease_id: u64,
+        job_id: JobId,
+        worker_id: WorkerId,
+        lease_id: LeaseId,
         counts: JobCounts,
         seconds: f64,
         counted: bool,
@@ -147,25 +217,25 @@ pub enum Change {
     },
     /// The counted row of a job stops counting (a conflict put it in doubt).
     Uncount {
-        job_id: u64,
+        job_id: JobId,
     },
     Lease {
-        lease_id: u64,
-        worker_id: u64,
-        job_ids: Vec<u64>,
+        lease_id: LeaseId,
+        worker_id: WorkerId,
+        job_ids: Vec<JobId>,
     },
     Conflict {
-        job_id: u64,
-        worker_a: u64,
-        worker_b: u64,
+        job_id: JobId,
+        worker_a: WorkerId,
+        worker_b: WorkerId,
         detail: String,
     },
     /// A worker lost a settled verification (or reported far too many solver errors): refused
     /// from now on; `requeued` of its counted jobs were un-counted (by the `Uncount`s beside this
     /// change) and returned to pending.
     Untrust {
-        worker_id: u64,
-        job_id: u64,
+        worker_id: WorkerId,
+        job_id: JobId,
         detail: String,
         requeued: u64,
     },
@@ -234,58 +304,58 @@ pub fn implausible(counts: &JobCounts, weight: u8) -> Option<String> {
 
 /// A lease ever issued in this run (kept after expiry so late results can still be matched to it).
 #[derive(Debug, Clone)]
-pub struct LeaseRecord {
-    pub worker_id: u64,
-    pub job_ids: Vec<u64>,
+pub(crate) struct LeaseRecord {
+    pub worker_id: WorkerId,
+    pub job_ids: Vec<JobId>,
     pub active: bool,
     /// Jobs of `job_ids` given beside the lease's own: spot checks and copies of overdue jobs.
     /// They stay in their own state (done, or leased to someone else); the lease only lets this
     /// worker answer them. Not stored: after a restart they are plain members of `job_ids`.
-    pub extra: Vec<u64>,
+    pub extra: Vec<JobId>,
 }
 
 /// The scheduler's complete view of a run.
 pub struct Lifecycle {
-    pub jobs: Vec<JobEntry>,
-    pub leases: HashMap<u64, LeaseRecord>,
-    next_lease_id: u64,
+    pub(crate) jobs: Vec<JobEntry>,
+    pub(crate) leases: HashMap<LeaseId, LeaseRecord>,
+    next_lease_id: LeaseId,
     lease_duration: Duration,
     /// Pending jobs, most expensive first (lazily cleaned: entries whose job is no longer pending
     /// are skipped when popped).
-    queue: BinaryHeap<(u64, Reverse<u64>)>,
+    queue: BinaryHeap<(u64, Reverse<JobId>)>,
     by_state: JobsByState,
     /// Leased jobs per worker, kept as jobs move (status reads it without walking every job).
-    leased_by: HashMap<u64, u64>,
+    leased_by: HashMap<WorkerId, u64>,
     pub lease_expiries: u64,
     pub conflicts_total: u64,
     /// Workers that disagreed with a settled verification. Their opinions no longer count as
     /// agreement or disagreement, and they get no leases.
-    untrusted: HashSet<u64>,
+    untrusted: HashSet<WorkerId>,
     /// Per worker: the jobs on which another trusted worker gave the same answer.
-    agreements: HashMap<u64, u32>,
+    agreements: HashMap<WorkerId, u32>,
     /// A worker with fewer agreements than this is on probation: while another worker is around
     /// to compare with, each of its results waits for a second worker's (adaptive replication).
     probation: u32,
     /// Answers the coordinator computed itself: what a worker's answer on these jobs must be.
-    reference: HashMap<u64, JobCounts>,
+    reference: HashMap<JobId, JobCounts>,
     /// Jobs whose answer is known (see [`Lifecycle::known_answer`]): where spot checks come from.
-    known: Vec<u64>,
+    known: Vec<JobId>,
     /// Workers already given a spot check (the first one comes with their first lease).
-    checked: HashSet<u64>,
+    checked: HashSet<WorkerId>,
     /// Per worker: seconds per unit of cost estimate, from its counted results. A job's expected
     /// time comes from the lower median over trusted workers ([`Lifecycle::seconds_per_estimate`]).
-    worker_rates: HashMap<u64, f64>,
+    worker_rates: HashMap<WorkerId, f64>,
     /// Per worker: the group whose members never confirm each other (its credential). A worker
     /// without an entry is a group of its own (the shared token: see `docs/threat-model.md`).
-    groups: HashMap<u64, u64>,
+    groups: HashMap<WorkerId, u64>,
     /// Per worker: solver errors reported, and answers given.
-    error_record: HashMap<u64, (u32, u32)>,
+    error_record: HashMap<WorkerId, (u32, u32)>,
     /// Jobs in conflict, or in doubt, for the coordinator to solve itself (see `referee.rs`).
-    referee_queue: Vec<u64>,
+    referee_queue: Vec<JobId>,
     /// Jobs already handed to the referee (each once per process).
-    refereed: HashSet<u64>,
+    refereed: HashSet<JobId>,
     /// Counted jobs drawn for a secret re-check by a worker of another group.
-    rechecks: VecDeque<u64>,
+    rechecks: VecDeque<JobId>,
     /// The fraction of counted jobs drawn for a re-check.
     recheck_fraction: f64,
     /// No scan for overdue jobs before this (they are looked for at most once a second).
@@ -308,16 +378,57 @@ fn rng_from_os() -> SplitMix64 {
 }
 
 impl Lifecycle {
-    /// A lifecycle over `jobs` as reloaded from the store. Leased jobs keep their lease with a fresh
-    /// grace period of one lease duration from `now`.
-    pub fn new(
-        jobs: Vec<JobEntry>,
-        leases: HashMap<u64, LeaseRecord>,
-        groups: HashMap<u64, u64>,
+    /// The scheduler of a run as reloaded from the store: its jobs (in id order, ids 0, 1, 2...),
+    /// the leases issued so far, the workers' groups and the untrusted workers. Leased jobs keep
+    /// their lease, with a fresh grace period of one lease duration from `now`; a leased job whose
+    /// lease is not among `leases` is pending again.
+    ///
+    /// # Panics
+    /// When the jobs' ids are not 0, 1, 2... in order (the store checks that when it loads them).
+    pub fn restore(
+        jobs: Vec<StoredJob>,
+        leases: Vec<StoredLease>,
+        groups: HashMap<WorkerId, u64>,
+        untrusted: impl IntoIterator<Item = WorkerId>,
         lease_duration: Duration,
         now: Instant,
     ) -> Self {
-        let next_lease_id = leases.keys().max().map_or(1, |m| m + 1);
+        let jobs: Vec<JobEntry> = jobs
+            .into_iter()
+            .enumerate()
+            .map(|(index, row)| {
+                assert_eq!(row.id.index(), index, "stored jobs must come in id order");
+                row.into_entry(now)
+            })
+            .collect();
+        let leases: HashMap<LeaseId, LeaseRecord> = leases
+            .into_iter()
+            .map(|l| {
+                (
+                    l.id,
+                    LeaseRecord {
+                        worker_id: l.worker,
+                        job_ids: l.jobs,
+                        active: false,
+                        extra: Vec::new(),
+                    },
+                )
+            })
+            .collect();
+        let mut life = Self::new(jobs, leases, groups, lease_duration, now);
+        life.untrusted.extend(untrusted);
+        life
+    }
+
+    fn new(
+        jobs: Vec<JobEntry>,
+        leases: HashMap<LeaseId, LeaseRecord>,
+        groups: HashMap<WorkerId, u64>,
+        lease_duration: Duration,
+        now: Instant,
+    ) -> Self {
+        let next_lease_id =
+            leases.keys().max().map_or(LeaseId::new(1), |m| LeaseId::new(m.get() + 1));
         let mut life = Lifecycle {
             jobs,
             leases,
@@ -365,8 +476,8 @@ impl Lifecycle {
             }
             life.conflicts_total += job.conflicts as u64;
             if let Some((counted_by, counted)) = job.counted {
-                let group = |w: u64| life.groups.get(&w).copied().unwrap_or(w);
-                let mut agreeing: Vec<u64> = job
+                let group = |w: WorkerId| life.groups.get(&w).copied().unwrap_or(w.get());
+                let mut agreeing: Vec<WorkerId> = job
                     .opinions
                     .iter()
                     .filter(|(w, c)| group(*w) != group(counted_by) && c.same_answer(&counted))
@@ -379,7 +490,7 @@ impl Lifecycle {
                         *life.agreements.entry(w).or_default() += 1;
                     }
                     job.pooled = true;
-                    life.known.push(id as u64);
+                    life.known.push(JobId::new(id as u64));
                 }
             }
             life.by_state.add(job.standing.state(), 1);
@@ -387,7 +498,7 @@ impl Lifecycle {
                 *life.leased_by.entry(worker_id).or_default() += 1;
             }
             if job.standing == Standing::Pending {
-                life.queue.push((job.estimate, Reverse(id as u64)));
+                life.queue.push((job.estimate, Reverse(JobId::new(id as u64))));
             }
         }
         life
@@ -411,7 +522,7 @@ impl Lifecycle {
         for (&lease_id, lease) in self.leases.iter().filter(|(_, l)| l.active) {
             for &id in &lease.job_ids {
                 if let Standing::Leased { lease_id: l, deadline, .. } =
-                    self.jobs[id as usize].standing
+                    self.jobs[id.index()].standing
                 {
                     if l == lease_id {
                         last = last.max(Some(deadline));
@@ -422,40 +533,36 @@ impl Lifecycle {
         last
     }
     /// How many jobs `worker_id` holds under its leases.
-    pub fn leased_by(&self, worker_id: u64) -> u64 {
+    pub fn leased_by(&self, worker_id: WorkerId) -> u64 {
         self.leased_by.get(&worker_id).copied().unwrap_or(0)
     }
     pub fn is_complete(&self) -> bool {
         self.by_state.get(JobState::Done) == self.jobs.len() as u64
     }
 
-    /// Restores the untrusted marks reloaded from the store (their jobs were requeued back then).
-    pub fn restore_untrusted(&mut self, workers: impl IntoIterator<Item = u64>) {
-        self.untrusted.extend(workers);
-    }
     /// Puts every worker on probation until `results` of its answers agreed with another
     /// worker's (0, the default, turns probation off).
     pub fn set_probation(&mut self, results: u32) {
         self.probation = results;
     }
     /// Whether `worker_id` has yet to agree with others often enough to be believed alone.
-    pub fn on_probation(&self, worker_id: u64) -> bool {
+    pub fn on_probation(&self, worker_id: WorkerId) -> bool {
         self.agreements.get(&worker_id).copied().unwrap_or(0) < self.probation
     }
 
-    pub fn is_untrusted(&self, worker_id: u64) -> bool {
+    pub fn is_untrusted(&self, worker_id: WorkerId) -> bool {
         self.untrusted.contains(&worker_id)
     }
 
     /// Puts `worker_id` in `group`: workers of one group (one credential) never confirm each
     /// other's answers, nor take each other off probation.
-    pub fn set_group(&mut self, worker_id: u64, group: u64) {
+    pub fn set_group(&mut self, worker_id: WorkerId, group: u64) {
         self.groups.insert(worker_id, group);
     }
 
     /// The group of `worker_id` (itself, where none was set).
-    pub fn group(&self, worker_id: u64) -> u64 {
-        self.groups.get(&worker_id).copied().unwrap_or(worker_id)
+    pub fn group(&self, worker_id: WorkerId) -> u64 {
+        self.groups.get(&worker_id).copied().unwrap_or(worker_id.get())
     }
 
     /// Draws about `fraction` of the jobs counted from now on for a secret re-check: each is
@@ -465,13 +572,13 @@ impl Lifecycle {
     }
 
     /// The jobs that wait for the coordinator's own answer (taken: each is handed out once).
-    pub fn take_referee_jobs(&mut self) -> Vec<u64> {
+    pub fn take_referee_jobs(&mut self) -> Vec<JobId> {
         std::mem::take(&mut self.referee_queue)
     }
 
     /// Asks for the coordinator's own answer to a job (once per job and process; at most
     /// [`MAX_REFEREE_QUEUE`] wait at a time, the rest are settled by workers).
-    fn refer(&mut self, job_id: u64) {
+    fn refer(&mut self, job_id: JobId) {
         if self.referee_queue.len() < MAX_REFEREE_QUEUE && self.refereed.insert(job_id) {
             self.referee_queue.push(job_id);
         }
@@ -481,8 +588,8 @@ impl Lifecycle {
     }
 
     /// Moves a job (same-state moves are fine: they rewrite the stored row) and records the change.
-    fn set_state(&mut self, id: u64, state: Standing, changes: &mut Vec<Change>) {
-        let job = &mut self.jobs[id as usize];
+    fn set_state(&mut self, id: JobId, state: Standing, changes: &mut Vec<Change>) {
+        let job = &mut self.jobs[id.index()];
         self.by_state.moved(job.standing.state(), state.state());
         if let Standing::Leased { worker_id, .. } = job.standing {
             if let Some(held) = self.leased_by.get_mut(&worker_id) {
@@ -514,12 +621,12 @@ impl Lifecycle {
     /// (see [`Lifecycle::lease_checked`]).
     pub fn lease(
         &mut self,
-        worker_id: u64,
+        worker_id: WorkerId,
         max_jobs: usize,
-        others: &[u64],
+        others: &[WorkerId],
         now: Instant,
         changes: &mut Vec<Change>,
-    ) -> Option<(u64, Vec<u64>)> {
+    ) -> Option<(LeaseId, Vec<JobId>)> {
         self.lease_checked(worker_id, max_jobs, others, false, now, changes)
     }
 
@@ -533,13 +640,13 @@ impl Lifecycle {
     /// sorted among the others by cost like any job: nothing tells the worker which they are.
     pub fn lease_checked(
         &mut self,
-        worker_id: u64,
+        worker_id: WorkerId,
         max_jobs: usize,
-        others: &[u64],
+        others: &[WorkerId],
         spot_checks: bool,
         now: Instant,
         changes: &mut Vec<Change>,
-    ) -> Option<(u64, Vec<u64>)> {
+    ) -> Option<(LeaseId, Vec<JobId>)> {
         if self.is_untrusted(worker_id) || max_jobs == 0 {
             return None;
         }
@@ -547,12 +654,13 @@ impl Lifecycle {
         let mut set_aside = Vec::new();
         while picked.len() < max_jobs {
             let Some((estimate, Reverse(id))) = self.queue.pop() else { break };
-            let job = &self.jobs[id as usize];
+            let job = &self.jobs[id.index()];
             if job.standing != Standing::Pending {
                 continue; // stale queue entry
             }
             // Whether someone of `w`'s group has given an opinion: a group confirms nothing alone.
-            let gave = |w: u64| job.opinions.iter().any(|(o, _)| self.group(*o) == self.group(w));
+            let gave =
+                |w: WorkerId| job.opinions.iter().any(|(o, _)| self.group(*o) == self.group(w));
             if gave(worker_id) && others.iter().any(|&o| !gave(o)) {
                 set_aside.push((estimate, Reverse(id)));
                 continue;
@@ -575,10 +683,10 @@ impl Lifecycle {
                 // The lease keeps the size it would have had: the check takes a job's place.
                 if picked.len() + extra.len() >= max_jobs {
                     if let Some(back) = picked.pop() {
-                        self.queue.push((self.jobs[back as usize].estimate, Reverse(back)));
+                        self.queue.push((self.jobs[back.index()].estimate, Reverse(back)));
                     }
                 }
-                if self.jobs[id as usize].standing == Standing::Pending {
+                if self.jobs[id.index()].standing == Standing::Pending {
                     picked.push(id);
                 } else {
                     extra.push(id);
@@ -589,9 +697,9 @@ impl Lifecycle {
             return None;
         }
         let lease_id = self.next_lease_id;
-        self.next_lease_id += 1;
-        let mut job_ids: Vec<u64> = picked.iter().chain(&extra).copied().collect();
-        job_ids.sort_by_key(|&id| (Reverse(self.jobs[id as usize].estimate), id));
+        self.next_lease_id = LeaseId::new(lease_id.get() + 1);
+        let mut job_ids: Vec<JobId> = picked.iter().chain(&extra).copied().collect();
+        job_ids.sort_by_key(|&id| (Reverse(self.jobs[id.index()].estimate), id));
         changes.push(Change::Lease { lease_id, worker_id, job_ids: job_ids.clone() });
         let deadline = now + self.lease_duration;
         for &id in &picked {
@@ -610,18 +718,23 @@ impl Lifecycle {
 
     /// A job with a known answer that `worker_id` has not answered, of about the cost of the jobs
     /// it is leased with (so that its cost does not stand out), or none.
-    fn draw_spot_check(&mut self, worker_id: u64, picked: &[u64], extra: &[u64]) -> Option<u64> {
+    fn draw_spot_check(
+        &mut self,
+        worker_id: WorkerId,
+        picked: &[JobId],
+        extra: &[JobId],
+    ) -> Option<JobId> {
         if self.known.is_empty() {
             return None;
         }
-        let typical = picked.first().map(|&id| self.jobs[id as usize].estimate);
-        let mut best: Option<u64> = None;
+        let typical = picked.first().map(|&id| self.jobs[id.index()].estimate);
+        let mut best: Option<JobId> = None;
         for _ in 0..16 {
             let id = self.known[self.rng.below(self.known.len() as u64) as usize];
             if picked.contains(&id) || extra.contains(&id) || self.answered(worker_id, id) {
                 continue;
             }
-            let usable = match self.jobs[id as usize].standing {
+            let usable = match self.jobs[id.index()].standing {
                 Standing::Done => self.known_answer(id).is_some(),
                 Standing::Pending => self.reference.contains_key(&id),
                 _ => false,
@@ -630,7 +743,7 @@ impl Lifecycle {
                 continue;
             }
             let distance =
-                |id: u64| typical.map_or(0, |t| self.jobs[id as usize].estimate.abs_diff(t));
+                |id: JobId| typical.map_or(0, |t| self.jobs[id.index()].estimate.abs_diff(t));
             if best.is_none_or(|b| distance(id) < distance(b)) {
                 best = Some(id);
             }
@@ -641,10 +754,10 @@ impl Lifecycle {
     /// A counted job drawn for a re-check that no one of `worker_id`'s group has answered, if
     /// one is waiting. Jobs no longer done, or that wait for a group that never comes, are
     /// dropped after a look (the queue is bounded by the jobs counted).
-    fn draw_recheck(&mut self, worker_id: u64) -> Option<u64> {
+    fn draw_recheck(&mut self, worker_id: WorkerId) -> Option<JobId> {
         for _ in 0..self.rechecks.len().min(8) {
             let id = self.rechecks.pop_front()?;
-            let job = &self.jobs[id as usize];
+            let job = &self.jobs[id.index()];
             if job.standing != Standing::Done {
                 continue;
             }
@@ -664,26 +777,32 @@ impl Lifecycle {
     }
 
     /// Whether `worker_id` has given an answer for the job (counted or not).
-    fn answered(&self, worker_id: u64, job_id: u64) -> bool {
-        let job = &self.jobs[job_id as usize];
+    fn answered(&self, worker_id: WorkerId, job_id: JobId) -> bool {
+        let job = &self.jobs[job_id.index()];
         job.counted.is_some_and(|(w, _)| w == worker_id)
             || job.opinions.iter().any(|(w, _)| *w == worker_id)
     }
 
     /// Up to `room` jobs leased to other workers for much longer than their expected time, each
     /// given to one extra worker at most. Looked for at most once a second.
-    fn overdue_copies(&mut self, worker_id: u64, room: usize, now: Instant, out: &mut Vec<u64>) {
+    fn overdue_copies(
+        &mut self,
+        worker_id: WorkerId,
+        room: usize,
+        now: Instant,
+        out: &mut Vec<JobId>,
+    ) {
         let Some(rate) = self.seconds_per_estimate() else { return };
         if self.next_overdue_scan.is_some_and(|next| now < next) {
             return;
         }
         self.next_overdue_scan = Some(now + Duration::from_secs(1));
         let grace = self.lease_duration.as_secs_f64();
-        for id in 0..self.jobs.len() as u64 {
+        for id in (0..self.jobs.len() as u64).map(JobId::new) {
             if out.len() >= room {
                 break;
             }
-            let job = &self.jobs[id as usize];
+            let job = &self.jobs[id.index()];
             let Standing::Leased { worker_id: holder, since, .. } = job.standing else { continue };
             if holder == worker_id || job.copies >= MAX_COPIES || self.answered(worker_id, id) {
                 continue;
@@ -696,15 +815,15 @@ impl Lifecycle {
                 job.last_copy.is_none_or(|t| now.duration_since(t).as_secs_f64() > overdue);
             if held > overdue && copy_overdue {
                 tracing::info!(
-                    job = id,
-                    holder,
-                    to = worker_id,
+                    job = %id,
+                    %holder,
+                    to = %worker_id,
                     held_seconds = held,
                     expected_seconds = expected,
                     "job overdue: also given to another worker; the first agreeing answer counts"
                 );
-                self.jobs[id as usize].copies += 1;
-                self.jobs[id as usize].last_copy = Some(now);
+                self.jobs[id.index()].copies += 1;
+                self.jobs[id.index()].last_copy = Some(now);
                 out.push(id);
             }
         }
@@ -713,8 +832,8 @@ impl Lifecycle {
     /// Learns from one counted result how long a unit of cost estimate takes on `worker_id`.
     /// Only results that count teach it (never duplicates); times are clamped, and each sample
     /// moves the worker's figure a little and by at most a factor of ten.
-    fn learn_duration(&mut self, job_id: u64, worker_id: u64, seconds: f64) {
-        let estimate = self.jobs[job_id as usize].estimate;
+    fn learn_duration(&mut self, job_id: JobId, worker_id: WorkerId, seconds: f64) {
+        let estimate = self.jobs[job_id.index()].estimate;
         if !(seconds.is_finite() && seconds > 0.0) || estimate == 0 {
             return;
         }
@@ -741,11 +860,11 @@ impl Lifecycle {
     /// re-attached (the worker is still on them); one with nothing left is reported lost.
     pub fn heartbeat(
         &mut self,
-        worker_id: u64,
-        lease_ids: &[u64],
+        worker_id: WorkerId,
+        lease_ids: &[LeaseId],
         now: Instant,
         changes: &mut Vec<Change>,
-    ) -> Vec<u64> {
+    ) -> Vec<LeaseId> {
         let deadline = now + self.lease_duration;
         let mut lost = Vec::new();
         for &lease_id in lease_ids {
@@ -760,17 +879,14 @@ impl Lifecycle {
             let mut holds_any = false;
             let extra = lease.extra.clone();
             for id in lease.job_ids.clone() {
-                match self.jobs[id as usize].standing {
+                match self.jobs[id.index()].standing {
                     Standing::Leased { lease_id: l, since, .. } if l == lease_id => {
-                        self.jobs[id as usize].standing =
+                        self.jobs[id.index()].standing =
                             Standing::Leased { lease_id, worker_id, deadline, since };
                         holds_any = true;
                     }
                     Standing::Pending
-                        if !self.jobs[id as usize]
-                            .opinions
-                            .iter()
-                            .any(|(w, _)| *w == worker_id) =>
+                        if !self.jobs[id.index()].opinions.iter().any(|(w, _)| *w == worker_id) =>
                     {
                         self.set_state(
                             id,
@@ -801,7 +917,7 @@ impl Lifecycle {
     /// Returns the jobs of leases past their deadline to the pending queue.
     pub fn expire(&mut self, now: Instant, changes: &mut Vec<Change>) -> u64 {
         let mut expired_leases = 0;
-        let active: Vec<u64> =
+        let active: Vec<LeaseId> =
             self.leases.iter().filter(|(_, l)| l.active).map(|(id, _)| *id).collect();
         for lease_id in active {
             let job_ids = self.leases[&lease_id].job_ids.clone();
@@ -809,7 +925,7 @@ impl Lifecycle {
             let mut still_held = false;
             for id in job_ids {
                 if let Standing::Leased { lease_id: l, deadline, .. } =
-                    self.jobs[id as usize].standing
+                    self.jobs[id.index()].standing
                 {
                     if l == lease_id {
                         if deadline <= now {
@@ -838,13 +954,13 @@ impl Lifecycle {
     /// active lease of the worker, including one whose grant it never received.
     pub fn release(
         &mut self,
-        worker_id: u64,
-        lease_id: u64,
-        job_ids: &[u64],
+        worker_id: WorkerId,
+        lease_id: LeaseId,
+        job_ids: &[JobId],
         changes: &mut Vec<Change>,
     ) -> u32 {
-        if lease_id == 0 {
-            let mine: Vec<u64> = self
+        if lease_id == LeaseId::new(0) {
+            let mine: Vec<LeaseId> = self
                 .leases
                 .iter()
                 .filter(|(_, l)| l.active && l.worker_id == worker_id)
@@ -856,12 +972,12 @@ impl Lifecycle {
         if lease.worker_id != worker_id {
             return 0;
         }
-        let ids: Vec<u64> =
+        let ids: Vec<JobId> =
             if job_ids.is_empty() { lease.job_ids.clone() } else { job_ids.to_vec() };
         let mut released = 0;
         for id in ids {
             if let Some(Standing::Leased { lease_id: l, .. }) =
-                self.jobs.get(id as usize).map(|j| j.standing)
+                self.jobs.get(id.index()).map(|j| j.standing)
             {
                 if l == lease_id {
                     self.set_state(id, Standing::Pending, changes);
@@ -880,17 +996,17 @@ impl Lifecycle {
     /// never confirm each other while a worker of another group is active.
     pub fn result(
         &mut self,
-        worker_id: u64,
-        lease_id: u64,
-        job_id: u64,
+        worker_id: WorkerId,
+        lease_id: LeaseId,
+        job_id: JobId,
         finding: Finding,
-        others: &[u64],
+        others: &[WorkerId],
         changes: &mut Vec<Change>,
     ) -> ResultOutcome {
         if self.is_untrusted(worker_id) {
             return ResultOutcome::UntrustedWorker;
         }
-        if job_id >= self.jobs.len() as u64 {
+        if job_id.get() >= self.jobs.len() as u64 {
             return ResultOutcome::UnknownJob;
         }
         match self.leases.get(&lease_id) {
@@ -903,7 +1019,7 @@ impl Lifecycle {
                 return self.record_error(worker_id, lease_id, job_id, changes)
             }
         };
-        if let Some(why) = implausible(&counts, self.jobs[job_id as usize].weight) {
+        if let Some(why) = implausible(&counts, self.jobs[job_id.index()].weight) {
             self.untrust_for(worker_id, job_id, format!("implausible counts: {why}"), changes);
             return ResultOutcome::Implausible;
         }
@@ -931,7 +1047,7 @@ impl Lifecycle {
         };
         let group = self.group(worker_id);
         let comparable = others.iter().any(|&o| o != worker_id && self.group(o) != group);
-        let job = &self.jobs[job_id as usize];
+        let job = &self.jobs[job_id.index()];
         if let Some((counted_by, counted)) = job.counted {
             if counted.same_answer(&counts) {
                 let new_witness = self.group(counted_by) != group
@@ -939,7 +1055,7 @@ impl Lifecycle {
                     && !job.opinions.iter().any(|(w, c)| *w == worker_id && c.same_answer(&counts));
                 if new_witness {
                     changes.push(row(false, ResultKind::Confirm));
-                    self.jobs[job_id as usize].opinions.push((worker_id, counts));
+                    self.jobs[job_id.index()].opinions.push((worker_id, counts));
                     for w in [counted_by, worker_id] {
                         if !self.untrusted.contains(&w) {
                             *self.agreements.entry(w).or_default() += 1;
@@ -961,7 +1077,7 @@ impl Lifecycle {
             });
             changes.push(Change::Uncount { job_id });
             changes.push(row(false, ResultKind::Conflict));
-            let job = &mut self.jobs[job_id as usize];
+            let job = &mut self.jobs[job_id.index()];
             job.counted = None;
             job.opinions.push((counted_by, counted));
             job.opinions.push((worker_id, counts));
@@ -978,7 +1094,7 @@ impl Lifecycle {
                 return ResultOutcome::Duplicate;
             }
             changes.push(row(true, ResultKind::Verified));
-            self.jobs[job_id as usize].counted = Some((worker_id, counts));
+            self.jobs[job_id.index()].counted = Some((worker_id, counts));
             self.set_state(job_id, Standing::Done, changes);
             *self.agreements.entry(worker_id).or_default() += 1;
             self.learn_duration(job_id, worker_id, seconds);
@@ -991,8 +1107,8 @@ impl Lifecycle {
         }
         let needed =
             if self.on_probation(worker_id) && comparable { 2 } else { job.agreeing_needed() };
-        let trusted = |w: &u64| !self.untrusted.contains(w);
-        let disagrees: Option<u64> = job
+        let trusted = |w: &WorkerId| !self.untrusted.contains(w);
+        let disagrees: Option<WorkerId> = job
             .opinions
             .iter()
             .find(|(w, c)| trusted(w) && !c.same_answer(&counts))
@@ -1010,7 +1126,7 @@ impl Lifecycle {
         // An answer that contradicts another trusted one is never counted alone.
         if (needed == 1 && disagrees.is_none()) || agrees {
             changes.push(row(true, if agrees { ResultKind::Verified } else { ResultKind::First }));
-            self.jobs[job_id as usize].counted = Some((worker_id, counts));
+            self.jobs[job_id.index()].counted = Some((worker_id, counts));
             self.set_state(job_id, Standing::Done, changes);
             self.learn_duration(job_id, worker_id, seconds);
             if agrees {
@@ -1027,7 +1143,7 @@ impl Lifecycle {
             false,
             if disagrees.is_some() { ResultKind::Conflict } else { ResultKind::Opinion },
         ));
-        self.jobs[job_id as usize].opinions.push((worker_id, counts));
+        self.jobs[job_id.index()].opinions.push((worker_id, counts));
         if let Some(other) = disagrees {
             changes.push(Change::Conflict {
                 job_id,
@@ -1038,15 +1154,15 @@ impl Lifecycle {
             return self.mark_conflict(job_id, changes);
         }
         // First opinion of a verified job: a different worker must now solve it too.
-        if self.jobs[job_id as usize].standing != Standing::Pending {
+        if self.jobs[job_id.index()].standing != Standing::Pending {
             self.set_state(job_id, Standing::Pending, changes);
         }
         ResultOutcome::Accepted
     }
 
     /// `worker_id` and every other trusted worker that gave `agreed` for the job agreed once more.
-    fn credit_agreement(&mut self, job_id: u64, worker_id: u64, agreed: JobCounts) {
-        let mut agreeing: Vec<u64> = self.jobs[job_id as usize]
+    fn credit_agreement(&mut self, job_id: JobId, worker_id: WorkerId, agreed: JobCounts) {
+        let mut agreeing: Vec<WorkerId> = self.jobs[job_id.index()]
             .opinions
             .iter()
             .filter(|(w, c)| c.same_answer(&agreed) && !self.untrusted.contains(w))
@@ -1074,16 +1190,16 @@ impl Lifecycle {
     /// was right this time, and only repeated answers tell a faulty solver from a passing fault.
     fn untrust_dissenters(
         &mut self,
-        job_id: u64,
-        settled_by: u64,
+        job_id: JobId,
+        settled_by: WorkerId,
         agreed: JobCounts,
         changes: &mut Vec<Change>,
     ) {
-        let opinions = &self.jobs[job_id as usize].opinions;
-        let gave_agreed = |w: u64| {
+        let opinions = &self.jobs[job_id.index()].opinions;
+        let gave_agreed = |w: WorkerId| {
             w == settled_by || opinions.iter().any(|(o, c)| *o == w && c.same_answer(&agreed))
         };
-        let mut dissenters: Vec<(u64, JobCounts)> = opinions
+        let mut dissenters: Vec<(WorkerId, JobCounts)> = opinions
             .iter()
             .filter(|(w, c)| {
                 !c.same_answer(&agreed) && !gave_agreed(*w) && !self.untrusted.contains(w)
@@ -1101,8 +1217,8 @@ impl Lifecycle {
     /// counted results are un-counted and solved again by others, its leases taken back.
     fn untrust(
         &mut self,
-        worker_id: u64,
-        job_id: u64,
+        worker_id: WorkerId,
+        job_id: JobId,
         wrong: JobCounts,
         agreed: JobCounts,
         changes: &mut Vec<Change>,
@@ -1118,8 +1234,8 @@ impl Lifecycle {
     /// Untrusts `worker_id` for the reason `detail` (see [`Lifecycle::untrust`]).
     fn untrust_for(
         &mut self,
-        worker_id: u64,
-        job_id: u64,
+        worker_id: WorkerId,
+        job_id: JobId,
         detail: String,
         changes: &mut Vec<Change>,
     ) {
@@ -1127,8 +1243,8 @@ impl Lifecycle {
             return;
         }
         let mut requeued = 0;
-        for id in 0..self.jobs.len() as u64 {
-            let job = &mut self.jobs[id as usize];
+        for id in (0..self.jobs.len() as u64).map(JobId::new) {
+            let job = &mut self.jobs[id.index()];
             match (job.counted, job.standing) {
                 (Some((w, counts)), _) if w == worker_id => {
                     changes.push(Change::Uncount { job_id: id });
@@ -1154,11 +1270,11 @@ impl Lifecycle {
 
     /// The job's answer when it is known without believing any one worker: the coordinator's own
     /// (a reference), or a counted answer another trusted worker gave too.
-    pub fn known_answer(&self, job_id: u64) -> Option<JobCounts> {
+    pub fn known_answer(&self, job_id: JobId) -> Option<JobCounts> {
         if let Some(answer) = self.reference.get(&job_id) {
             return Some(*answer);
         }
-        let job = self.jobs.get(job_id as usize)?;
+        let job = self.jobs.get(job_id.index())?;
         let (by, counted) = job.counted?;
         if by == COORDINATOR {
             return Some(counted);
@@ -1172,8 +1288,8 @@ impl Lifecycle {
     }
 
     /// Adds a job with a known answer to the spot-check pool.
-    fn pool(&mut self, job_id: u64) {
-        let job = &mut self.jobs[job_id as usize];
+    fn pool(&mut self, job_id: JobId) {
+        let job = &mut self.jobs[job_id.index()];
         if !job.pooled {
             job.pooled = true;
             self.known.push(job_id);
@@ -1184,14 +1300,14 @@ impl Lifecycle {
     /// solved again), and the job keeps its answer.
     fn failed_check(
         &mut self,
-        worker_id: u64,
-        lease_id: u64,
-        job_id: u64,
+        worker_id: WorkerId,
+        lease_id: LeaseId,
+        job_id: JobId,
         (counts, seconds): (JobCounts, f64),
         known: JobCounts,
         changes: &mut Vec<Change>,
     ) -> ResultOutcome {
-        let against = match self.jobs[job_id as usize].counted {
+        let against = match self.jobs[job_id.index()].counted {
             Some((w, _)) if !self.reference.contains_key(&job_id) => w,
             _ => COORDINATOR,
         };
@@ -1204,7 +1320,7 @@ impl Lifecycle {
             counted: false,
             kind: ResultKind::Conflict,
         });
-        self.jobs[job_id as usize].opinions.push((worker_id, counts));
+        self.jobs[job_id.index()].opinions.push((worker_id, counts));
         self.refuted(job_id, against, worker_id, counts, known, changes);
         ResultOutcome::Conflict
     }
@@ -1213,9 +1329,9 @@ impl Lifecycle {
     /// conflict is recorded and the worker untrusted.
     fn refuted(
         &mut self,
-        job_id: u64,
-        against: u64,
-        worker_id: u64,
+        job_id: JobId,
+        against: WorkerId,
+        worker_id: WorkerId,
         wrong: JobCounts,
         known: JobCounts,
         changes: &mut Vec<Change>,
@@ -1232,14 +1348,14 @@ impl Lifecycle {
 
     /// Records the coordinator's own answer for a job, to check workers against. A worker that
     /// already gave another answer for it is untrusted at once (its counted jobs are solved again).
-    pub fn add_reference(&mut self, job_id: u64, answer: JobCounts, changes: &mut Vec<Change>) {
-        if job_id >= self.jobs.len() as u64 {
+    pub fn add_reference(&mut self, job_id: JobId, answer: JobCounts, changes: &mut Vec<Change>) {
+        if job_id.get() >= self.jobs.len() as u64 {
             return;
         }
         self.reference.insert(job_id, answer);
         self.pool(job_id);
-        let job = &self.jobs[job_id as usize];
-        let mut answers: Vec<(u64, JobCounts)> =
+        let job = &self.jobs[job_id.index()];
+        let mut answers: Vec<(WorkerId, JobCounts)> =
             job.counted.iter().chain(&job.opinions).copied().collect();
         answers.sort_by_key(|(w, _)| *w);
         answers.dedup_by_key(|(w, _)| *w);
@@ -1256,7 +1372,7 @@ impl Lifecycle {
         // A job the referee was asked about (in dispute, or in doubt) is settled by the
         // coordinator's own answer: counted under its name, whoever was right. (Other reference
         // jobs stay pending: they are spot checks.)
-        let job = &self.jobs[job_id as usize];
+        let job = &self.jobs[job_id.index()];
         let settle = self.refereed.contains(&job_id)
             && job.counted.is_none()
             && matches!(job.standing, Standing::Pending | Standing::Held);
@@ -1264,21 +1380,21 @@ impl Lifecycle {
             changes.push(Change::Result {
                 job_id,
                 worker_id: COORDINATOR,
-                lease_id: 0,
+                lease_id: LeaseId::new(0),
                 counts: answer,
                 seconds: 0.0,
                 counted: true,
                 kind: ResultKind::Verified,
             });
-            self.jobs[job_id as usize].counted = Some((COORDINATOR, answer));
+            self.jobs[job_id.index()].counted = Some((COORDINATOR, answer));
             self.set_state(job_id, Standing::Done, changes);
         }
     }
 
-    fn mark_conflict(&mut self, job_id: u64, changes: &mut Vec<Change>) -> ResultOutcome {
+    fn mark_conflict(&mut self, job_id: JobId, changes: &mut Vec<Change>) -> ResultOutcome {
         self.conflicts_total += 1;
         self.refer(job_id);
-        let job = &mut self.jobs[job_id as usize];
+        let job = &mut self.jobs[job_id.index()];
         job.conflicts += 1;
         let next = if job.conflicts >= MAX_CONFLICTS { Standing::Held } else { Standing::Pending };
         self.set_state(job_id, next, changes);
@@ -1291,12 +1407,12 @@ impl Lifecycle {
     /// quarter of its answers is untrusted: one participant cannot fail a run's jobs.
     fn record_error(
         &mut self,
-        worker_id: u64,
-        lease_id: u64,
-        job_id: u64,
+        worker_id: WorkerId,
+        lease_id: LeaseId,
+        job_id: JobId,
         changes: &mut Vec<Change>,
     ) -> ResultOutcome {
-        let job = &self.jobs[job_id as usize];
+        let job = &self.jobs[job_id.index()];
         if job.standing == Standing::Done {
             return ResultOutcome::Duplicate;
         }
@@ -1320,7 +1436,7 @@ impl Lifecycle {
             return ResultOutcome::ErrorRecorded;
         }
         let group = self.group(worker_id);
-        let job = &mut self.jobs[job_id as usize];
+        let job = &mut self.jobs[job_id.index()];
         job.errors += 1;
         if !job.error_groups.contains(&group) {
             job.error_groups.push(group);
@@ -1336,20 +1452,22 @@ impl Lifecycle {
 
     /// The done jobs of weight 2 and 4 whose answer rests on one group's word: those that can
     /// break the symmetry identities of the final tally.
-    pub fn doubt_unconfirmed_symmetric(&self) -> Vec<u64> {
+    pub fn doubt_unconfirmed_symmetric(&self) -> Vec<JobId> {
         (0..self.jobs.len() as u64)
+            .map(JobId::new)
             .filter(|&id| {
-                let job = &self.jobs[id as usize];
+                let job = &self.jobs[id.index()];
                 job.weight < 8 && job.standing == Standing::Done && self.known_answer(id).is_none()
             })
             .collect()
     }
 
     /// Every done job of weight 2 and 4 not counted from the coordinator's own answer.
-    pub fn doubt_all_symmetric(&self) -> Vec<u64> {
+    pub fn doubt_all_symmetric(&self) -> Vec<JobId> {
         (0..self.jobs.len() as u64)
+            .map(JobId::new)
             .filter(|&id| {
-                let job = &self.jobs[id as usize];
+                let job = &self.jobs[id.index()];
                 job.weight < 8
                     && job.standing == Standing::Done
                     && job.counted.is_some_and(|(w, _)| w != COORDINATOR)
@@ -1358,14 +1476,17 @@ impl Lifecycle {
     }
 
     /// The jobs of weight 2 and 4.
-    pub fn symmetric_jobs(&self) -> Vec<u64> {
-        (0..self.jobs.len() as u64).filter(|&id| self.jobs[id as usize].weight < 8).collect()
+    pub fn symmetric_jobs(&self) -> Vec<JobId> {
+        (0..self.jobs.len() as u64)
+            .map(JobId::new)
+            .filter(|&id| self.jobs[id.index()].weight < 8)
+            .collect()
     }
 
     /// Puts a done job in doubt: its counted answer becomes one opinion among others, it must be
     /// confirmed by two groups (or the coordinator), and the coordinator is asked to solve it.
-    pub fn doubt(&mut self, job_id: u64, changes: &mut Vec<Change>) {
-        let job = &mut self.jobs[job_id as usize];
+    pub fn doubt(&mut self, job_id: JobId, changes: &mut Vec<Change>) {
+        let job = &mut self.jobs[job_id.index()];
         if job.standing != Standing::Done {
             return;
         }

@@ -248,8 +248,8 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
         let list = nqueens_core::job_list(12, &nqueens_core::SplitParams::default()).unwrap();
         let mut store =
             nqueens_coordinator::Store::open_or_create(&state, &list, 0.0, "cluster").unwrap();
-        let set = |job_id, state, errors, conflicts| Change::JobState {
-            job_id,
+        let set = |job_id: u64, state, errors, conflicts| Change::JobState {
+            job_id: job_id.into(),
             state,
             lease_id: None,
             worker_id: None,

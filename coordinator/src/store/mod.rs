@@ -30,9 +30,8 @@ pub use workers::BlockedJobs;
 
 use nqueens_core::{JobList, Tally};
 use nqueens_scheduler::state::JobsByState;
-use nqueens_scheduler::{JobEntry, LeaseRecord};
+use nqueens_scheduler::{StoredJob, StoredLease, WorkerId};
 use rusqlite::Connection;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
@@ -139,11 +138,11 @@ pub struct Summary {
 
 /// Everything needed to rebuild the scheduler after a restart.
 pub struct Loaded {
-    pub jobs: Vec<JobEntry>,
-    pub leases: HashMap<u64, LeaseRecord>,
+    pub jobs: Vec<StoredJob>,
+    pub leases: Vec<StoredLease>,
     pub next_worker_id: u64,
     /// Workers that lost a settled verification.
-    pub untrusted: Vec<u64>,
+    pub untrusted: Vec<WorkerId>,
 }
 
 pub struct Store {

@@ -1,6 +1,7 @@
 //! The life cycle's own tests: leasing, expiry, verification, conflicts, untrusting, errors.
 
 use super::*;
+use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 
 /// Another live worker that has given no opinion on anything.
 const NOBODY: u64 = 999;
@@ -13,23 +14,66 @@ fn solved(counts: JobCounts) -> Finding {
     Finding::Solved { counts, seconds: 0.1 }
 }
 
+fn w(id: impl Into<WorkerId>) -> WorkerId {
+    id.into()
+}
+
+fn j(id: impl Into<JobId>) -> JobId {
+    id.into()
+}
+
+fn lid(id: impl Into<LeaseId>) -> LeaseId {
+    id.into()
+}
+
+fn ws(ids: &[u64]) -> Vec<WorkerId> {
+    ids.iter().map(|&id| WorkerId::new(id)).collect()
+}
+
+fn js(ids: &[u64]) -> Vec<JobId> {
+    ids.iter().map(|&id| JobId::new(id)).collect()
+}
+
+fn stored(id: u64, estimate: u64, verify: bool) -> StoredJob {
+    StoredJob::new(JobId::new(id), estimate, 8, verify)
+}
+
 fn life(n: usize, verify: bool) -> Lifecycle {
-    let jobs = (0..n).map(|i| JobEntry::new(i as u64, verify)).collect();
-    Lifecycle::new(jobs, HashMap::new(), HashMap::new(), Duration::from_secs(10), Instant::now())
+    let jobs = (0..n as u64).map(|i| stored(i, i, verify)).collect();
+    Lifecycle::restore(
+        jobs,
+        Vec::new(),
+        HashMap::new(),
+        [],
+        Duration::from_secs(10),
+        Instant::now(),
+    )
 }
 
 #[test]
 fn leases_longest_first_and_completes() {
     let mut l = life(5, false);
     let mut ch = Vec::new();
-    let (lease, ids) = l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(ids, vec![4, 3]);
-    assert_eq!(l.leased_by(1), 2);
-    assert_eq!(l.result(1, lease, 4, solved(counts(1)), &[], &mut ch), ResultOutcome::Accepted);
-    assert_eq!(l.leased_by(1), 1);
-    assert_eq!(l.result(1, lease, 4, solved(counts(1)), &[], &mut ch), ResultOutcome::Duplicate);
-    assert_eq!(l.result(1, lease, 2, solved(counts(1)), &[], &mut ch), ResultOutcome::UnknownLease);
-    assert_eq!(l.result(1, lease, 99, solved(counts(1)), &[], &mut ch), ResultOutcome::UnknownJob);
+    let (lease, ids) = l.lease(w(1), 2, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, js(&[4, 3]));
+    assert_eq!(l.leased_by(w(1)), 2);
+    assert_eq!(
+        l.result(w(1), lease, j(4), solved(counts(1)), &[], &mut ch),
+        ResultOutcome::Accepted
+    );
+    assert_eq!(l.leased_by(w(1)), 1);
+    assert_eq!(
+        l.result(w(1), lease, j(4), solved(counts(1)), &[], &mut ch),
+        ResultOutcome::Duplicate
+    );
+    assert_eq!(
+        l.result(w(1), lease, j(2), solved(counts(1)), &[], &mut ch),
+        ResultOutcome::UnknownLease
+    );
+    assert_eq!(
+        l.result(w(1), lease, j(99), solved(counts(1)), &[], &mut ch),
+        ResultOutcome::UnknownJob
+    );
     assert_eq!(l.count(JobState::Done), 1);
     assert_eq!(l.count(JobState::Leased), 1);
     assert_eq!(l.count(JobState::Pending), 3);
@@ -40,25 +84,25 @@ fn expired_leases_return_jobs() {
     let mut l = life(3, false);
     let mut ch = Vec::new();
     let t0 = Instant::now();
-    l.lease(1, 3, &[NOBODY], t0, &mut ch).unwrap();
+    l.lease(w(1), 3, &ws(&[NOBODY]), t0, &mut ch).unwrap();
     assert_eq!(l.expire(t0 + Duration::from_secs(11), &mut ch), 1);
     assert_eq!(l.count(JobState::Pending), 3);
     assert_eq!(l.lease_expiries, 1);
-    assert_eq!(l.leased_by(1), 0);
+    assert_eq!(l.leased_by(w(1)), 0);
 }
 
 #[test]
 fn conflicting_duplicate_reruns_job() {
     let mut l = life(1, false);
     let mut ch = Vec::new();
-    let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(1, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
-    assert_eq!(l.result(1, a, 0, solved(counts(6)), &[], &mut ch), ResultOutcome::Conflict);
+    let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(6)), &[], &mut ch), ResultOutcome::Conflict);
     assert_eq!(l.count(JobState::Pending), 1);
     // Needs two agreeing workers now; worker 2 agrees with the first result.
-    let (b, ids) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(ids, vec![0]);
-    assert_eq!(l.result(2, b, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
+    let (b, ids) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, js(&[0]));
+    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -66,15 +110,15 @@ fn conflicting_duplicate_reruns_job() {
 fn verified_job_needs_a_second_worker() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
-    let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(1, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
+    let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
     assert!(!l.is_complete());
     assert!(
-        l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).is_none(),
+        l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).is_none(),
         "same worker may not verify"
     );
-    let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(2, b, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
+    let (b, _) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -83,11 +127,14 @@ fn results_that_differ_only_in_work_done_agree() {
     // Two solver versions place a different number of queens for the same answer.
     let mut l = life(1, true);
     let mut ch = Vec::new();
-    let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(1, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
-    let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
+    let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
+    let (b, _) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
     let other_version = JobCounts { nodes: 7, ..counts(5) };
-    assert_eq!(l.result(2, b, 0, solved(other_version), &[], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(
+        l.result(w(2), b, j(0), solved(other_version), &[], &mut ch),
+        ResultOutcome::Confirmed
+    );
     assert!(l.is_complete());
     assert_eq!(l.conflicts_total, 0);
 }
@@ -96,10 +143,10 @@ fn results_that_differ_only_in_work_done_agree() {
 fn release_all_returns_every_job_of_the_worker() {
     let mut l = life(6, false);
     let mut ch = Vec::new();
-    l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    l.lease(1, 2, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.release(1, 0, &[], &mut ch), 4);
+    l.lease(w(1), 2, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    l.lease(w(1), 2, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.release(w(1), lid(0), &[], &mut ch), 4);
     assert_eq!(l.count(JobState::Leased), 1);
     assert_eq!(l.count(JobState::Pending), 5);
 }
@@ -108,12 +155,12 @@ fn release_all_returns_every_job_of_the_worker() {
 fn a_lone_worker_verifies_its_own_job_but_a_replay_does_not() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
-    let (a, _) = l.lease(1, 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(1, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
-    assert_eq!(l.result(1, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Duplicate);
+    let (a, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Duplicate);
     assert!(!l.is_complete());
-    let (b, _) = l.lease(1, 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(1, b, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
+    let (b, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(1), b, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -123,21 +170,21 @@ fn two_disputing_workers_alone_solve_again_and_only_the_other_side_settles() {
     const B: u64 = 2;
     let mut l = life(1, false);
     let mut ch = Vec::new();
-    let (a, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(A, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
+    let (a, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
     // B re-solves the done job (a lease lost in a restart, say) and disagrees.
-    l.set_state(0, Standing::Pending, &mut ch);
-    let (b, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(B, b, 0, solved(counts(6)), &[], &mut ch), ResultOutcome::Conflict);
+    l.set_state(j(0), Standing::Pending, &mut ch);
+    let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), &[], &mut ch), ResultOutcome::Conflict);
     // A third worker would get the job; with none, both may solve it again.
-    assert!(l.lease(A, 1, &[B, NOBODY], Instant::now(), &mut ch).is_none());
-    let (a2, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
+    assert!(l.lease(w(A), 1, &ws(&[B, NOBODY]), Instant::now(), &mut ch).is_none());
+    let (a2, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     // Repeating its own side of the dispute settles nothing: one more conflict.
-    assert_eq!(l.result(A, a2, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(w(A), a2, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
     assert_eq!(l.count(JobState::Pending), 1);
     // Agreeing with the other worker settles it.
-    let (b2, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(B, b2, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
+    let (b2, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(B), b2, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
     assert_eq!(l.jobs[0].counted.map(|(_, c)| c.solutions), Some(5));
 }
@@ -149,21 +196,21 @@ fn a_requeued_held_job_is_not_settled_by_one_worker_alone() {
     let mut ch = Vec::new();
     // Three conflicts hold the job (A and two other workers kept disagreeing).
     for (worker, answer) in [(A, 5), (2, 6), (3, 7), (4, 8)] {
-        l.set_state(0, Standing::Pending, &mut ch);
-        let (lease, _) = l.lease(worker, 1, &[], Instant::now(), &mut ch).unwrap();
-        l.result(worker, lease, 0, solved(counts(answer)), &[], &mut ch);
+        l.set_state(j(0), Standing::Pending, &mut ch);
+        let (lease, _) = l.lease(w(worker), 1, &[], Instant::now(), &mut ch).unwrap();
+        l.result(w(worker), lease, j(0), solved(counts(answer)), &[], &mut ch);
     }
     assert_eq!(l.count(JobState::Held), 1);
     // Requeued by an operator, with only A around: A's repeat of its own answer holds it again.
-    l.set_state(0, Standing::Pending, &mut ch);
-    let (a, _) = l.lease(A, 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(A, a, 0, solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
+    l.set_state(j(0), Standing::Pending, &mut ch);
+    let (a, _) = l.lease(w(A), 1, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
     assert_eq!(l.count(JobState::Held), 1);
     assert!(!l.is_complete());
     // Requeued again: agreeing with another worker's answer settles it.
-    l.set_state(0, Standing::Pending, &mut ch);
-    let (a, _) = l.lease(A, 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(A, a, 0, solved(counts(7)), &[], &mut ch), ResultOutcome::Confirmed);
+    l.set_state(j(0), Standing::Pending, &mut ch);
+    let (a, _) = l.lease(w(A), 1, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(A), a, j(0), solved(counts(7)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -173,12 +220,13 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     const B: u64 = 2;
     const C: u64 = 3;
     // Jobs 0..=2 are plain, job 3 is the verification job (leased first: largest estimate).
-    let mut jobs: Vec<JobEntry> = (0..3).map(|i| JobEntry::new(i, false)).collect();
-    jobs.push(JobEntry::new(10, true));
-    let mut l = Lifecycle::new(
+    let mut jobs: Vec<StoredJob> = (0..3).map(|i| stored(i, i, false)).collect();
+    jobs.push(stored(3, 10, true));
+    let mut l = Lifecycle::restore(
         jobs,
+        Vec::new(),
         HashMap::new(),
-        HashMap::new(),
+        [],
         Duration::from_secs(10),
         Instant::now(),
     );
@@ -186,56 +234,66 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     let now = Instant::now();
 
     // A solves the verification job wrongly, then three plain jobs that are counted.
-    let (a1, ids) = l.lease(A, 1, &[NOBODY], now, &mut ch).unwrap();
-    assert_eq!(ids, vec![3]);
-    assert_eq!(l.result(A, a1, 3, solved(counts(99)), &[], &mut ch), ResultOutcome::Accepted);
-    let (a2, ids) = l.lease(A, 3, &[NOBODY], now, &mut ch).unwrap();
-    assert_eq!(ids, vec![2, 1, 0]);
+    let (a1, ids) = l.lease(w(A), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
+    assert_eq!(ids, js(&[3]));
+    assert_eq!(l.result(w(A), a1, j(3), solved(counts(99)), &[], &mut ch), ResultOutcome::Accepted);
+    let (a2, ids) = l.lease(w(A), 3, &ws(&[NOBODY]), now, &mut ch).unwrap();
+    assert_eq!(ids, js(&[2, 1, 0]));
     for id in [2, 1, 0] {
-        assert_eq!(l.result(A, a2, id, solved(counts(id)), &[], &mut ch), ResultOutcome::Accepted);
+        assert_eq!(
+            l.result(w(A), a2, j(id), solved(counts(id)), &[], &mut ch),
+            ResultOutcome::Accepted
+        );
     }
     assert_eq!(l.count(JobState::Done), 3);
 
     // B disagrees: a conflict, still no one untrusted.
-    let (b1, ids) = l.lease(B, 1, &[NOBODY], now, &mut ch).unwrap();
-    assert_eq!(ids, vec![3]);
-    assert_eq!(l.result(B, b1, 3, solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
-    assert!(!l.is_untrusted(A) && !l.is_untrusted(B));
+    let (b1, ids) = l.lease(w(B), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
+    assert_eq!(ids, js(&[3]));
+    assert_eq!(l.result(w(B), b1, j(3), solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
+    assert!(!l.is_untrusted(w(A)) && !l.is_untrusted(w(B)));
 
     // C agrees with B: settled, A is untrusted and its counted jobs are re-run.
-    let (c1, ids) = l.lease(C, 1, &[NOBODY], now, &mut ch).unwrap();
-    assert_eq!(ids, vec![3]);
+    let (c1, ids) = l.lease(w(C), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
+    assert_eq!(ids, js(&[3]));
     ch.clear();
-    assert_eq!(l.result(C, c1, 3, solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
-    assert!(l.is_untrusted(A));
-    assert!(!l.is_untrusted(B) && !l.is_untrusted(C));
+    assert_eq!(l.result(w(C), c1, j(3), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert!(l.is_untrusted(w(A)));
+    assert!(!l.is_untrusted(w(B)) && !l.is_untrusted(w(C)));
     assert_eq!(l.untrusted_count(), 1);
     assert_eq!(l.jobs[3].standing, Standing::Done);
-    assert_eq!(l.jobs[3].counted, Some((C, counts(5))));
+    assert_eq!(l.jobs[3].counted, Some((w(C), counts(5))));
     for id in 0..3u64 {
         assert_eq!(l.jobs[id as usize].standing, Standing::Pending, "job {id}");
         assert_eq!(l.jobs[id as usize].counted, None, "job {id}");
         assert!(
-            ch.contains(&Change::Uncount { job_id: id }),
+            ch.contains(&Change::Uncount { job_id: j(id) }),
             "job {id} un-counted in the same batch"
         );
     }
-    assert!(ch
-        .iter()
-        .any(|c| matches!(c, Change::Untrust { worker_id: A, job_id: 3, requeued: 3, .. })));
+    assert!(ch.iter().any(|c| matches!(
+        c,
+        Change::Untrust { worker_id: WorkerId(A), job_id: JobId(3), requeued: 3, .. }
+    )));
     assert_eq!(l.count(JobState::Done), 1);
     assert_eq!(l.count(JobState::Pending), 3);
 
     // A is refused; the others re-solve its jobs.
     ch.clear();
-    assert!(l.lease(A, 3, &[NOBODY], now, &mut ch).is_none());
-    assert_eq!(l.result(A, a2, 0, solved(counts(0)), &[], &mut ch), ResultOutcome::UntrustedWorker);
-    assert_eq!(l.heartbeat(A, &[a2], now, &mut ch), vec![a2]);
+    assert!(l.lease(w(A), 3, &ws(&[NOBODY]), now, &mut ch).is_none());
+    assert_eq!(
+        l.result(w(A), a2, j(0), solved(counts(0)), &[], &mut ch),
+        ResultOutcome::UntrustedWorker
+    );
+    assert_eq!(l.heartbeat(w(A), &[a2], now, &mut ch), vec![a2]);
     assert!(ch.is_empty(), "refusals change nothing");
-    let (b2, ids) = l.lease(B, 3, &[NOBODY], now, &mut ch).unwrap();
-    assert_eq!(ids, vec![2, 1, 0]);
+    let (b2, ids) = l.lease(w(B), 3, &ws(&[NOBODY]), now, &mut ch).unwrap();
+    assert_eq!(ids, js(&[2, 1, 0]));
     for id in [2, 1, 0] {
-        assert_eq!(l.result(B, b2, id, solved(counts(id)), &[], &mut ch), ResultOutcome::Accepted);
+        assert_eq!(
+            l.result(w(B), b2, j(id), solved(counts(id)), &[], &mut ch),
+            ResultOutcome::Accepted
+        );
     }
     assert!(l.is_complete());
 }
@@ -246,17 +304,17 @@ fn errors_fail_a_job_only_from_two_groups() {
     let mut ch = Vec::new();
     // One worker's errors alone never fail the job, however many.
     for _ in 0..MAX_ERRORS + 2 {
-        let (a, _) = l.lease(1, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
+        let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
         assert_eq!(
-            l.result(1, a, 0, Finding::SolverError("boom".into()), &[], &mut ch),
+            l.result(w(1), a, j(0), Finding::SolverError("boom".into()), &[], &mut ch),
             ResultOutcome::ErrorRecorded
         );
     }
     assert_eq!(l.count(JobState::Failed), 0);
     assert_eq!(l.count(JobState::Pending), 1);
     // A second, independent worker's error does.
-    let (b, _) = l.lease(2, 1, &[NOBODY], Instant::now(), &mut ch).unwrap();
-    l.result(2, b, 0, Finding::SolverError("boom".into()), &[], &mut ch);
+    let (b, _) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    l.result(w(2), b, j(0), Finding::SolverError("boom".into()), &[], &mut ch);
     assert_eq!(l.count(JobState::Failed), 1);
 }
 
@@ -267,15 +325,15 @@ fn errors_from_a_newcomer_only_release_and_a_flood_untrusts_it() {
     let mut ch = Vec::new();
     let mut refused = false;
     for _ in 0..40 {
-        let Some((a, ids)) = l.lease(1, 4, &[NOBODY], Instant::now(), &mut ch) else {
+        let Some((a, ids)) = l.lease(w(1), 4, &ws(&[NOBODY]), Instant::now(), &mut ch) else {
             refused = true;
             break;
         };
         for id in ids {
-            l.result(1, a, id, Finding::SolverError("boom".into()), &[], &mut ch);
+            l.result(w(1), a, j(id), Finding::SolverError("boom".into()), &[], &mut ch);
         }
     }
-    assert!(refused && l.is_untrusted(1), "the flooding newcomer was not untrusted");
+    assert!(refused && l.is_untrusted(w(1)), "the flooding newcomer was not untrusted");
     assert_eq!(l.count(JobState::Failed), 0);
     assert_eq!(l.count(JobState::Pending), 40);
 }
@@ -286,27 +344,36 @@ fn two_workers_of_one_group_never_confirm_each_other_while_another_group_is_arou
     const B: u64 = 2;
     const C: u64 = 3;
     let mut l = life(3, true);
-    l.set_group(A, 100);
-    l.set_group(B, 100);
+    l.set_group(w(A), 100);
+    l.set_group(w(B), 100);
     let mut ch = Vec::new();
-    let (a, _) = l.lease(A, 1, &[B, C], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(A, a, 2, solved(counts(9)), &[B, C], &mut ch), ResultOutcome::Accepted);
+    let (a, _) = l.lease(w(A), 1, &ws(&[B, C]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(
+        l.result(w(A), a, j(2), solved(counts(9)), &ws(&[B, C]), &mut ch),
+        ResultOutcome::Accepted
+    );
     // The job waits for another group: B (A's group) is not given it while C could be.
-    let (b, ids) = l.lease(B, 1, &[A, C], Instant::now(), &mut ch).unwrap();
-    assert_ne!(ids, vec![2]);
-    l.release(B, b, &[], &mut ch);
+    let (b, ids) = l.lease(w(B), 1, &ws(&[A, C]), Instant::now(), &mut ch).unwrap();
+    assert_ne!(ids, js(&[2]));
+    l.release(w(B), b, &[], &mut ch);
     // Even leased to B, B's agreement does not count: the job stays open.
     l.jobs[2].standing = Standing::Pending;
-    let (b, ids) = l.lease(B, 3, &[A], Instant::now(), &mut ch).unwrap();
-    assert!(ids.contains(&2));
-    assert_eq!(l.result(B, b, 2, solved(counts(9)), &[A, C], &mut ch), ResultOutcome::Accepted);
+    let (b, ids) = l.lease(w(B), 3, &ws(&[A]), Instant::now(), &mut ch).unwrap();
+    assert!(ids.contains(&j(2)));
+    assert_eq!(
+        l.result(w(B), b, j(2), solved(counts(9)), &ws(&[A, C]), &mut ch),
+        ResultOutcome::Accepted
+    );
     assert_eq!(l.jobs[2].counted, None, "one group confirmed itself");
-    assert!(l.known_answer(2).is_none());
+    assert!(l.known_answer(j(2)).is_none());
     // C, of another group, settles it.
-    let (c, ids) = l.lease(C, 3, &[A, B], Instant::now(), &mut ch).unwrap();
-    assert!(ids.contains(&2));
-    assert_eq!(l.result(C, c, 2, solved(counts(9)), &[A, B], &mut ch), ResultOutcome::Confirmed);
-    assert_eq!(l.known_answer(2), Some(counts(9)));
+    let (c, ids) = l.lease(w(C), 3, &ws(&[A, B]), Instant::now(), &mut ch).unwrap();
+    assert!(ids.contains(&j(2)));
+    assert_eq!(
+        l.result(w(C), c, j(2), solved(counts(9)), &ws(&[A, B]), &mut ch),
+        ResultOutcome::Confirmed
+    );
+    assert_eq!(l.known_answer(j(2)), Some(counts(9)));
 }
 
 #[test]
@@ -315,13 +382,16 @@ fn a_dispute_is_settled_by_the_referee_and_the_liar_untrusted() {
     const B: u64 = 2;
     let mut l = life(1, true);
     let mut ch = Vec::new();
-    let (a, _) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
-    l.result(A, a, 0, solved(counts(5)), &[B], &mut ch);
-    let (b, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(B, b, 0, solved(counts(6)), &[A], &mut ch), ResultOutcome::Conflict);
-    assert_eq!(l.take_referee_jobs(), vec![0]);
-    l.add_reference(0, counts(5), &mut ch);
-    assert!(l.is_untrusted(B) && !l.is_untrusted(A));
+    let (a, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
+    l.result(w(A), a, j(0), solved(counts(5)), &ws(&[B]), &mut ch);
+    let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(
+        l.result(w(B), b, j(0), solved(counts(6)), &ws(&[A]), &mut ch),
+        ResultOutcome::Conflict
+    );
+    assert_eq!(l.take_referee_jobs(), js(&[0]));
+    l.add_reference(j(0), counts(5), &mut ch);
+    assert!(l.is_untrusted(w(B)) && !l.is_untrusted(w(A)));
     assert!(l.is_complete(), "the coordinator's answer settles the job");
     assert_eq!(l.jobs[0].counted, Some((COORDINATOR, counts(5))));
 }
@@ -330,20 +400,20 @@ fn a_dispute_is_settled_by_the_referee_and_the_liar_untrusted() {
 fn the_duration_model_takes_the_lower_median_and_ignores_duplicates() {
     let mut l = life(6, false);
     let mut ch = Vec::new();
-    let (a, _) = l.lease(1, 3, &[], Instant::now(), &mut ch).unwrap();
+    let (a, _) = l.lease(w(1), 3, &[], Instant::now(), &mut ch).unwrap();
     let fast = Finding::Solved { counts: counts(1), seconds: 0.5 };
-    l.result(1, a, 5, fast.clone(), &[], &mut ch);
+    l.result(w(1), a, j(5), fast.clone(), &[], &mut ch);
     let rate = l.seconds_per_estimate().unwrap();
     // A replay claiming 1e300 seconds changes nothing.
     for _ in 0..600 {
         let poison = Finding::Solved { counts: counts(1), seconds: 1e300 };
-        assert_eq!(l.result(1, a, 5, poison, &[], &mut ch), ResultOutcome::Duplicate);
+        assert_eq!(l.result(w(1), a, j(5), poison, &[], &mut ch), ResultOutcome::Duplicate);
     }
     assert_eq!(l.seconds_per_estimate(), Some(rate));
     // A second worker claiming huge times does not move the lower median either.
-    let (b, _) = l.lease(2, 2, &[], Instant::now(), &mut ch).unwrap();
+    let (b, _) = l.lease(w(2), 2, &[], Instant::now(), &mut ch).unwrap();
     let slow = Finding::Solved { counts: counts(1), seconds: 1e300 };
-    l.result(2, b, 2, slow, &[], &mut ch);
+    l.result(w(2), b, j(2), slow, &[], &mut ch);
     assert_eq!(l.seconds_per_estimate(), Some(rate));
 }
 
@@ -356,30 +426,48 @@ fn a_new_worker_is_believed_alone_only_after_agreeing_with_others() {
     l.set_probation(1);
     let mut ch = Vec::new();
     // A is new and B is around: A's answer waits for B's.
-    let (a, ids) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
+    let (a, ids) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     let job = ids[0];
-    assert_eq!(l.result(A, a, job, solved(counts(5)), &[B], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(
+        l.result(w(A), a, j(job), solved(counts(5)), &ws(&[B]), &mut ch),
+        ResultOutcome::Accepted
+    );
     assert_eq!(l.count(JobState::Done), 0);
-    let (b, _) = l.lease(B, 1, &[A], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(B, b, job, solved(counts(5)), &[A], &mut ch), ResultOutcome::Confirmed);
-    assert!(!l.on_probation(A) && !l.on_probation(B));
+    let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(
+        l.result(w(B), b, j(job), solved(counts(5)), &ws(&[A]), &mut ch),
+        ResultOutcome::Confirmed
+    );
+    assert!(!l.on_probation(w(A)) && !l.on_probation(w(B)));
     // Proven, A's next answer counts at once.
-    let (a, ids) = l.lease(A, 1, &[B], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(A, a, ids[0], solved(counts(1)), &[B], &mut ch), ResultOutcome::Accepted);
+    let (a, ids) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
+    assert_eq!(
+        l.result(w(A), a, j(ids[0]), solved(counts(1)), &ws(&[B]), &mut ch),
+        ResultOutcome::Accepted
+    );
     assert_eq!(l.count(JobState::Done), 2);
     // C is new and lies: its answer waits, B contradicts it, A settles it, C is untrusted.
-    let (c, ids) = l.lease(C, 1, &[A, B], Instant::now(), &mut ch).unwrap();
+    let (c, ids) = l.lease(w(C), 1, &ws(&[A, B]), Instant::now(), &mut ch).unwrap();
     let job = ids[0];
-    assert_eq!(l.result(C, c, job, solved(counts(9)), &[A, B], &mut ch), ResultOutcome::Accepted);
-    let (b, ids) = l.lease(B, 4, &[A, C], Instant::now(), &mut ch).unwrap();
+    assert_eq!(
+        l.result(w(C), c, j(job), solved(counts(9)), &ws(&[A, B]), &mut ch),
+        ResultOutcome::Accepted
+    );
+    let (b, ids) = l.lease(w(B), 4, &ws(&[A, C]), Instant::now(), &mut ch).unwrap();
     assert!(ids.contains(&job));
-    assert_eq!(l.result(B, b, job, solved(counts(8)), &[A, C], &mut ch), ResultOutcome::Conflict);
-    l.release(B, b, &[], &mut ch);
-    let (a, ids) = l.lease(A, 4, &[B, C], Instant::now(), &mut ch).unwrap();
+    assert_eq!(
+        l.result(w(B), b, j(job), solved(counts(8)), &ws(&[A, C]), &mut ch),
+        ResultOutcome::Conflict
+    );
+    l.release(w(B), b, &[], &mut ch);
+    let (a, ids) = l.lease(w(A), 4, &ws(&[B, C]), Instant::now(), &mut ch).unwrap();
     assert!(ids.contains(&job));
-    assert_eq!(l.result(A, a, job, solved(counts(8)), &[B, C], &mut ch), ResultOutcome::Confirmed);
-    assert!(l.is_untrusted(C) && !l.is_untrusted(A) && !l.is_untrusted(B));
-    assert_eq!(l.jobs[job as usize].counted.map(|(_, c)| c.solutions), Some(8));
+    assert_eq!(
+        l.result(w(A), a, j(job), solved(counts(8)), &ws(&[B, C]), &mut ch),
+        ResultOutcome::Confirmed
+    );
+    assert!(l.is_untrusted(w(C)) && !l.is_untrusted(w(A)) && !l.is_untrusted(w(B)));
+    assert_eq!(l.jobs[job.index()].counted.map(|(_, c)| c.solutions), Some(8));
 }
 
 #[test]
@@ -387,12 +475,15 @@ fn a_worker_alone_is_believed_while_nobody_can_compare() {
     let mut l = life(2, false);
     l.set_probation(10);
     let mut ch = Vec::new();
-    let (a, ids) = l.lease(1, 2, &[], Instant::now(), &mut ch).unwrap();
+    let (a, ids) = l.lease(w(1), 2, &[], Instant::now(), &mut ch).unwrap();
     for id in ids {
-        assert_eq!(l.result(1, a, id, solved(counts(id)), &[], &mut ch), ResultOutcome::Accepted);
+        assert_eq!(
+            l.result(w(1), a, j(id), solved(counts(id.get())), &[], &mut ch),
+            ResultOutcome::Accepted
+        );
     }
     assert!(l.is_complete());
-    assert!(l.on_probation(1), "agreeing with itself proves nothing");
+    assert!(l.on_probation(w(1)), "agreeing with itself proves nothing");
 }
 
 #[test]
@@ -400,29 +491,29 @@ fn a_wrong_answer_to_a_reference_job_untrusts_the_worker_at_once() {
     const A: u64 = 1;
     let mut l = life(3, false);
     let mut ch = Vec::new();
-    l.add_reference(1, counts(7), &mut ch);
+    l.add_reference(j(1), counts(7), &mut ch);
     assert!(ch.is_empty(), "nobody has answered yet");
-    let (a, ids) = l.lease_checked(A, 3, &[NOBODY], true, Instant::now(), &mut ch).unwrap();
-    assert_eq!(ids, vec![2, 1, 0]);
-    assert_eq!(l.result(A, a, 2, solved(counts(2)), &[], &mut ch), ResultOutcome::Accepted);
+    let (a, ids) = l.lease_checked(w(A), 3, &ws(&[NOBODY]), true, Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, js(&[2, 1, 0]));
+    assert_eq!(l.result(w(A), a, j(2), solved(counts(2)), &[], &mut ch), ResultOutcome::Accepted);
     ch.clear();
-    assert_eq!(l.result(A, a, 1, solved(counts(8)), &[], &mut ch), ResultOutcome::Conflict);
-    assert!(l.is_untrusted(A));
+    assert_eq!(l.result(w(A), a, j(1), solved(counts(8)), &[], &mut ch), ResultOutcome::Conflict);
+    assert!(l.is_untrusted(w(A)));
     // Its earlier counted job is solved again; the reference job was never counted.
-    assert!(ch.contains(&Change::Uncount { job_id: 2 }));
+    assert!(ch.contains(&Change::Uncount { job_id: j(2) }));
     assert!(ch.iter().any(|c| matches!(
         c,
-        Change::Conflict { job_id: 1, worker_a: COORDINATOR, worker_b: A, .. }
+        Change::Conflict { job_id: JobId(1), worker_a: COORDINATOR, worker_b: WorkerId(A), .. }
     )));
     assert_eq!(l.count(JobState::Pending), 3);
     assert_eq!(l.jobs[1].counted, None);
     // A right answer is counted at once, as verified.
-    let (b, _) = l.lease(2, 3, &[], Instant::now(), &mut ch).unwrap();
+    let (b, _) = l.lease(w(2), 3, &[], Instant::now(), &mut ch).unwrap();
     ch.clear();
-    assert_eq!(l.result(2, b, 1, solved(counts(7)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(w(2), b, j(1), solved(counts(7)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(ch.iter().any(|c| matches!(
         c,
-        Change::Result { job_id: 1, counted: true, kind: ResultKind::Verified, .. }
+        Change::Result { job_id: JobId(1), counted: true, kind: ResultKind::Verified, .. }
     )));
 }
 
@@ -430,18 +521,18 @@ fn a_wrong_answer_to_a_reference_job_untrusts_the_worker_at_once() {
 fn a_reference_that_contradicts_a_counted_answer_untrusts_its_worker() {
     let mut l = life(2, false);
     let mut ch = Vec::new();
-    let (a, _) = l.lease(1, 2, &[], Instant::now(), &mut ch).unwrap();
+    let (a, _) = l.lease(w(1), 2, &[], Instant::now(), &mut ch).unwrap();
     for id in [1, 0] {
         assert_eq!(
-            l.result(1, a, id, solved(counts(id + 1)), &[], &mut ch),
+            l.result(w(1), a, j(id), solved(counts(id + 1)), &[], &mut ch),
             ResultOutcome::Accepted
         );
     }
     ch.clear();
-    l.add_reference(0, counts(1), &mut ch);
-    assert!(!l.is_untrusted(1), "it agreed");
-    l.add_reference(1, counts(5), &mut ch);
-    assert!(l.is_untrusted(1));
+    l.add_reference(j(0), counts(1), &mut ch);
+    assert!(!l.is_untrusted(w(1)), "it agreed");
+    l.add_reference(j(1), counts(5), &mut ch);
+    assert!(l.is_untrusted(w(1)));
     assert_eq!(l.count(JobState::Pending), 2, "both its counted jobs are solved again");
 }
 
@@ -452,22 +543,24 @@ fn the_first_lease_carries_a_spot_check_in_place_of_a_job() {
     let mut l = life(6, false);
     let mut ch = Vec::new();
     // Job 5 gets a known answer: B's, confirmed by the coordinator's own.
-    l.add_reference(5, counts(50), &mut ch);
-    let (b, ids) = l.lease(B, 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(ids, vec![5]);
-    assert_eq!(l.result(B, b, 5, solved(counts(50)), &[], &mut ch), ResultOutcome::Confirmed);
+    l.add_reference(j(5), counts(50), &mut ch);
+    let (b, ids) = l.lease(w(B), 1, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, js(&[5]));
+    assert_eq!(l.result(w(B), b, j(5), solved(counts(50)), &[], &mut ch), ResultOutcome::Confirmed);
     // A's first lease: two jobs, one of them the done job 5, sorted by cost like the others.
-    let (a, ids) = l.lease_checked(A, 2, &[B], true, Instant::now(), &mut ch).unwrap();
-    assert_eq!(ids, vec![5, 4]);
+    let (a, ids) = l.lease_checked(w(A), 2, &ws(&[B]), true, Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, js(&[5, 4]));
     assert_eq!(l.count(JobState::Pending), 4, "job 3 went back to the queue");
     assert_eq!(l.jobs[5].standing, Standing::Done);
     // The check is held by heartbeats like any job until answered.
-    assert!(l.heartbeat(A, &[a], Instant::now(), &mut ch).is_empty());
+    assert!(l.heartbeat(w(A), &[a], Instant::now(), &mut ch).is_empty());
     ch.clear();
-    assert_eq!(l.result(A, a, 5, solved(counts(51)), &[], &mut ch), ResultOutcome::Conflict);
-    assert!(l.is_untrusted(A));
-    assert_eq!(l.jobs[5].counted, Some((B, counts(50))), "a known answer stays counted");
-    assert!(ch.iter().any(|c| matches!(c, Change::Conflict { job_id: 5, worker_b: A, .. })));
+    assert_eq!(l.result(w(A), a, j(5), solved(counts(51)), &[], &mut ch), ResultOutcome::Conflict);
+    assert!(l.is_untrusted(w(A)));
+    assert_eq!(l.jobs[5].counted, Some((w(B), counts(50))), "a known answer stays counted");
+    assert!(ch
+        .iter()
+        .any(|c| matches!(c, Change::Conflict { job_id: JobId(5), worker_b: WorkerId(A), .. })));
 }
 
 #[test]
@@ -477,15 +570,18 @@ fn a_right_spot_check_answer_is_an_agreement() {
     let mut l = life(3, false);
     l.set_probation(1);
     let mut ch = Vec::new();
-    l.add_reference(2, counts(20), &mut ch);
-    let (b, _) = l.lease(B, 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(B, b, 2, solved(counts(20)), &[], &mut ch), ResultOutcome::Confirmed);
-    assert!(!l.on_probation(B), "agreeing with the coordinator counts");
-    assert!(l.on_probation(A));
-    let (a, ids) = l.lease_checked(A, 1, &[B], true, Instant::now(), &mut ch).unwrap();
-    assert_eq!(ids, vec![2]);
-    assert_eq!(l.result(A, a, 2, solved(counts(20)), &[B], &mut ch), ResultOutcome::Confirmed);
-    assert!(!l.on_probation(A));
+    l.add_reference(j(2), counts(20), &mut ch);
+    let (b, _) = l.lease(w(B), 1, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(B), b, j(2), solved(counts(20)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert!(!l.on_probation(w(B)), "agreeing with the coordinator counts");
+    assert!(l.on_probation(w(A)));
+    let (a, ids) = l.lease_checked(w(A), 1, &ws(&[B]), true, Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, js(&[2]));
+    assert_eq!(
+        l.result(w(A), a, j(2), solved(counts(20)), &ws(&[B]), &mut ch),
+        ResultOutcome::Confirmed
+    );
+    assert!(!l.on_probation(w(A)));
 }
 
 #[test]
@@ -497,30 +593,30 @@ fn a_job_held_far_past_its_expected_time_is_also_given_to_another_worker() {
     let mut ch = Vec::new();
     let t0 = Instant::now();
     // A takes job 2 and keeps heartbeating without ever answering.
-    let (a, ids) = l.lease(A, 1, &[], t0, &mut ch).unwrap();
-    assert_eq!(ids, vec![2]);
+    let (a, ids) = l.lease(w(A), 1, &[], t0, &mut ch).unwrap();
+    assert_eq!(ids, js(&[2]));
     // B solves job 1 (estimate 1) in 0.1 s: job 2 should take about 0.2 s.
-    let (b, _) = l.lease(B, 1, &[], t0, &mut ch).unwrap();
-    assert_eq!(l.result(B, b, 1, solved(counts(1)), &[], &mut ch), ResultOutcome::Accepted);
+    let (b, _) = l.lease(w(B), 1, &[], t0, &mut ch).unwrap();
+    assert_eq!(l.result(w(B), b, j(1), solved(counts(1)), &[], &mut ch), ResultOutcome::Accepted);
     let mut t = t0;
     for _ in 0..4 {
         t += Duration::from_secs(9);
-        assert!(l.heartbeat(A, &[a], t, &mut ch).is_empty());
+        assert!(l.heartbeat(w(A), &[a], t, &mut ch).is_empty());
         assert_eq!(l.expire(t, &mut ch), 0);
     }
     // Not yet overdue within a lease duration: C gets only the pending job 0.
-    let (c0, ids) = l.lease(C, 2, &[], t0 + Duration::from_secs(5), &mut ch).unwrap();
-    assert_eq!(ids, vec![0]);
-    assert_eq!(l.result(C, c0, 0, solved(counts(0)), &[], &mut ch), ResultOutcome::Accepted);
+    let (c0, ids) = l.lease(w(C), 2, &[], t0 + Duration::from_secs(5), &mut ch).unwrap();
+    assert_eq!(ids, js(&[0]));
+    assert_eq!(l.result(w(C), c0, j(0), solved(counts(0)), &[], &mut ch), ResultOutcome::Accepted);
     // 36 s later it is (4 x 0.2 s + 10 s): C gets a copy; A still holds its lease.
-    let (c, ids) = l.lease(C, 2, &[], t, &mut ch).unwrap();
-    assert_eq!(ids, vec![2]);
+    let (c, ids) = l.lease(w(C), 2, &[], t, &mut ch).unwrap();
+    assert_eq!(ids, js(&[2]));
     assert!(matches!(l.jobs[2].standing, Standing::Leased { lease_id, .. } if lease_id == a));
-    assert!(l.heartbeat(C, &[c], t, &mut ch).is_empty(), "the copy is held too");
+    assert!(l.heartbeat(w(C), &[c], t, &mut ch).is_empty(), "the copy is held too");
     // Only one copy: nobody else gets it.
-    assert!(l.lease(NOBODY, 2, &[], t + Duration::from_secs(2), &mut ch).is_none());
+    assert!(l.lease(w(NOBODY), 2, &[], t + Duration::from_secs(2), &mut ch).is_none());
     // The first answer counts; A's later one confirms it.
-    assert_eq!(l.result(C, c, 2, solved(counts(2)), &[], &mut ch), ResultOutcome::Accepted);
-    assert_eq!(l.result(A, a, 2, solved(counts(2)), &[], &mut ch), ResultOutcome::Confirmed);
-    assert_eq!(l.jobs[2].counted, Some((C, counts(2))));
+    assert_eq!(l.result(w(C), c, j(2), solved(counts(2)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(w(A), a, j(2), solved(counts(2)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.jobs[2].counted, Some((w(C), counts(2))));
 }
