@@ -3,7 +3,7 @@
 //! that no worker's word, nor two identities under one credential, settles them.
 //!
 //! A job whose expected time is too long for the coordinator's host is skipped here and
-//! settled by workers of other credentials instead (see `Lifecycle::result`).
+//! settled by workers of other credentials instead (see `Scheduler::result`).
 
 use crate::engine::{Command, EngineHandle};
 use nqueens_core::Job;

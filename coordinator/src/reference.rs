@@ -4,7 +4,7 @@
 //! worker can predict), and hands their answers to the engine. They become spot checks: leased to
 //! workers like any job, and a worker that answers one wrongly is untrusted and everything it
 //! counted is solved again. Later in the run, jobs that two trusted workers agreed on join the
-//! same pool (see `Lifecycle::known_answer`).
+//! same pool (see `Scheduler::known_answer`).
 
 use crate::engine::{Command, EngineHandle};
 use nqueens_core::Job;

@@ -1,7 +1,14 @@
-//! The life cycle's own tests: leasing, expiry, verification, conflicts, untrusting, errors.
+//! The scheduler's own tests: leasing, expiry, verification, conflicts, untrusting, errors.
 
 use super::*;
+use crate::config::MAX_ERRORS;
 use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
+use crate::jobs::Standing;
+use crate::outcome::{Change, Finding, ResultOutcome};
+use crate::state::{JobState, ResultKind};
+use nqueens_core::JobCounts;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// Another live worker that has given no opinion on anything.
 const NOBODY: u64 = 999;
@@ -38,16 +45,19 @@ fn stored(id: u64, estimate: u64, verify: bool) -> StoredJob {
     StoredJob::new(JobId::new(id), estimate, 8, verify)
 }
 
-fn life(n: usize, verify: bool) -> Lifecycle {
+/// The figures of these tests: leases of 10 s, no probation, a fixed seed.
+fn config() -> SchedulerConfig {
+    SchedulerConfig {
+        lease_duration: Duration::from_secs(10),
+        probation_results: 0,
+        seed: 7,
+        ..SchedulerConfig::default()
+    }
+}
+
+fn life(n: usize, verify: bool) -> Scheduler {
     let jobs = (0..n as u64).map(|i| stored(i, i, verify)).collect();
-    Lifecycle::restore(
-        jobs,
-        Vec::new(),
-        HashMap::new(),
-        [],
-        Duration::from_secs(10),
-        Instant::now(),
-    )
+    Scheduler::restore(config(), jobs, Vec::new(), HashMap::new(), [], Instant::now())
 }
 
 #[test]
@@ -87,7 +97,7 @@ fn expired_leases_return_jobs() {
     l.lease(w(1), 3, &ws(&[NOBODY]), t0, &mut ch).unwrap();
     assert_eq!(l.expire(t0 + Duration::from_secs(11), &mut ch), 1);
     assert_eq!(l.count(JobState::Pending), 3);
-    assert_eq!(l.lease_expiries, 1);
+    assert_eq!(l.lease_expiries(), 1);
     assert_eq!(l.leased_by(w(1)), 0);
 }
 
@@ -136,7 +146,7 @@ fn results_that_differ_only_in_work_done_agree() {
         ResultOutcome::Confirmed
     );
     assert!(l.is_complete());
-    assert_eq!(l.conflicts_total, 0);
+    assert_eq!(l.conflicts_total(), 0);
 }
 
 #[test]
@@ -173,7 +183,7 @@ fn two_disputing_workers_alone_solve_again_and_only_the_other_side_settles() {
     let (a, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
     // B re-solves the done job (a lease lost in a restart, say) and disagrees.
-    l.set_state(j(0), Standing::Pending, &mut ch);
+    l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
     assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), &[], &mut ch), ResultOutcome::Conflict);
     // A third worker would get the job; with none, both may solve it again.
@@ -186,7 +196,7 @@ fn two_disputing_workers_alone_solve_again_and_only_the_other_side_settles() {
     let (b2, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
     assert_eq!(l.result(w(B), b2, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
-    assert_eq!(l.jobs[0].counted.map(|(_, c)| c.solutions), Some(5));
+    assert_eq!(l.jobs.entry(j(0)).counted.map(|(_, c)| c.solutions), Some(5));
 }
 
 #[test]
@@ -196,19 +206,19 @@ fn a_requeued_held_job_is_not_settled_by_one_worker_alone() {
     let mut ch = Vec::new();
     // Three conflicts hold the job (A and two other workers kept disagreeing).
     for (worker, answer) in [(A, 5), (2, 6), (3, 7), (4, 8)] {
-        l.set_state(j(0), Standing::Pending, &mut ch);
+        l.jobs.set_state(j(0), Standing::Pending, &mut ch);
         let (lease, _) = l.lease(w(worker), 1, &[], Instant::now(), &mut ch).unwrap();
         l.result(w(worker), lease, j(0), solved(counts(answer)), &[], &mut ch);
     }
     assert_eq!(l.count(JobState::Held), 1);
     // Requeued by an operator, with only A around: A's repeat of its own answer holds it again.
-    l.set_state(j(0), Standing::Pending, &mut ch);
+    l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (a, _) = l.lease(w(A), 1, &[], Instant::now(), &mut ch).unwrap();
     assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
     assert_eq!(l.count(JobState::Held), 1);
     assert!(!l.is_complete());
     // Requeued again: agreeing with another worker's answer settles it.
-    l.set_state(j(0), Standing::Pending, &mut ch);
+    l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (a, _) = l.lease(w(A), 1, &[], Instant::now(), &mut ch).unwrap();
     assert_eq!(l.result(w(A), a, j(0), solved(counts(7)), &[], &mut ch), ResultOutcome::Confirmed);
     assert!(l.is_complete());
@@ -222,14 +232,7 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     // Jobs 0..=2 are plain, job 3 is the verification job (leased first: largest estimate).
     let mut jobs: Vec<StoredJob> = (0..3).map(|i| stored(i, i, false)).collect();
     jobs.push(stored(3, 10, true));
-    let mut l = Lifecycle::restore(
-        jobs,
-        Vec::new(),
-        HashMap::new(),
-        [],
-        Duration::from_secs(10),
-        Instant::now(),
-    );
+    let mut l = Scheduler::restore(config(), jobs, Vec::new(), HashMap::new(), [], Instant::now());
     let mut ch = Vec::new();
     let now = Instant::now();
 
@@ -261,11 +264,11 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     assert!(l.is_untrusted(w(A)));
     assert!(!l.is_untrusted(w(B)) && !l.is_untrusted(w(C)));
     assert_eq!(l.untrusted_count(), 1);
-    assert_eq!(l.jobs[3].standing, Standing::Done);
-    assert_eq!(l.jobs[3].counted, Some((w(C), counts(5))));
+    assert_eq!(l.jobs.standing(j(3)), Standing::Done);
+    assert_eq!(l.jobs.entry(j(3)).counted, Some((w(C), counts(5))));
     for id in 0..3u64 {
-        assert_eq!(l.jobs[id as usize].standing, Standing::Pending, "job {id}");
-        assert_eq!(l.jobs[id as usize].counted, None, "job {id}");
+        assert_eq!(l.jobs.standing(j(id)), Standing::Pending, "job {id}");
+        assert_eq!(l.jobs.entry(j(id)).counted, None, "job {id}");
         assert!(
             ch.contains(&Change::Uncount { job_id: j(id) }),
             "job {id} un-counted in the same batch"
@@ -357,14 +360,14 @@ fn two_workers_of_one_group_never_confirm_each_other_while_another_group_is_arou
     assert_ne!(ids, js(&[2]));
     l.release(w(B), b, &[], &mut ch);
     // Even leased to B, B's agreement does not count: the job stays open.
-    l.jobs[2].standing = Standing::Pending;
+    l.jobs.set_state(j(2), Standing::Pending, &mut ch);
     let (b, ids) = l.lease(w(B), 3, &ws(&[A]), Instant::now(), &mut ch).unwrap();
     assert!(ids.contains(&j(2)));
     assert_eq!(
         l.result(w(B), b, j(2), solved(counts(9)), &ws(&[A, C]), &mut ch),
         ResultOutcome::Accepted
     );
-    assert_eq!(l.jobs[2].counted, None, "one group confirmed itself");
+    assert_eq!(l.jobs.entry(j(2)).counted, None, "one group confirmed itself");
     assert!(l.known_answer(j(2)).is_none());
     // C, of another group, settles it.
     let (c, ids) = l.lease(w(C), 3, &ws(&[A, B]), Instant::now(), &mut ch).unwrap();
@@ -393,7 +396,7 @@ fn a_dispute_is_settled_by_the_referee_and_the_liar_untrusted() {
     l.add_reference(j(0), counts(5), &mut ch);
     assert!(l.is_untrusted(w(B)) && !l.is_untrusted(w(A)));
     assert!(l.is_complete(), "the coordinator's answer settles the job");
-    assert_eq!(l.jobs[0].counted, Some((COORDINATOR, counts(5))));
+    assert_eq!(l.jobs.entry(j(0)).counted, Some((COORDINATOR, counts(5))));
 }
 
 #[test]
@@ -467,7 +470,7 @@ fn a_new_worker_is_believed_alone_only_after_agreeing_with_others() {
         ResultOutcome::Confirmed
     );
     assert!(l.is_untrusted(w(C)) && !l.is_untrusted(w(A)) && !l.is_untrusted(w(B)));
-    assert_eq!(l.jobs[job.index()].counted.map(|(_, c)| c.solutions), Some(8));
+    assert_eq!(l.jobs.entry(job).counted.map(|(_, c)| c.solutions), Some(8));
 }
 
 #[test]
@@ -506,7 +509,7 @@ fn a_wrong_answer_to_a_reference_job_untrusts_the_worker_at_once() {
         Change::Conflict { job_id: JobId(1), worker_a: COORDINATOR, worker_b: WorkerId(A), .. }
     )));
     assert_eq!(l.count(JobState::Pending), 3);
-    assert_eq!(l.jobs[1].counted, None);
+    assert_eq!(l.jobs.entry(j(1)).counted, None);
     // A right answer is counted at once, as verified.
     let (b, _) = l.lease(w(2), 3, &[], Instant::now(), &mut ch).unwrap();
     ch.clear();
@@ -551,13 +554,17 @@ fn the_first_lease_carries_a_spot_check_in_place_of_a_job() {
     let (a, ids) = l.lease_checked(w(A), 2, &ws(&[B]), true, Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[5, 4]));
     assert_eq!(l.count(JobState::Pending), 4, "job 3 went back to the queue");
-    assert_eq!(l.jobs[5].standing, Standing::Done);
+    assert_eq!(l.jobs.standing(j(5)), Standing::Done);
     // The check is held by heartbeats like any job until answered.
     assert!(l.heartbeat(w(A), &[a], Instant::now(), &mut ch).is_empty());
     ch.clear();
     assert_eq!(l.result(w(A), a, j(5), solved(counts(51)), &[], &mut ch), ResultOutcome::Conflict);
     assert!(l.is_untrusted(w(A)));
-    assert_eq!(l.jobs[5].counted, Some((w(B), counts(50))), "a known answer stays counted");
+    assert_eq!(
+        l.jobs.entry(j(5)).counted,
+        Some((w(B), counts(50))),
+        "a known answer stays counted"
+    );
     assert!(ch
         .iter()
         .any(|c| matches!(c, Change::Conflict { job_id: JobId(5), worker_b: WorkerId(A), .. })));
@@ -611,12 +618,12 @@ fn a_job_held_far_past_its_expected_time_is_also_given_to_another_worker() {
     // 36 s later it is (4 x 0.2 s + 10 s): C gets a copy; A still holds its lease.
     let (c, ids) = l.lease(w(C), 2, &[], t, &mut ch).unwrap();
     assert_eq!(ids, js(&[2]));
-    assert!(matches!(l.jobs[2].standing, Standing::Leased { lease_id, .. } if lease_id == a));
+    assert!(matches!(l.jobs.standing(j(2)), Standing::Leased { lease_id, .. } if lease_id == a));
     assert!(l.heartbeat(w(C), &[c], t, &mut ch).is_empty(), "the copy is held too");
     // Only one copy: nobody else gets it.
     assert!(l.lease(w(NOBODY), 2, &[], t + Duration::from_secs(2), &mut ch).is_none());
     // The first answer counts; A's later one confirms it.
     assert_eq!(l.result(w(C), c, j(2), solved(counts(2)), &[], &mut ch), ResultOutcome::Accepted);
     assert_eq!(l.result(w(A), a, j(2), solved(counts(2)), &[], &mut ch), ResultOutcome::Confirmed);
-    assert_eq!(l.jobs[2].counted, Some((w(C), counts(2))));
+    assert_eq!(l.jobs.entry(j(2)).counted, Some((w(C), counts(2))));
 }
