@@ -1,18 +1,28 @@
 //! The engine: the one thread that owns the job life cycle and the store's write connection.
 //!
 //! Every request that changes state becomes a [`Command`] on one channel. The engine takes all
-//! commands waiting (up to a cap), decides each against the [`Lifecycle`], commits every resulting
+//! commands waiting (up to a cap), decides each against the [`Scheduler`], commits every resulting
 //! change in ONE transaction, and only then answers. Group commit is what makes thousands of durable
 //! results per second possible with synchronous=FULL; a single writer makes decisions race-free.
 
+mod command;
+#[cfg(test)]
+mod tests;
+mod workers;
+
+pub use command::*;
+use workers::WorkerState;
+
 use crate::metrics::Metrics;
 use crate::report::ResultRecord;
-use crate::secrets::{digest, new_secret, same_digest, Credential, RegistrationLimiter};
+use crate::secrets::{Credential, RegistrationLimiter};
 use crate::status::{Progress, RunName, Source, StatusView, WorkerView};
 use nqueens_scheduler::state::JobState;
-use nqueens_scheduler::{Change, Finding, Lifecycle, ResultOutcome};
+use nqueens_scheduler::{
+    Change, Finding, JobId, LeaseId, ResultOutcome, Scheduler, SchedulerConfig, WorkerId,
+};
 use nqueens_store::{Store, StoreError, WorkerRow};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -20,40 +30,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 
-/// How many of a new worker's answers must agree with another worker's before one of its results
-/// is believed alone (while another worker is around to compare with).
-pub const PROBATION_RESULTS: u32 = 10;
-
-/// The most jobs one lease gives a worker on probation (one per thread, at most this many).
-pub const PROBATION_LEASE: u32 = 64;
-
 /// Most commands decided and committed in one transaction.
 const MAX_BATCH: usize = 8192;
 
-/// The most jobs one lease gives any worker, however fast it has shown itself to be.
-pub const MAX_LEASE: usize = 65_536;
-
-/// A worker that has not delivered a result for this many lease durations (and registered longer
-/// ago than that) is not waited for: its opinion is not awaited, and it does not keep a newcomer
-/// on probation. An identity that only heartbeats cannot stall a run.
-const INACTIVE_AFTER_LEASES: u32 = 3;
-
-/// The jobs of one lease: `base` (the batch for `claimed` threads at the observed job time) for a
-/// worker on probation, at most one per thread and [`PROBATION_LEASE`]; afterwards it grows with
-/// `earned` (results counted in the last lease period), a quarter of it at a time, but never
-/// past `earned` (or one job per thread), nor [`MAX_LEASE`].
-pub fn sized_lease(claimed: u32, base: usize, on_probation: bool, earned: usize) -> usize {
-    if on_probation {
-        return base.min(claimed.min(PROBATION_LEASE) as usize);
-    }
-    base.max(earned / 4).min((claimed as usize).max(earned)).min(MAX_LEASE)
-}
-
-/// Refused calls naming a worker without its secret are logged at most this often.
-const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
-
 /// An answer to a command, sent only once the changes it reports are committed.
 type Reply = Box<dyn FnOnce(&Engine)>;
+
+/// The seed of the scheduler's random choices (which lease carries a spot check, which known job
+/// it is): from the operating system, so that no worker can predict them. Without OS randomness
+/// the clock still makes them unpredictable enough.
+fn seed_from_os() -> u64 {
+    let mut seed = [0u8; 8];
+    if getrandom::getrandom(&mut seed).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        seed = nanos.to_le_bytes();
+    }
+    u64::from_le_bytes(seed)
+}
 
 /// What [`Engine::start`] gives back: the command handle, the final result once the run is
 /// complete, a signal that fires when the engine thread has ended (for whatever reason), and the
@@ -64,167 +59,6 @@ type Started = (
     oneshot::Receiver<()>,
     std::thread::JoinHandle<Result<(), StoreError>>,
 );
-
-/// A request to the engine, with the channel its answer goes back on.
-pub enum Command {
-    Register {
-        worker: Registration,
-        reply: oneshot::Sender<RegisterReply>,
-    },
-    Lease {
-        caller: Caller,
-        free_slots: u32,
-        reply: oneshot::Sender<LeaseReply>,
-    },
-    Heartbeat {
-        caller: Caller,
-        lease_ids: Vec<u64>,
-        reply: oneshot::Sender<Result<HeartbeatReply, Refusal>>,
-    },
-    Result {
-        result: ReportedResult,
-        reply: oneshot::Sender<ResultReply>,
-    },
-    Release {
-        caller: Caller,
-        lease_id: u64,
-        job_ids: Vec<u64>,
-        reply: oneshot::Sender<Result<u32, Refusal>>,
-    },
-    Status {
-        reply: oneshot::Sender<StatusView>,
-    },
-    /// The coordinator's own answer for a job, to check workers against (see `reference.rs`).
-    Reference {
-        job_id: u64,
-        counts: nqueens_core::JobCounts,
-    },
-    Shutdown,
-}
-
-/// Who makes a call: the worker id it names, the secret that must come with it, and the
-/// credential (token) the call was made under.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub worker_id: u64,
-    pub secret: String,
-    pub credential: Credential,
-}
-
-/// Why a call naming a worker was refused before anything was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// No worker of that id registered with this coordinator process (register again).
-    UnknownWorker,
-    /// The id is another worker's: wrong secret, or another credential.
-    BadSecret,
-}
-
-/// A worker introducing itself, already checked by the service (version, self-test, bounds).
-#[derive(Debug, Clone)]
-pub struct Registration {
-    /// The id this coordinator gave the worker before a reconnect, and the secret given with it.
-    pub previous_worker_id: Option<u64>,
-    pub previous_secret: String,
-    /// The credential the registration came under.
-    pub credential: Credential,
-    pub name: String,
-    pub host: String,
-    pub cores: u32,
-    pub version: String,
-    /// What it solves on, as it says (shown by status; not trusted for anything).
-    pub device: String,
-}
-
-/// One job's result as a worker reported it.
-#[derive(Debug, Clone)]
-pub struct ReportedResult {
-    pub worker_id: u64,
-    /// The secret and credential it came with (see [`Caller`]).
-    pub secret: String,
-    pub credential: Credential,
-    pub lease_id: u64,
-    pub job_id: u64,
-    pub finding: Finding,
-}
-
-pub enum RegisterReply {
-    Registered {
-        worker_id: u64,
-        /// The worker's secret: every later call naming `worker_id` must carry it.
-        secret: String,
-        run_complete: bool,
-    },
-    /// Too many registrations under this credential lately.
-    TooMany,
-}
-
-pub enum LeaseReply {
-    /// Jobs (ids into the run's job list) under a new lease; none when nothing can be given now.
-    Granted { lease_id: u64, job_ids: Vec<u64>, run_complete: bool },
-    /// The worker is not registered with this coordinator.
-    UnknownWorker,
-    /// The worker lost a verification and gets no more work.
-    UntrustedWorker,
-    /// The call named a worker id without its secret.
-    BadSecret,
-}
-
-pub struct HeartbeatReply {
-    /// Leases that no longer cover any job of the worker.
-    pub lost_lease_ids: Vec<u64>,
-    pub run_complete: bool,
-}
-
-pub struct ResultReply {
-    pub outcome: ResultOutcome,
-    pub run_complete: bool,
-}
-
-/// Handle for sending commands to the engine thread.
-#[derive(Clone)]
-pub struct EngineHandle {
-    tx: mpsc::Sender<Command>,
-}
-
-impl EngineHandle {
-    pub fn send(&self, cmd: Command) -> bool {
-        self.tx.send(cmd).is_ok()
-    }
-}
-
-/// A registered worker, as the engine tracks it.
-struct WorkerState {
-    row: WorkerRow,
-    /// What it solves on, as it registered.
-    device: String,
-    last_seen: Instant,
-    /// When it registered with this process, and when it last delivered a counted result.
-    registered: Instant,
-    last_delivery: Option<Instant>,
-    /// Results counted in the last lease period, per second (oldest first): its throughput.
-    recent: VecDeque<(Instant, u32)>,
-    results: u64,
-    conflicts: u64,
-}
-
-impl WorkerState {
-    /// Results it delivered within `window` before `now`.
-    fn delivered_within(&mut self, now: Instant, window: Duration) -> usize {
-        while self.recent.front().is_some_and(|(t, _)| now.duration_since(*t) > window) {
-            self.recent.pop_front();
-        }
-        self.recent.iter().map(|(_, k)| *k as usize).sum()
-    }
-
-    fn delivered(&mut self, now: Instant) {
-        self.last_delivery = Some(now);
-        match self.recent.back_mut() {
-            Some((t, k)) if now.duration_since(*t) < Duration::from_secs(1) => *k += 1,
-            _ => self.recent.push_back((now, 1)),
-        }
-    }
-}
 
 pub struct EngineConfig {
     pub result_file: PathBuf,
@@ -240,8 +74,8 @@ pub struct EngineConfig {
 
 pub struct Engine {
     store: Store,
-    life: Lifecycle,
-    workers: HashMap<u64, WorkerState>,
+    life: Scheduler,
+    workers: HashMap<WorkerId, WorkerState>,
     /// Every worker row of the run (for taking an id up again after a reconnect or restart).
     known_workers: HashMap<u64, WorkerRow>,
     /// Groups of the named credentials: their workers never confirm each other.
@@ -249,10 +83,10 @@ pub struct Engine {
     registrations: RegistrationLimiter,
     lease_duration: Duration,
     /// Jobs for the referee thread, if there is one.
-    referee: Option<mpsc::Sender<u64>>,
+    referee: Option<mpsc::Sender<JobId>>,
     /// The final tally broke the symmetry identities and no repair was left: the job ids in
     /// doubt, reported once; the coordinator keeps serving status.
-    refused: Option<Vec<u64>>,
+    refused: Option<Vec<JobId>>,
     /// Jobs un-counted and solved again (by the referee or workers) after a broken final tally.
     repairs: u32,
     last_refusal_log: Option<Instant>,
@@ -280,18 +114,27 @@ impl Engine {
         let known_workers: HashMap<u64, WorkerRow> =
             store.workers()?.into_iter().map(|w| (w.id, w)).collect();
         let mut credential_groups = HashMap::new();
-        let groups: HashMap<u64, u64> = known_workers
+        let groups: HashMap<WorkerId, u64> = known_workers
             .values()
             .filter_map(|w| {
                 let credential = Credential::from_stored(&w.credential);
-                credential.group(&mut credential_groups).map(|g| (w.id, g))
+                credential.group(&mut credential_groups).map(|g| (WorkerId::new(w.id), g))
             })
             .collect();
-        let mut life =
-            Lifecycle::new(loaded.jobs, loaded.leases, groups, lease_duration, Instant::now());
-        life.set_probation(PROBATION_RESULTS);
-        life.set_recheck_fraction(config.recheck_fraction);
-        life.restore_untrusted(loaded.untrusted);
+        let policy = SchedulerConfig {
+            lease_duration,
+            seed: seed_from_os(),
+            recheck_fraction: config.recheck_fraction.clamp(0.0, 1.0),
+            ..SchedulerConfig::default()
+        };
+        let life = Scheduler::restore(
+            policy,
+            loaded.jobs,
+            loaded.leases,
+            groups,
+            loaded.untrusted,
+            Instant::now(),
+        );
         let (complete_tx, complete_rx) = watch::channel(None);
         let done_at_start = life.count(JobState::Done);
         let (tx, rx) = mpsc::channel();
@@ -448,8 +291,8 @@ impl Engine {
                     changes,
                 );
                 let (lease_id, job_ids) = granted.unwrap_or_default();
-                if lease_id != 0 {
-                    tracing::debug!(worker_id, lease_id, jobs = job_ids.len(), "lease granted");
+                if lease_id != LeaseId::new(0) {
+                    tracing::debug!(%worker_id, %lease_id, jobs = job_ids.len(), "lease granted");
                 }
                 replies.push(Box::new(move |e: &Engine| {
                     let run_complete = e.life.is_complete();
@@ -474,7 +317,7 @@ impl Engine {
                 }
                 let worker_id = caller.worker_id;
                 let released = self.life.release(worker_id, lease_id, &job_ids, changes);
-                tracing::info!(worker_id, lease_id, released, "jobs released");
+                tracing::info!(%worker_id, %lease_id, released, "jobs released");
                 replies.push(Box::new(move |_: &Engine| {
                     let _ = reply.send(Ok(released));
                 }));
@@ -498,7 +341,7 @@ impl Engine {
             Command::Reference { job_id, counts } => {
                 let before = changes.len();
                 self.life.add_reference(job_id, counts, changes);
-                tracing::debug!(job = job_id, "reference answer computed");
+                tracing::debug!(job = %job_id, "reference answer computed");
                 self.log_untrusted(&changes[before..]);
             }
             Command::Status { reply } => {
@@ -509,102 +352,15 @@ impl Engine {
         }
     }
 
-    /// A registration: the previous id where the caller proves it is that worker (its secret,
-    /// under the same credential), else a new id. None when the credential has registered too
-    /// often lately.
-    fn register(
-        &mut self,
-        worker: Registration,
-        now: Instant,
-        worker_rows: &mut Vec<WorkerRow>,
-    ) -> Option<(u64, String)> {
-        if !self.registrations.allow(&worker.credential.name, now) {
-            tracing::warn!(credential = %worker.credential.name, name = %worker.name, "registration refused: too many under this credential in the last minute");
-            return None;
-        }
-        let proven = worker.previous_worker_id.and_then(|id| {
-            let row = self.known_workers.get(&id)?;
-            let ok = row.credential == worker.credential.name
-                && same_digest(&row.secret_digest, &digest(&worker.previous_secret));
-            if !ok {
-                tracing::warn!(claimed = id, credential = %worker.credential.name, name = %worker.name, "re-registration as another worker without its secret: registered as a new worker");
-            }
-            ok.then_some(id)
-        });
-        let (worker_id, secret) = match proven {
-            Some(id) => (id, worker.previous_secret),
-            None => {
-                self.next_worker_id += 1;
-                (self.next_worker_id - 1, new_secret())
-            }
-        };
-        let row = WorkerRow {
-            id: worker_id,
-            name: worker.name,
-            host: worker.host,
-            cores: worker.cores,
-            version: worker.version,
-            credential: worker.credential.name.clone(),
-            secret_digest: digest(&secret).to_vec(),
-        };
-        if let Some(group) = worker.credential.group(&mut self.credential_groups) {
-            self.life.set_group(worker_id, group);
-        }
-        tracing::info!(worker_id, name = %row.name, host = %row.host, cores = row.cores, credential = %row.credential, reconnect = proven.is_some(), "worker registered");
-        worker_rows.push(row.clone());
-        self.known_workers.insert(worker_id, row.clone());
-        let device = worker.device.clone();
-        let entry = self.workers.entry(worker_id).or_insert(WorkerState {
-            row: row.clone(),
-            device: device.clone(),
-            last_seen: now,
-            registered: now,
-            last_delivery: None,
-            recent: VecDeque::new(),
-            results: 0,
-            conflicts: 0,
-        });
-        entry.row = row;
-        entry.device = device;
-        entry.last_seen = now;
-        Some((worker_id, secret))
-    }
-
-    /// Checks that `caller` is the worker it names: registered with this process, under the
-    /// same credential, with its secret. Marks it seen if so; refusals are logged (at most
-    /// every [`REFUSAL_LOG_EVERY`]).
-    fn authenticate(&mut self, caller: &Caller, now: Instant) -> Result<(), Refusal> {
-        let Some(w) = self.workers.get_mut(&caller.worker_id) else {
-            return Err(Refusal::UnknownWorker);
-        };
-        if w.row.credential == caller.credential.name
-            && same_digest(&w.row.secret_digest, &digest(&caller.secret))
-        {
-            w.last_seen = now;
-            return Ok(());
-        }
-        self.metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
-        if self.last_refusal_log.is_none_or(|t| now.duration_since(t) >= REFUSAL_LOG_EVERY) {
-            self.last_refusal_log = Some(now);
-            tracing::warn!(worker_id = caller.worker_id, credential = %caller.credential.name, "call refused: it names another worker (wrong secret or credential)");
-        }
-        Err(Refusal::BadSecret)
-    }
-
-    /// How many jobs a lease gives `worker_id`. A newcomer on probation: one per thread, at
-    /// most [`PROBATION_LEASE`]. Afterwards the batch grows with what it has shown it can do,
-    /// never past what it finished in the last lease period (or one job per thread): a slow
-    /// or lying worker cannot hoard, and a fast one (a GPU) does not starve.
-    fn lease_size(&mut self, worker_id: u64, free_slots: u32, now: Instant) -> usize {
+    /// How many jobs a lease gives `worker_id` (see [`Scheduler::lease_size`]). A worker gets
+    /// no more slots than the threads it registered with, whatever it asks for now: one client
+    /// cannot take the whole run in one call.
+    fn lease_size(&mut self, worker_id: WorkerId, free_slots: u32, now: Instant) -> usize {
         let lease_duration = self.lease_duration;
-        let on_probation = self.life.on_probation(worker_id);
         let Some(w) = self.workers.get_mut(&worker_id) else { return 0 };
-        // A worker gets no more slots than the threads it registered with, whatever it asks
-        // for now: one client cannot take the whole run in one call.
         let claimed = free_slots.min(w.row.cores).max(1);
-        let base = self.life.batch_size(claimed, self.mean_job_seconds);
         let earned = w.delivered_within(now, lease_duration);
-        sized_lease(claimed, base, on_probation, earned)
+        self.life.lease_size(worker_id, claimed, self.mean_job_seconds, earned)
     }
 
     /// One authenticated result, decided by the life cycle.
@@ -615,7 +371,7 @@ impl Engine {
         changes: &mut Vec<Change>,
     ) -> ResultOutcome {
         if let Finding::SolverError(error) = &result.finding {
-            tracing::warn!(job = result.job_id, worker = result.worker_id, error = %error.escape_debug(), "worker reported a solver error");
+            tracing::warn!(job = %result.job_id, worker = %result.worker_id, error = %error.escape_debug(), "worker reported a solver error");
         }
         let before = changes.len();
         let others = self.other_active_workers(result.worker_id, now);
@@ -637,7 +393,7 @@ impl Engine {
         let Some(referee) = &self.referee else { return };
         for job_id in jobs {
             tracing::info!(
-                job = job_id,
+                job = %job_id,
                 "job in dispute or doubt: the coordinator solves it itself"
             );
             let _ = referee.send(job_id);
@@ -649,7 +405,7 @@ impl Engine {
         for change in changes {
             if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
                 let name = self.workers.get(worker_id).map_or("", |w| w.row.name.as_str());
-                tracing::warn!(worker = worker_id, name, job = job_id, requeued, %detail, "worker gave a wrong answer (a lost verification or spot check); it is untrusted and its counted jobs will be re-run");
+                tracing::warn!(worker = %worker_id, name, job = %job_id, requeued, %detail, "worker gave a wrong answer (a lost verification or spot check); it is untrusted and its counted jobs will be re-run");
             }
         }
     }
@@ -681,8 +437,8 @@ impl Engine {
             ResultOutcome::Conflict => {
                 m.conflicts.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    job = msg.job_id,
-                    worker = msg.worker_id,
+                    job = %msg.job_id,
+                    worker = %msg.worker_id,
                     "conflicting result recorded; the job will be re-run"
                 );
                 if let Some(w) = self.workers.get_mut(&msg.worker_id) {
@@ -700,42 +456,14 @@ impl Engine {
             | ResultOutcome::Implausible => {
                 m.results_rejected.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    job = msg.job_id,
-                    lease = msg.lease_id,
-                    worker = msg.worker_id,
+                    job = %msg.job_id,
+                    lease = %msg.lease_id,
+                    worker = %msg.worker_id,
                     ?outcome,
                     "result rejected"
                 );
             }
         }
-    }
-
-    /// Whether a worker last seen at `last_seen` still counts as live.
-    fn live(&self, last_seen: Instant, now: Instant) -> bool {
-        now.duration_since(last_seen) <= self.config.heartbeat * 3 + Duration::from_secs(2)
-    }
-
-    fn active_workers(&self, now: Instant) -> usize {
-        self.workers.values().filter(|w| self.live(w.last_seen, now)).count()
-    }
-
-    /// The live, trusted workers other than `worker_id` that deliver (or only just came): who
-    /// else could give a job an opinion. One that heartbeats but has not delivered a result for
-    /// [`INACTIVE_AFTER_LEASES`] lease durations is not waited for.
-    fn other_active_workers(&self, worker_id: u64, now: Instant) -> Vec<u64> {
-        let patience = self.lease_duration * INACTIVE_AFTER_LEASES;
-        self.workers
-            .iter()
-            .filter(|(&id, w)| {
-                let delivering =
-                    now.duration_since(w.last_delivery.unwrap_or(w.registered)) <= patience;
-                id != worker_id
-                    && self.live(w.last_seen, now)
-                    && delivering
-                    && !self.life.is_untrusted(id)
-            })
-            .map(|(&id, _)| id)
-            .collect()
     }
 
     fn publish_gauges(&self) {
@@ -830,7 +558,7 @@ impl Engine {
         let meta = self.store.meta();
         let run = RunName { n: meta.n.into(), fingerprint: &meta.fingerprint };
         let progress =
-            Progress::new(run, &jobs, Some(rate), quiet, self.life.conflicts_total, None);
+            Progress::new(run, &jobs, Some(rate), quiet, self.life.conflicts_total(), None);
         let last_deadline = self.life.last_lease_deadline();
         let mut workers: Vec<WorkerView> = self
             .workers
@@ -844,8 +572,8 @@ impl Engine {
                 results: w.results,
                 conflicts: w.conflicts,
                 last_seen_seconds_ago: now.duration_since(w.last_seen).as_secs_f64(),
-                jobs_leased: self.life.leased_by(w.row.id),
-                untrusted: self.life.is_untrusted(w.row.id),
+                jobs_leased: self.life.leased_by(WorkerId::new(w.row.id)),
+                untrusted: self.life.is_untrusted(WorkerId::new(w.row.id)),
                 credential: w.row.credential.clone(),
                 device: w.device.clone(),
                 counted_per_second: w
@@ -862,7 +590,7 @@ impl Engine {
             progress,
             source: Source::Coordinator(String::new()),
             untrusted_workers: self.life.untrusted_count(),
-            lease_expiries: Some(self.life.lease_expiries),
+            lease_expiries: Some(self.life.lease_expiries()),
             leases_expire_in_seconds: last_deadline
                 .map(|d| d.saturating_duration_since(now).as_secs_f64()),
             // Summed from the committed rows by the caller, off this thread.
@@ -872,30 +600,6 @@ impl Engine {
             nodes: 0,
             workers,
             uptime_seconds: Some(elapsed),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn leases_grow_with_throughput_after_probation_and_never_past_it() {
-        // A GPU worker claims one thread; on probation it gets one job per lease.
-        assert_eq!(sized_lease(1, 2, true, 50_000), 1);
-        // After probation its leases follow what it finished in the last lease period.
-        assert_eq!(sized_lease(1, 2, false, 0), 1);
-        assert_eq!(sized_lease(1, 2, false, 40), 10);
-        assert_eq!(sized_lease(1, 2, false, 60_000), 15_000);
-        assert_eq!(sized_lease(1, 2, false, 1 << 30), MAX_LEASE);
-        for earned in [0, 1, 3, 100, 10_000, 1 << 20] {
-            for claimed in [1, 8, 64, 1024] {
-                let size = sized_lease(claimed, 4 * claimed as usize, false, earned);
-                assert!(size <= (claimed as usize).max(earned), "{claimed} {earned} -> {size}");
-                assert!(size <= MAX_LEASE);
-                assert!(sized_lease(claimed, 4 * claimed as usize, true, earned) <= 64);
-            }
         }
     }
 }

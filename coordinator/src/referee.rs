@@ -3,10 +3,11 @@
 //! that no worker's word, nor two identities under one credential, settles them.
 //!
 //! A job whose expected time is too long for the coordinator's host is skipped here and
-//! settled by workers of other credentials instead (see `Lifecycle::result`).
+//! settled by workers of other credentials instead (see `Scheduler::result`).
 
 use crate::engine::{Command, EngineHandle};
 use nqueens_core::Job;
+use nqueens_scheduler::JobId;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,14 +18,14 @@ pub const REFEREE_MAX_N: u8 = 22;
 
 /// Starts the referee thread; jobs are sent by id on the returned channel, answers come back to
 /// the engine as [`Command::Reference`]. The thread ends when the channel closes.
-pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> mpsc::Sender<u64> {
-    let (tx, rx) = mpsc::channel::<u64>();
+pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> mpsc::Sender<JobId> {
+    let (tx, rx) = mpsc::channel::<JobId>();
     let spawned = std::thread::Builder::new().name("nq-referee".into()).spawn(move || {
         for job_id in rx {
-            let Some(job) = jobs.get(job_id as usize) else { continue };
+            let Some(job) = jobs.get(job_id.get() as usize) else { continue };
             if job.n > REFEREE_MAX_N {
                 tracing::info!(
-                    job = job_id,
+                    job = %job_id,
                     n = job.n,
                     "too large for the referee: other credentials settle it"
                 );
@@ -34,7 +35,7 @@ pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> mpsc::Sender<u64> {
             match job.solve() {
                 Ok(counts) => {
                     tracing::info!(
-                        job = job_id,
+                        job = %job_id,
                         solutions = counts.solutions,
                         seconds = started.elapsed().as_secs_f64(),
                         "referee: the coordinator's own answer"
@@ -43,7 +44,9 @@ pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> mpsc::Sender<u64> {
                         return;
                     }
                 }
-                Err(e) => tracing::error!(job = job_id, error = %e, "referee cannot solve the job"),
+                Err(e) => {
+                    tracing::error!(job = %job_id, error = %e, "referee cannot solve the job")
+                }
             }
         }
     });

@@ -4,10 +4,11 @@
 //! worker can predict), and hands their answers to the engine. They become spot checks: leased to
 //! workers like any job, and a worker that answers one wrongly is untrusted and everything it
 //! counted is solved again. Later in the run, jobs that two trusted workers agreed on join the
-//! same pool (see `Lifecycle::known_answer`).
+//! same pool (see `Scheduler::known_answer`).
 
 use crate::engine::{Command, EngineHandle};
 use nqueens_core::Job;
+use nqueens_scheduler::JobId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,7 @@ pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> Option<std::thread::J
             }
             match jobs[id].solve() {
                 Ok(counts) => {
-                    if !engine.send(Command::Reference { job_id: id as u64, counts }) {
+                    if !engine.send(Command::Reference { job_id: JobId::new(id as u64), counts }) {
                         return;
                     }
                     solved += 1;

@@ -524,16 +524,16 @@ mod tests {
             let counts = counts_of(job.weight, job.id);
             total += u128::from(job.weight) * u128::from(counts.solutions);
             changes.push(Change::Result {
-                job_id: job.id,
-                worker_id: 1,
-                lease_id: 1,
+                job_id: job.id.into(),
+                worker_id: 1.into(),
+                lease_id: 1.into(),
                 counts,
                 seconds: 0.0,
                 counted: true,
                 kind: ResultKind::First,
             });
             changes.push(Change::JobState {
-                job_id: job.id,
+                job_id: job.id.into(),
                 state: JobState::Done,
                 lease_id: None,
                 worker_id: None,

@@ -59,21 +59,21 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
         store
             .apply(
                 &[
-                    Change::Uncount { job_id: wrong_job.id },
+                    Change::Uncount { job_id: wrong_job.id.into() },
                     Change::Result {
-                        job_id: wrong_job.id,
-                        worker_id: 5,
-                        lease_id: 1,
+                        job_id: wrong_job.id.into(),
+                        worker_id: 5.into(),
+                        lease_id: 1.into(),
                         counts: wrong,
                         seconds: 0.0,
                         counted: true,
                         kind: ResultKind::First,
                     },
                     Change::JobState {
-                        job_id: wrong_job.id,
+                        job_id: wrong_job.id.into(),
                         state: JobState::Done,
                         lease_id: None,
-                        worker_id: Some(5),
+                        worker_id: Some(5.into()),
                         errors: 0,
                         conflicts: 0,
                     },

@@ -1,11 +1,11 @@
-//! The names of a job's states and of a result row's kinds: one enum each, used by the life cycle,
+//! The names of a job's states and of a result row's kinds: one enum each, used by the scheduler,
 //! the store (whose SQL text takes the names from [`JobState::as_str`] and [`ResultKind::as_str`]),
 //! the metrics and `status`.
 
 use std::fmt;
 
-/// Where a job stands. The life cycle adds the lease details a leased job carries
-/// ([`crate::Standing`]); this is the name that is stored and reported.
+/// Where a job stands. The scheduler adds the lease details a leased job carries; this is the
+/// name that is stored and reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum JobState {
     /// Waiting for a worker.

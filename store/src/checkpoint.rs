@@ -4,7 +4,7 @@ use super::error::StoreError;
 use super::{RunKind, Store};
 use nqueens_core::{JobCounts, JobList, Tally, Totals};
 use nqueens_scheduler::state::{JobState, ResultKind};
-use nqueens_scheduler::Change;
+use nqueens_scheduler::{Change, JobId, LeaseId, COORDINATOR};
 use parking_lot::Mutex;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -66,10 +66,11 @@ impl LocalCheckpoint {
     /// Records one solved job; commits when 512 are buffered or a second has passed.
     pub fn record(&self, job_id: u64, counts: &JobCounts, seconds: f64) -> Result<(), StoreError> {
         let mut inner = self.inner.lock();
+        let job_id = JobId::new(job_id);
         inner.buffer.push(Change::Result {
             job_id,
-            worker_id: 0,
-            lease_id: 0,
+            worker_id: COORDINATOR,
+            lease_id: LeaseId::new(0),
             counts: *counts,
             seconds,
             counted: true,

@@ -35,9 +35,8 @@ pub use workers::{BlockedJobs, WorkerRecord};
 
 use nqueens_core::{JobList, Tally};
 use nqueens_scheduler::state::JobsByState;
-use nqueens_scheduler::{JobEntry, LeaseRecord};
+use nqueens_scheduler::{StoredJob, StoredLease, WorkerId};
 use rusqlite::Connection;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -142,14 +141,14 @@ pub struct Summary {
 
 /// Everything needed to rebuild the scheduler after a restart.
 pub struct Loaded {
-    /// Every job, by id.
-    pub jobs: Vec<JobEntry>,
-    /// Every lease issued so far, by id (none active: the scheduler decides).
-    pub leases: HashMap<u64, LeaseRecord>,
+    /// Every job, by id, as stored.
+    pub jobs: Vec<StoredJob>,
+    /// Every lease issued so far (the scheduler decides which are still active).
+    pub leases: Vec<StoredLease>,
     /// The id the next registered worker gets.
     pub next_worker_id: u64,
     /// Workers that lost a settled verification.
-    pub untrusted: Vec<u64>,
+    pub untrusted: Vec<WorkerId>,
 }
 
 /// An open state file: a writer (holding the file's lock) or a read-only reader.

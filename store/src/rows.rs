@@ -6,10 +6,8 @@ use super::error::StoreError;
 use super::{now_unix, stored_counts, Loaded, Store, Summary, WorkerRow};
 use nqueens_core::{JobCounts, Tally, Totals};
 use nqueens_scheduler::state::JobState;
-use nqueens_scheduler::{Change, JobEntry, LeaseRecord, Standing};
+use nqueens_scheduler::{Change, JobId, LeaseId, StoredJob, StoredLease, WorkerId};
 use rusqlite::{params, OptionalExtension};
-use std::collections::HashMap;
-use std::time::Instant;
 
 /// One row of `results` and whether its checksum holds.
 #[derive(Debug, Clone)]
@@ -243,35 +241,26 @@ impl Store {
                         reason: format!("job ids not contiguous at {id}"),
                     });
                 }
-                let mut entry = JobEntry::new(
+                let state: String = r.get(3).map_err(&sql)?;
+                let Some(state) = JobState::parse(&state) else {
+                    return Err(StoreError::Corrupt {
+                        path: self.path.clone(),
+                        reason: format!("unknown job state {state}"),
+                    });
+                };
+                let lease: Option<i64> = r.get(4).map_err(&sql)?;
+                let mut job = StoredJob::new(
+                    JobId::new(id as u64),
                     r.get::<_, i64>(1).map_err(&sql)? as u64,
+                    r.get(7).map_err(&sql)?,
                     r.get(2).map_err(&sql)?,
                 );
-                let state: String = r.get(3).map_err(&sql)?;
-                let lease: Option<i64> = r.get(4).map_err(&sql)?;
-                entry.errors = r.get(5).map_err(&sql)?;
-                entry.weight = r.get(7).map_err(&sql)?;
-                entry.conflicts = r.get(6).map_err(&sql)?;
-                entry.standing = match JobState::parse(&state) {
-                    Some(JobState::Pending) => Standing::Pending,
-                    // Deadline and worker are filled in by Lifecycle::new (fresh grace period).
-                    Some(JobState::Leased) => Standing::Leased {
-                        lease_id: lease.unwrap_or(0) as u64,
-                        worker_id: 0,
-                        deadline: Instant::now(),
-                        since: Instant::now(),
-                    },
-                    Some(JobState::Done) => Standing::Done,
-                    Some(JobState::Held) => Standing::Held,
-                    Some(JobState::Failed) => Standing::Failed,
-                    None => {
-                        return Err(StoreError::Corrupt {
-                            path: self.path.clone(),
-                            reason: format!("unknown job state {state}"),
-                        })
-                    }
-                };
-                jobs.push(entry);
+                job.state = state;
+                // The worker and deadline of a leased job come from its lease (see `restore`).
+                job.lease = lease.map(|l| LeaseId::new(l as u64));
+                job.errors = r.get(5).map_err(&sql)?;
+                job.conflicts = r.get(6).map_err(&sql)?;
+                jobs.push(job);
             }
         }
         let mut bad = Vec::new();
@@ -285,17 +274,17 @@ impl Store {
             if !row.intact {
                 bad.push(row.job_id);
             } else if row.counted {
-                job.counted = Some((row.worker_id, row.counts));
+                job.counted = Some((WorkerId::new(row.worker_id), row.counts));
             } else {
-                job.opinions.push((row.worker_id, row.counts));
+                job.opinions.push((WorkerId::new(row.worker_id), row.counts));
             }
         }
         // A done job whose counted row failed its checksum is solved again.
         let mut requeued = Vec::new();
         for &id in &bad {
             let job = &mut jobs[id as usize];
-            if job.counted.is_none() && job.standing == Standing::Done {
-                job.standing = Standing::Pending;
+            if job.counted.is_none() && job.state == JobState::Done {
+                job.state = JobState::Pending;
                 requeued.push(id);
             }
         }
@@ -308,7 +297,7 @@ impl Store {
                 "result rows fail their checksum (damaged or edited): they are not counted, and their done jobs are solved again"
             );
         }
-        let mut leases = HashMap::new();
+        let mut leases = Vec::new();
         {
             let mut q =
                 self.conn.prepare("SELECT id, worker_id, job_ids FROM leases").map_err(&sql)?;
@@ -320,16 +309,17 @@ impl Store {
                 let job_ids = text
                     .split(',')
                     .filter(|s| !s.is_empty())
-                    .map(|s| s.parse::<u64>())
+                    .map(|s| s.parse::<u64>().map(JobId::new))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|_| StoreError::Corrupt {
                         path: self.path.clone(),
                         reason: format!("bad job list of lease {id}"),
                     })?;
-                leases.insert(
-                    id,
-                    LeaseRecord { worker_id, job_ids, active: false, extra: Vec::new() },
-                );
+                leases.push(StoredLease {
+                    id: LeaseId::new(id),
+                    worker: WorkerId::new(worker_id),
+                    jobs: job_ids,
+                });
             }
         }
         let next_worker_id: i64 = self
@@ -337,6 +327,7 @@ impl Store {
             .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM workers", [], |r| r.get(0))
             .map_err(&sql)?;
         let untrusted = self.untrusted_workers()?;
+        let untrusted = untrusted.into_iter().map(WorkerId::new).collect();
         Ok(Loaded { jobs, leases, next_worker_id: next_worker_id as u64, untrusted })
     }
 
@@ -403,10 +394,10 @@ impl Store {
                     Change::JobState { job_id, state, lease_id, worker_id, errors, conflicts } => {
                         set_state
                             .execute(params![
-                                *job_id as i64,
+                                job_id.get() as i64,
                                 state.as_str(),
-                                lease_id.map(|l| l as i64),
-                                worker_id.map(|w| w as i64),
+                                lease_id.map(|l| l.get() as i64),
+                                worker_id.map(|w| w.get() as i64),
                                 errors,
                                 conflicts
                             ])
@@ -424,7 +415,7 @@ impl Store {
                         let fit = |field, value: u64| {
                             i64::try_from(value).map_err(|_| StoreError::CountOutOfRange {
                                 path: self.path.clone(),
-                                job_id: *job_id,
+                                job_id: job_id.get(),
                                 field,
                                 value,
                             })
@@ -436,17 +427,17 @@ impl Store {
                             fit("nodes", counts.nodes)?,
                         ];
                         let tag = mac.tag(&RowClaim {
-                            job_id: *job_id,
-                            worker_id: *worker_id,
+                            job_id: job_id.get(),
+                            worker_id: worker_id.get(),
                             counted: *counted,
                             kind: kind.as_str(),
                             counts: *counts,
                         });
                         insert_result
                             .execute(params![
-                                *job_id as i64,
-                                *worker_id as i64,
-                                *lease_id as i64,
+                                job_id.get() as i64,
+                                worker_id.get() as i64,
+                                lease_id.get() as i64,
                                 stored[0],
                                 stored[1],
                                 stored[2],
@@ -462,7 +453,8 @@ impl Store {
                     Change::Uncount { job_id } => {
                         // Each row's checksum follows its counted flag; a row that already
                         // fails keeps failing (its checksum is left as it is).
-                        let mut q = uncount_rows.query(params![*job_id as i64]).map_err(&sql)?;
+                        let mut q =
+                            uncount_rows.query(params![job_id.get() as i64]).map_err(&sql)?;
                         let mut rows = Vec::new();
                         while let Some(r) = q.next().map_err(&sql)? {
                             let kind: String = r.get(2).map_err(&sql)?;
@@ -472,7 +464,7 @@ impl Store {
                             let counts = valid.unwrap_or_default();
                             let worker_id = r.get::<_, i64>(1).map_err(&sql)? as u64;
                             let claim = RowClaim {
-                                job_id: *job_id,
+                                job_id: job_id.get(),
                                 worker_id,
                                 counted: true,
                                 kind: &kind,
@@ -499,15 +491,20 @@ impl Store {
                         let ids =
                             job_ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",");
                         insert_lease
-                            .execute(params![*lease_id as i64, *worker_id as i64, ids, at])
+                            .execute(params![
+                                lease_id.get() as i64,
+                                worker_id.get() as i64,
+                                ids,
+                                at
+                            ])
                             .map_err(&sql)?;
                     }
                     Change::Conflict { job_id, worker_a, worker_b, detail } => {
                         insert_conflict
                             .execute(params![
-                                *job_id as i64,
-                                *worker_a as i64,
-                                *worker_b as i64,
+                                job_id.get() as i64,
+                                worker_a.get() as i64,
+                                worker_b.get() as i64,
                                 detail,
                                 at
                             ])
@@ -516,8 +513,8 @@ impl Store {
                     Change::Untrust { worker_id, job_id, detail, requeued } => {
                         insert_untrusted
                             .execute(params![
-                                *worker_id as i64,
-                                *job_id as i64,
+                                worker_id.get() as i64,
+                                job_id.get() as i64,
                                 detail,
                                 *requeued as i64,
                                 at

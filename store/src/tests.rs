@@ -4,7 +4,7 @@ use super::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use super::*;
 use nqueens_core::{job_list, JobCounts, SplitParams};
 use nqueens_scheduler::state::JobState;
-use nqueens_scheduler::{Change, Standing};
+use nqueens_scheduler::Change;
 
 /// The protocol major of the runs these tests make (any will do: it is part of the fingerprint).
 const PROTOCOL: u32 = 1;
@@ -43,9 +43,9 @@ fn checkpoint_resumes_and_refuses_other_runs() {
         store
             .apply(
                 &[
-                    Change::Uncount { job_id: job.id },
+                    Change::Uncount { job_id: job.id.into() },
                     Change::JobState {
-                        job_id: job.id,
+                        job_id: job.id.into(),
                         state: JobState::Pending,
                         lease_id: None,
                         worker_id: None,
@@ -53,8 +53,8 @@ fn checkpoint_resumes_and_refuses_other_runs() {
                         conflicts: 0,
                     },
                     Change::Untrust {
-                        worker_id: 7,
-                        job_id: job.id,
+                        worker_id: 7.into(),
+                        job_id: job.id.into(),
                         detail: "test".into(),
                         requeued: 1,
                     },
@@ -66,8 +66,8 @@ fn checkpoint_resumes_and_refuses_other_runs() {
     let store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local).unwrap();
     assert_eq!(store.untrusted_workers().unwrap(), vec![7]);
     let loaded = store.load().unwrap();
-    assert_eq!(loaded.untrusted, vec![7]);
-    assert_eq!(loaded.jobs[0].standing, Standing::Pending);
+    assert_eq!(loaded.untrusted, vec![WorkerId::new(7)]);
+    assert_eq!(loaded.jobs[0].state, JobState::Pending);
     assert!(loaded.jobs[0].counted.is_none());
     assert_eq!(store.tally().unwrap().jobs, list.jobs.len() as u64 - 1);
     assert_eq!(Store::open_existing(&path).unwrap().summary().unwrap().untrusted_workers, 1);
@@ -98,9 +98,9 @@ fn checkpoint_resumes_and_refuses_other_runs() {
         store
             .apply(
                 &[
-                    state(1, JobState::Held, 0, 3),
-                    state(2, JobState::Failed, 3, 0),
-                    state(3, JobState::Held, 0, 3),
+                    state(1.into(), JobState::Held, 0, 3),
+                    state(2.into(), JobState::Failed, 3, 0),
+                    state(3.into(), JobState::Held, 0, 3),
                 ],
                 &[],
             )
@@ -112,7 +112,7 @@ fn checkpoint_resumes_and_refuses_other_runs() {
     assert_eq!(store.requeue(Requeue::Both).unwrap(), Requeued { held: 0, failed: 1 });
     let loaded = store.load().unwrap();
     for id in 1..=3 {
-        assert_eq!(loaded.jobs[id].standing, Standing::Pending, "job {id}");
+        assert_eq!(loaded.jobs[id].state, JobState::Pending, "job {id}");
     }
     assert_eq!((loaded.jobs[1].conflicts, loaded.jobs[2].errors), (3, 3));
     drop(store);
@@ -225,7 +225,7 @@ fn a_row_that_fails_its_checksum_is_never_counted_and_its_job_is_solved_again() 
     assert_eq!(store.tally().unwrap().jobs, list.jobs.len() as u64 - 1);
     assert!(store.final_totals(&store.tally().unwrap()).unwrap().is_none());
     let loaded = store.load().unwrap();
-    assert_eq!(loaded.jobs[job as usize].standing, Standing::Pending);
+    assert_eq!(loaded.jobs[job as usize].state, JobState::Pending);
     assert!(loaded.jobs[job as usize].counted.is_none());
     drop(store);
 
@@ -241,7 +241,7 @@ fn a_row_that_fails_its_checksum_is_never_counted_and_its_job_is_solved_again() 
 
     // Un-counting keeps checksums in step with the flag, and a bad row bad.
     let mut store = Store::open_existing_for_update(&path).unwrap();
-    store.apply(&[Change::Uncount { job_id: job }], &[]).unwrap();
+    store.apply(&[Change::Uncount { job_id: job.into() }], &[]).unwrap();
     let rows = store.results().unwrap();
     let of_job: Vec<_> = rows.iter().filter(|r| r.job_id == job).collect();
     assert_eq!(of_job.len(), 2);
@@ -303,9 +303,9 @@ fn tally_cost_at_n27_scale() {
         let changes: Vec<Change> = chunk
             .iter()
             .map(|&i| Change::Result {
-                job_id: i % list.jobs.len() as u64,
-                worker_id: 1,
-                lease_id: 1,
+                job_id: (i % list.jobs.len() as u64).into(),
+                worker_id: 1.into(),
+                lease_id: 1.into(),
                 counts,
                 seconds: 0.0,
                 counted: true,
@@ -359,16 +359,16 @@ fn sums_past_u64_are_exact_through_the_store() {
         sym180 += w * u128::from(counts.sym180);
         sym90 += w * u128::from(counts.sym90);
         changes.push(Change::Result {
-            job_id: job.id,
-            worker_id: 1,
-            lease_id: 1,
+            job_id: job.id.into(),
+            worker_id: 1.into(),
+            lease_id: 1.into(),
             counts,
             seconds: 0.0,
             counted: true,
             kind: nqueens_scheduler::state::ResultKind::First,
         });
         changes.push(Change::JobState {
-            job_id: job.id,
+            job_id: job.id.into(),
             state: JobState::Done,
             lease_id: None,
             worker_id: None,
@@ -418,9 +418,9 @@ fn stored_counts_out_of_range_are_refused() {
     let huge = JobCounts { solutions: 1 << 63, sym180: 0, sym90: 0, nodes: 0 };
     let result = store.apply(
         &[Change::Result {
-            job_id: 3,
-            worker_id: 1,
-            lease_id: 1,
+            job_id: 3.into(),
+            worker_id: 1.into(),
+            lease_id: 1.into(),
             counts: huge,
             seconds: 0.0,
             counted: true,

@@ -254,8 +254,8 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
             nqueens_coordinator::RunKind::Cluster,
         )
         .unwrap();
-        let set = |job_id, state, errors, conflicts| Change::JobState {
-            job_id,
+        let set = |job_id: u64, state, errors, conflicts| Change::JobState {
+            job_id: job_id.into(),
             state,
             lease_id: None,
             worker_id: None,

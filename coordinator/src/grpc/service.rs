@@ -12,6 +12,7 @@ use crate::status::StatusReader;
 use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, Reason};
+use nqueens_scheduler::{JobId, LeaseId, WorkerId};
 use parking_lot::Mutex;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -79,7 +80,11 @@ impl CoordinatorService {
                 "worker_secret is longer than 128 bytes",
             ));
         }
-        Ok(Caller { worker_id, secret: secret.to_owned(), credential: credential_of(request) })
+        Ok(Caller {
+            worker_id: WorkerId::new(worker_id),
+            secret: secret.to_owned(),
+            credential: credential_of(request),
+        })
     }
 
     async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Status> {
@@ -263,7 +268,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
             RegisterReply::Registered { worker_id, secret, run_complete } => {
                 Ok(Response::new(pb::RegisterResponse {
                     run: Some(self.run.clone()),
-                    worker_id,
+                    worker_id: worker_id.get(),
                     lease_seconds: self.lease_seconds,
                     heartbeat_seconds: self.heartbeat_seconds,
                     run_complete,
@@ -294,9 +299,10 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         match reply {
             LeaseReply::Granted { lease_id, job_ids, run_complete } => {
                 let retry_after_ms = if job_ids.is_empty() && !run_complete { 500 } else { 0 };
-                let jobs = job_ids.iter().map(|&id| pb::JobSpec::from(&self.jobs[id as usize]));
+                let jobs =
+                    job_ids.iter().map(|&id| pb::JobSpec::from(&self.jobs[id.get() as usize]));
                 Ok(Response::new(pb::LeaseResponse {
-                    lease_id,
+                    lease_id: lease_id.get(),
                     jobs: jobs.collect(),
                     lease_seconds: self.lease_seconds,
                     retry_after_ms,
@@ -329,11 +335,15 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let req = request.into_inner();
         self.check_run(req.run.as_ref())?;
         let reply = self
-            .ask(|reply| Command::Heartbeat { caller, lease_ids: req.lease_ids, reply })
+            .ask(|reply| Command::Heartbeat {
+                caller,
+                lease_ids: req.lease_ids.into_iter().map(LeaseId::new).collect(),
+                reply,
+            })
             .await?
             .map_err(|r| refused(r, req.worker_id))?;
         Ok(Response::new(pb::HeartbeatResponse {
-            lost_lease_ids: reply.lost_lease_ids,
+            lost_lease_ids: reply.lost_lease_ids.into_iter().map(LeaseId::get).collect(),
             run_complete: reply.run_complete,
         }))
     }
@@ -420,8 +430,8 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let released = self
             .ask(|reply| Command::Release {
                 caller,
-                lease_id: req.lease_id,
-                job_ids: req.job_ids,
+                lease_id: LeaseId::new(req.lease_id),
+                job_ids: req.job_ids.into_iter().map(JobId::new).collect(),
                 reply,
             })
             .await?

@@ -12,7 +12,7 @@ use crate::status::{percent, Progress, Source, StatusReport, StatusView, WorkerV
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, Outcome, Reason, WireError};
-use nqueens_scheduler::{Finding, ResultOutcome};
+use nqueens_scheduler::{Finding, JobId, LeaseId, ResultOutcome, WorkerId};
 
 /// The most solver threads one worker is believed to have; more is clamped (the lease size
 /// follows the registered threads).
@@ -93,7 +93,8 @@ impl Registration {
             });
         }
         Ok(Registration {
-            previous_worker_id: (req.previous_worker_id != 0).then_some(req.previous_worker_id),
+            previous_worker_id: (req.previous_worker_id != 0)
+                .then_some(WorkerId::new(req.previous_worker_id)),
             previous_secret: bounded_secret("previous_worker_secret", req.previous_worker_secret)?,
             credential,
             name: bounded_name("name", req.name)?,
@@ -128,11 +129,11 @@ impl ReportedResult {
             Finding::SolverError(error)
         };
         Ok(ReportedResult {
-            worker_id: msg.worker_id,
+            worker_id: WorkerId::new(msg.worker_id),
             secret: bounded_secret("worker_secret", msg.worker_secret)?,
             credential,
-            lease_id: msg.lease_id,
-            job_id: msg.job_id,
+            lease_id: LeaseId::new(msg.lease_id),
+            job_id: JobId::new(msg.job_id),
             finding,
         })
     }
@@ -189,8 +190,8 @@ pub fn result_ack(result: &ReportedResult, reply: ResultReply) -> pb::ResultAck 
         ),
     };
     pb::ResultAck {
-        job_id,
-        lease_id,
+        job_id: job_id.get(),
+        lease_id: lease_id.get(),
         outcome: outcome as i32,
         reason: reason as i32,
         message,

@@ -111,19 +111,19 @@ fn prepare_state(args: &Args, list: &nqueens_core::JobList) -> Result<()> {
         let mut changes = Vec::with_capacity(2 * chunk.len());
         for job in chunk {
             changes.push(Change::Result {
-                job_id: job.id,
-                worker_id: 1,
-                lease_id: 0,
+                job_id: job.id.into(),
+                worker_id: 1.into(),
+                lease_id: 0.into(),
                 counts: counts[job.id as usize],
                 seconds: 0.001,
                 counted: true,
                 kind: ResultKind::First,
             });
             changes.push(Change::JobState {
-                job_id: job.id,
+                job_id: job.id.into(),
                 state: JobState::Done,
                 lease_id: None,
-                worker_id: Some(1),
+                worker_id: Some(1.into()),
                 errors: 0,
                 conflicts: 0,
             });

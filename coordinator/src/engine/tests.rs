@@ -1,0 +1,122 @@
+//! The engine in process, over a temporary store: workers register, take leases and send the
+//! answers `Job::solve` gives, over the engine's command handle; the run completes with the
+//! known total.
+
+use super::{
+    Caller, Command, Engine, EngineConfig, EngineHandle, LeaseReply, RegisterReply, Registration,
+    ReportedResult,
+};
+use crate::metrics::Metrics;
+use crate::secrets::Credential;
+use nqueens_store::{RunKind, Store};
+use nqueens_core::{job_list, SplitParams};
+use nqueens_scheduler::{Finding, ResultOutcome};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Sends the command `make` builds and waits for its answer.
+fn ask<T>(
+    engine: &EngineHandle,
+    make: impl FnOnce(oneshot::Sender<T>) -> Command,
+) -> T {
+    let (tx, rx) = oneshot::channel();
+    assert!(engine.send(make(tx)), "the engine stopped");
+    rx.blocking_recv().expect("the engine answers")
+}
+
+#[test]
+fn an_engine_in_process_completes_n8_with_the_known_total() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run8.db");
+    let list = job_list(8, &SplitParams::default()).unwrap();
+    let store = Store::open_or_create(
+        &state,
+        &list,
+        nqueens_proto::PROTOCOL_MAJOR,
+        0.0,
+        RunKind::Cluster,
+    )
+    .unwrap();
+    let config = EngineConfig {
+        result_file: dir.path().join("result.json"),
+        heartbeat: Duration::from_secs(10),
+        spot_checks: false,
+        jobs: None,
+        recheck_fraction: 0.0,
+    };
+    let metrics = Arc::new(Metrics::default());
+    let (engine, complete, _ended, thread) =
+        Engine::start(store, Duration::from_secs(30), metrics, config).unwrap();
+
+    // Two workers under two credentials, so that they can confirm each other's answers.
+    let mut workers = Vec::new();
+    for name in ["a", "b"] {
+        let credential = Credential::named(name);
+        let worker = Registration {
+            previous_worker_id: None,
+            previous_secret: String::new(),
+            credential: credential.clone(),
+            name: name.into(),
+            host: "localhost".into(),
+            cores: 4,
+            version: env!("CARGO_PKG_VERSION").into(),
+            device: "cpu".into(),
+        };
+        match ask(&engine, |reply| Command::Register { worker, reply }) {
+            RegisterReply::Registered { worker_id, secret, .. } => {
+                workers.push(Caller { worker_id, secret, credential })
+            }
+            _ => panic!("registration refused"),
+        }
+    }
+    let mut rounds = 0;
+    while complete.borrow().is_none() {
+        rounds += 1;
+        assert!(rounds < 10_000, "the run does not complete");
+        let caller = workers[rounds % workers.len()].clone();
+        let lease =
+            ask(&engine, |reply| Command::Lease { caller: caller.clone(), free_slots: 4, reply });
+        let LeaseReply::Granted { lease_id, job_ids, run_complete } = lease else {
+            panic!("lease refused");
+        };
+        if run_complete {
+            break;
+        }
+        if job_ids.is_empty() {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        for job_id in job_ids {
+            let counts = list.jobs[job_id.get() as usize].solve().unwrap();
+            let result = ReportedResult {
+                worker_id: caller.worker_id,
+                secret: caller.secret.clone(),
+                credential: caller.credential.clone(),
+                lease_id,
+                job_id,
+                finding: Finding::Solved { counts, seconds: 0.001 },
+            };
+            let reply = ask(&engine, |reply| Command::Result { result, reply });
+            assert!(
+                matches!(
+                    reply.outcome,
+                    ResultOutcome::Accepted | ResultOutcome::Confirmed | ResultOutcome::Duplicate
+                ),
+                "{:?}",
+                reply.outcome
+            );
+        }
+    }
+    // The result is published once the engine has checked the committed rows.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while complete.borrow().is_none() {
+        assert!(std::time::Instant::now() < deadline, "no result published");
+        let _ = ask(&engine, |reply| Command::Status { reply });
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let record = complete.borrow().clone().unwrap();
+    assert_eq!(record.total, 92, "Q(8)");
+    assert!(engine.send(Command::Shutdown));
+    thread.join().unwrap().unwrap();
+}

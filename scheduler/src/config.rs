@@ -1,0 +1,97 @@
+//! Every policy figure of the scheduler in one value, with the seed of its random choices, so
+//! that a test can run the scheduler with other figures, or deterministically.
+
+use std::time::Duration;
+
+/// After this many reported solver errors, from at least [`MIN_ERROR_GROUPS`] independent
+/// workers, a job is marked failed and left alone.
+pub const MAX_ERRORS: u32 = 3;
+/// Errors from one credential (or one worker under the shared token) never fail a job alone.
+pub const MIN_ERROR_GROUPS: usize = 2;
+/// A worker that reported at least this many solver errors, and errors on more than a quarter of
+/// what it answered, is untrusted: honest solvers all but never fail.
+pub const ERROR_UNTRUST_MIN: u32 = 8;
+/// After this many conflicting results a job is held for a human to look at.
+pub const MAX_CONFLICTS: u32 = 3;
+/// Spot checks per leased job: about one job in this many that a worker is given has an answer
+/// the coordinator already knows. The worker cannot tell it from the others; a wrong answer
+/// untrusts it. (Each worker's first lease carries one as well: the check at registration.)
+pub const SPOT_CHECK_RATE: f64 = 0.005;
+/// A job leased for longer than this many times its expected time (plus one lease duration) is
+/// also given to another worker, and the first agreeing answer counts: heartbeats alone cannot
+/// hold a job forever.
+pub const OVERDUE_FACTOR: f64 = 4.0;
+/// How many extra workers one overdue job is given to at most. A copy that is itself overdue
+/// (its holder stalls too) is followed by another, on the same rule.
+pub const MAX_COPIES: u32 = 4;
+/// Jobs in conflict waiting for the coordinator's own answer at most (more wait for workers).
+pub const MAX_REFEREE_QUEUE: usize = 256;
+/// How many of a new worker's answers must agree with another worker's before one of its results
+/// is believed alone (while another worker is around to compare with).
+pub const PROBATION_RESULTS: u32 = 10;
+/// The most jobs one lease gives a worker on probation (one per thread, at most this many).
+pub const PROBATION_LEASE: u32 = 64;
+/// The most jobs one lease gives any worker, however fast it has shown itself to be.
+pub const MAX_LEASE: usize = 65_536;
+/// How long a lease lasts without a heartbeat (the coordinator's default `--lease-seconds`).
+pub const LEASE_DURATION: Duration = Duration::from_secs(60);
+
+/// The scheduler's policy: every figure its decisions use, and the seed of its random choices
+/// (which lease carries a spot check, which known job it is, which counted job is re-checked).
+/// [`Default`] gives the coordinator's figures with seed 0; the coordinator seeds it from the
+/// operating system, so that no worker can predict the choices.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerConfig {
+    /// How long a lease lasts without a heartbeat.
+    pub lease_duration: Duration,
+    /// The seed of the scheduler's random generator.
+    pub seed: u64,
+    /// See [`MAX_ERRORS`].
+    pub max_errors: u32,
+    /// See [`MIN_ERROR_GROUPS`].
+    pub min_error_groups: usize,
+    /// See [`ERROR_UNTRUST_MIN`].
+    pub error_untrust_min: u32,
+    /// See [`MAX_CONFLICTS`].
+    pub max_conflicts: u32,
+    /// See [`SPOT_CHECK_RATE`].
+    pub spot_check_rate: f64,
+    /// See [`OVERDUE_FACTOR`].
+    pub overdue_factor: f64,
+    /// See [`MAX_COPIES`].
+    pub max_copies: u32,
+    /// See [`MAX_REFEREE_QUEUE`].
+    pub max_referee_queue: usize,
+    /// A worker with fewer agreements than this is on probation: while another worker is around
+    /// to compare with, each of its results waits for a second worker's (adaptive replication).
+    /// 0 turns probation off. See [`PROBATION_RESULTS`].
+    pub probation_results: u32,
+    /// See [`PROBATION_LEASE`].
+    pub probation_lease: u32,
+    /// See [`MAX_LEASE`].
+    pub max_lease: usize,
+    /// The fraction of counted jobs drawn for a secret re-check: each is given once more, beside
+    /// a lease, to a worker of a group that did not answer it (0 to 1; 0 turns re-checks off).
+    pub recheck_fraction: f64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            lease_duration: LEASE_DURATION,
+            seed: 0,
+            max_errors: MAX_ERRORS,
+            min_error_groups: MIN_ERROR_GROUPS,
+            error_untrust_min: ERROR_UNTRUST_MIN,
+            max_conflicts: MAX_CONFLICTS,
+            spot_check_rate: SPOT_CHECK_RATE,
+            overdue_factor: OVERDUE_FACTOR,
+            max_copies: MAX_COPIES,
+            max_referee_queue: MAX_REFEREE_QUEUE,
+            probation_results: PROBATION_RESULTS,
+            probation_lease: PROBATION_LEASE,
+            max_lease: MAX_LEASE,
+            recheck_fraction: 0.0,
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The decisions on leases: handing jobs out ([`Scheduler::lease_checked`]), keeping them
+//! ([`Scheduler::heartbeat`]), taking them back when their deadline passes
+//! ([`Scheduler::expire`]) or when the worker gives them up ([`Scheduler::release`]).
+
+use crate::ids::{JobId, LeaseId, WorkerId};
+use crate::jobs::Standing;
+use crate::outcome::Change;
+use crate::Scheduler;
+use std::cmp::Reverse;
+use std::time::Instant;
+
+impl Scheduler {
+    /// Leases up to `max_jobs` pending jobs, longest first, to `worker_id`, without spot checks
+    /// (see [`Scheduler::lease_checked`]).
+    pub fn lease(
+        &mut self,
+        worker_id: WorkerId,
+        max_jobs: usize,
+        others: &[WorkerId],
+        now: Instant,
+        changes: &mut Vec<Change>,
+    ) -> Option<(LeaseId, Vec<JobId>)> {
+        self.lease_checked(worker_id, max_jobs, others, false, now, changes)
+    }
+
+    /// Leases up to `max_jobs` jobs to `worker_id`: pending ones, longest first; when none is left,
+    /// copies of jobs leased far past their expected time. A job awaiting another opinion goes to
+    /// a worker that has not given one yet: this worker gets it back only when none of the
+    /// `others` (the other live, trusted workers) could give a fresh opinion.
+    ///
+    /// With `spot_checks`, the worker's first lease and about `spot_check_rate` of the jobs it
+    /// is given afterwards are jobs whose answer is already known, in place of a pending job and
+    /// sorted among the others by cost like any job: nothing tells the worker which they are.
+    pub fn lease_checked(
+        &mut self,
+        worker_id: WorkerId,
+        max_jobs: usize,
+        others: &[WorkerId],
+        spot_checks: bool,
+        now: Instant,
+        changes: &mut Vec<Change>,
+    ) -> Option<(LeaseId, Vec<JobId>)> {
+        if self.is_untrusted(worker_id) || max_jobs == 0 {
+            return None;
+        }
+        let mut picked = self.pick_pending(worker_id, max_jobs, others);
+        let mut extra = Vec::new();
+        if picked.len() < max_jobs {
+            self.overdue_copies(worker_id, max_jobs - picked.len(), now, &mut extra);
+        }
+        if let Some(id) = self.draw_recheck(worker_id) {
+            extra.push(id);
+        }
+        if spot_checks {
+            self.add_spot_check(worker_id, max_jobs, &mut picked, &mut extra);
+        }
+        if picked.is_empty() && extra.is_empty() {
+            return None;
+        }
+        let lease_id = self.leases.next_id();
+        let mut job_ids: Vec<JobId> = picked.iter().chain(&extra).copied().collect();
+        job_ids.sort_by_key(|&id| (Reverse(self.jobs.entry(id).estimate), id));
+        changes.push(Change::Lease { lease_id, worker_id, job_ids: job_ids.clone() });
+        let deadline = now + self.config.lease_duration;
+        for &id in &picked {
+            let leased = Standing::Leased { lease_id, worker_id, deadline, since: now };
+            self.jobs.set_state(id, leased, changes);
+        }
+        let issued = self.leases.issue(worker_id, job_ids.clone(), extra);
+        debug_assert_eq!(issued, lease_id);
+        self.checked("lease");
+        Some((lease_id, job_ids))
+    }
+
+    /// Up to `max_jobs` pending jobs for `worker_id`, longest first, taken off the queue. A job
+    /// on which `worker_id`'s group gave an opinion is left for one of the `others` that has
+    /// not, while there is one.
+    fn pick_pending(
+        &mut self,
+        worker_id: WorkerId,
+        max_jobs: usize,
+        others: &[WorkerId],
+    ) -> Vec<JobId> {
+        let mut picked = Vec::new();
+        let mut set_aside = Vec::new();
+        while picked.len() < max_jobs {
+            let Some(id) = self.jobs.pop_queued() else { break };
+            let job = self.jobs.entry(id);
+            if job.standing() != Standing::Pending {
+                continue; // stale queue entry
+            }
+            // Whether someone of `w`'s group has given an opinion: a group confirms nothing alone.
+            let gave =
+                |w: WorkerId| job.opinions.iter().any(|(o, _)| self.group(*o) == self.group(w));
+            if gave(worker_id) && others.iter().any(|&o| !gave(o)) {
+                set_aside.push(id);
+                continue;
+            }
+            picked.push(id);
+        }
+        self.jobs.requeue(set_aside);
+        picked
+    }
+
+    /// Adds a spot check to a lease when one is due: on the worker's first lease, then at about
+    /// `spot_check_rate` per job. It takes a pending job's place, so the lease keeps its size.
+    fn add_spot_check(
+        &mut self,
+        worker_id: WorkerId,
+        max_jobs: usize,
+        picked: &mut Vec<JobId>,
+        extra: &mut Vec<JobId>,
+    ) {
+        let due = !self.checks.checked.contains(&worker_id)
+            || self.rng.unit()
+                < self.config.spot_check_rate * (picked.len() + extra.len()).max(1) as f64;
+        if !due {
+            return;
+        }
+        let Some(id) = self.draw_spot_check(worker_id, picked, extra) else { return };
+        self.checks.checked.insert(worker_id);
+        if picked.len() + extra.len() >= max_jobs {
+            if let Some(back) = picked.pop() {
+                self.jobs.requeue([back]);
+            }
+        }
+        if self.jobs.standing(id) == Standing::Pending {
+            picked.push(id);
+        } else {
+            extra.push(id);
+        }
+    }
+
+    /// Extends `lease_ids` of `worker_id`. A lease that expired but whose jobs are still pending is
+    /// re-attached (the worker is still on them); one with nothing left is reported lost.
+    pub fn heartbeat(
+        &mut self,
+        worker_id: WorkerId,
+        lease_ids: &[LeaseId],
+        now: Instant,
+        changes: &mut Vec<Change>,
+    ) -> Vec<LeaseId> {
+        let deadline = now + self.config.lease_duration;
+        let mut lost = Vec::new();
+        for &lease_id in lease_ids {
+            let Some(lease) = self.leases.get(lease_id) else {
+                lost.push(lease_id);
+                continue;
+            };
+            if lease.worker_id != worker_id || self.is_untrusted(worker_id) {
+                lost.push(lease_id);
+                continue;
+            }
+            let mut holds_any = false;
+            let extra = lease.extra.clone();
+            for id in lease.job_ids.clone() {
+                if self.jobs.renew(id, lease_id, deadline) {
+                    holds_any = true;
+                    continue;
+                }
+                let job = self.jobs.entry(id);
+                match job.standing() {
+                    Standing::Pending if !job.opinions.iter().any(|(w, _)| *w == worker_id) => {
+                        let leased = Standing::Leased { lease_id, worker_id, deadline, since: now };
+                        self.jobs.set_state(id, leased, changes);
+                        holds_any = true;
+                    }
+                    // A spot check or an overdue copy: held until answered (or given up).
+                    Standing::Done | Standing::Leased { .. }
+                        if extra.contains(&id) && !self.answered(worker_id, id) =>
+                    {
+                        holds_any = true;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(lease) = self.leases.get_mut(lease_id) {
+                lease.active = holds_any;
+            }
+            if !holds_any {
+                lost.push(lease_id);
+            }
+        }
+        self.checked("heartbeat");
+        lost
+    }
+
+    /// Returns the jobs of leases past their deadline to the pending queue; how many leases
+    /// expired.
+    pub fn expire(&mut self, now: Instant, changes: &mut Vec<Change>) -> u64 {
+        let mut expired_leases = 0;
+        for lease_id in self.leases.active(None) {
+            let job_ids = self.leases.get(lease_id).map(|l| l.job_ids.clone()).unwrap_or_default();
+            let mut expired_any = false;
+            let mut still_held = false;
+            for id in job_ids {
+                if let Standing::Leased { lease_id: l, deadline, .. } = self.jobs.standing(id) {
+                    if l == lease_id {
+                        if deadline <= now {
+                            self.jobs.set_state(id, Standing::Pending, changes);
+                            expired_any = true;
+                        } else {
+                            still_held = true;
+                        }
+                    }
+                }
+            }
+            if expired_any {
+                expired_leases += 1;
+            }
+            if !still_held {
+                if let Some(lease) = self.leases.get_mut(lease_id) {
+                    lease.active = false;
+                }
+            }
+        }
+        self.leases.expiries += expired_leases;
+        self.checked("expire");
+        expired_leases
+    }
+
+    /// Gives back jobs of a lease (all of them when `job_ids` is empty). Lease id 0 means every
+    /// active lease of the worker, including one whose grant it never received. How many jobs
+    /// went back to pending.
+    pub fn release(
+        &mut self,
+        worker_id: WorkerId,
+        lease_id: LeaseId,
+        job_ids: &[JobId],
+        changes: &mut Vec<Change>,
+    ) -> u32 {
+        let released = if lease_id == LeaseId::new(0) {
+            let mine = self.leases.active(Some(worker_id));
+            mine.into_iter().map(|id| self.release_one(worker_id, id, &[], changes)).sum()
+        } else {
+            self.release_one(worker_id, lease_id, job_ids, changes)
+        };
+        self.checked("release");
+        released
+    }
+
+    fn release_one(
+        &mut self,
+        worker_id: WorkerId,
+        lease_id: LeaseId,
+        job_ids: &[JobId],
+        changes: &mut Vec<Change>,
+    ) -> u32 {
+        let Some(lease) = self.leases.get(lease_id) else { return 0 };
+        if lease.worker_id != worker_id {
+            return 0;
+        }
+        let ids: Vec<JobId> =
+            if job_ids.is_empty() { lease.job_ids.clone() } else { job_ids.to_vec() };
+        let mut released = 0;
+        for id in ids {
+            let held = self.jobs.get(id).is_some_and(
+                |j| matches!(j.standing(), Standing::Leased { lease_id: l, .. } if l == lease_id),
+            );
+            if held {
+                self.jobs.set_state(id, Standing::Pending, changes);
+                released += 1;
+            }
+        }
+        released
+    }
+}

@@ -1,0 +1,256 @@
+//! The job table: every job's standing and results, with the counters kept beside it (jobs per
+//! state, leased jobs per worker) and the queue of pending jobs. A job's standing changes only
+//! through [`JobTable::set_state`] (and a heartbeat's [`JobTable::renew`]), which keep the
+//! counters and the queue true and record the change: nobody else can move a job behind their
+//! backs.
+
+use crate::ids::{JobId, LeaseId, WorkerId};
+use crate::outcome::Change;
+use crate::state::{JobState, JobsByState};
+use nqueens_core::JobCounts;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::Instant;
+
+/// Where a job stands in the scheduler: its [`JobState`], with the lease a leased job is under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    Pending,
+    Leased {
+        lease_id: LeaseId,
+        worker_id: WorkerId,
+        deadline: Instant,
+        /// When the job was leased to this worker (heartbeats move the deadline, not this).
+        since: Instant,
+    },
+    Done,
+    Held,
+    Failed,
+}
+
+impl Standing {
+    /// The state's name, as stored and reported.
+    pub(crate) fn state(&self) -> JobState {
+        match self {
+            Standing::Pending => JobState::Pending,
+            Standing::Leased { .. } => JobState::Leased,
+            Standing::Done => JobState::Done,
+            Standing::Held => JobState::Held,
+            Standing::Failed => JobState::Failed,
+        }
+    }
+}
+
+/// One job as the scheduler sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct JobEntry {
+    pub(crate) estimate: u64,
+    /// Orbit size of the job's constellation (2, 4 or 8): how much a wrong count moves the total.
+    pub(crate) weight: u8,
+    /// Must be solved by two different workers that agree.
+    pub(crate) verify: bool,
+    /// Private to this module: only the table moves a job (see the module doc).
+    standing: Standing,
+    /// The result counted in the totals, once done: (worker, counts).
+    pub(crate) counted: Option<(WorkerId, JobCounts)>,
+    /// Results received but not (yet) counted: a first opinion awaiting verification, or the
+    /// sides of a conflict.
+    pub(crate) opinions: Vec<(WorkerId, JobCounts)>,
+    pub(crate) errors: u32,
+    pub(crate) conflicts: u32,
+    /// Extra workers this job was given to because its lease ran far past its expected time, and
+    /// when the last of them was.
+    pub(crate) copies: u32,
+    pub(crate) last_copy: Option<Instant>,
+    /// Groups (credentials) that reported a solver error for this job since this process started.
+    pub(crate) error_groups: Vec<u64>,
+    /// Whether the job is in the spot-check pool (its answer is known).
+    pub(crate) pooled: bool,
+}
+
+impl JobEntry {
+    /// A job standing as `standing`, without results.
+    pub(crate) fn new(estimate: u64, weight: u8, verify: bool, standing: Standing) -> Self {
+        JobEntry {
+            estimate,
+            weight,
+            verify,
+            standing,
+            counted: None,
+            opinions: Vec::new(),
+            errors: 0,
+            conflicts: 0,
+            copies: 0,
+            last_copy: None,
+            error_groups: Vec::new(),
+            pooled: false,
+        }
+    }
+    /// Where the job stands.
+    pub(crate) fn standing(&self) -> Standing {
+        self.standing
+    }
+    /// How many agreeing results from distinct workers make this job done.
+    pub(crate) fn agreeing_needed(&self) -> usize {
+        if self.verify || self.conflicts > 0 {
+            2
+        } else {
+            1
+        }
+    }
+    /// Whether `worker_id` holds the job under `lease_id`.
+    pub(crate) fn held_by(&self, lease_id: LeaseId, worker_id: WorkerId) -> bool {
+        matches!(self.standing, Standing::Leased { lease_id: l, worker_id: w, .. } if l == lease_id && w == worker_id)
+    }
+}
+
+/// Every job of the run, indexed by id, with its counters.
+#[derive(Debug)]
+pub(crate) struct JobTable {
+    jobs: Vec<JobEntry>,
+    /// Pending jobs, most expensive first (lazily cleaned: entries whose job is no longer pending
+    /// are skipped when popped).
+    queue: BinaryHeap<(u64, Reverse<JobId>)>,
+    by_state: JobsByState,
+    /// Leased jobs per worker, kept as jobs move (status reads it without walking every job).
+    leased_by: HashMap<WorkerId, u64>,
+}
+
+impl JobTable {
+    /// The table over `jobs` (job `i` has id `i`), with its counters and queue built.
+    pub(crate) fn new(jobs: Vec<JobEntry>) -> Self {
+        let mut table = JobTable {
+            jobs,
+            queue: BinaryHeap::new(),
+            by_state: JobsByState::default(),
+            leased_by: HashMap::new(),
+        };
+        for id in table.ids() {
+            let job = &table.jobs[id.index()];
+            table.by_state.add(job.standing.state(), 1);
+            if let Standing::Leased { worker_id, .. } = job.standing {
+                *table.leased_by.entry(worker_id).or_default() += 1;
+            }
+            if job.standing == Standing::Pending {
+                table.queue.push((job.estimate, Reverse(id)));
+            }
+        }
+        table
+    }
+
+    /// How many jobs the run has.
+    pub(crate) fn len(&self) -> u64 {
+        self.jobs.len() as u64
+    }
+    /// Every job id, in order.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = JobId> {
+        (0..self.jobs.len() as u64).map(JobId::new)
+    }
+    /// The job `id`, if the run has it.
+    pub(crate) fn get(&self, id: JobId) -> Option<&JobEntry> {
+        self.jobs.get(id.index())
+    }
+    /// The job `id` (which must be the run's).
+    pub(crate) fn entry(&self, id: JobId) -> &JobEntry {
+        &self.jobs[id.index()]
+    }
+    /// The job `id`, to record results on (its standing moves only by [`JobTable::set_state`]).
+    pub(crate) fn entry_mut(&mut self, id: JobId) -> &mut JobEntry {
+        &mut self.jobs[id.index()]
+    }
+    /// Where the job `id` stands.
+    pub(crate) fn standing(&self, id: JobId) -> Standing {
+        self.jobs[id.index()].standing
+    }
+    /// How many jobs are in each state.
+    pub(crate) fn by_state(&self) -> JobsByState {
+        self.by_state
+    }
+    /// How many jobs `worker_id` holds under its leases.
+    pub(crate) fn leased_by(&self, worker_id: WorkerId) -> u64 {
+        self.leased_by.get(&worker_id).copied().unwrap_or(0)
+    }
+
+    /// Moves a job (same-state moves are fine: they rewrite the stored row) and records the change.
+    pub(crate) fn set_state(&mut self, id: JobId, state: Standing, changes: &mut Vec<Change>) {
+        let job = &mut self.jobs[id.index()];
+        self.by_state.moved(job.standing.state(), state.state());
+        if let Standing::Leased { worker_id, .. } = job.standing {
+            if let Some(held) = self.leased_by.get_mut(&worker_id) {
+                *held = held.saturating_sub(1);
+            }
+        }
+        if let Standing::Leased { worker_id, .. } = state {
+            *self.leased_by.entry(worker_id).or_default() += 1;
+        }
+        job.standing = state;
+        let (lease_id, worker_id) = match state {
+            Standing::Leased { lease_id, worker_id, .. } => (Some(lease_id), Some(worker_id)),
+            _ => (None, None),
+        };
+        changes.push(Change::JobState {
+            job_id: id,
+            state: state.state(),
+            lease_id,
+            worker_id,
+            errors: job.errors,
+            conflicts: job.conflicts,
+        });
+        if state == Standing::Pending {
+            self.queue.push((job.estimate, Reverse(id)));
+        }
+    }
+
+    /// Moves the deadline of a job held under `lease_id` (nothing durable changes: deadlines are
+    /// not stored). Whether it was held so.
+    pub(crate) fn renew(&mut self, id: JobId, lease_id: LeaseId, deadline: Instant) -> bool {
+        match &mut self.jobs[id.index()].standing {
+            Standing::Leased { lease_id: l, deadline: d, .. } if *l == lease_id => {
+                *d = deadline;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The most expensive job in the pending queue, taken off it: possibly a stale entry (the
+    /// caller skips jobs that are not pending any more).
+    pub(crate) fn pop_queued(&mut self) -> Option<JobId> {
+        self.queue.pop().map(|(_, Reverse(id))| id)
+    }
+    /// Puts pending jobs taken by [`JobTable::pop_queued`] but not leased back in the queue.
+    pub(crate) fn requeue(&mut self, ids: impl IntoIterator<Item = JobId>) {
+        for id in ids {
+            self.queue.push((self.jobs[id.index()].estimate, Reverse(id)));
+        }
+    }
+
+    /// Recounts the counters and checks the queue: every pending job must be in it.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let mut by_state = JobsByState::default();
+        let mut leased_by: HashMap<WorkerId, u64> = HashMap::new();
+        for job in &self.jobs {
+            by_state.add(job.standing.state(), 1);
+            if let Standing::Leased { worker_id, .. } = job.standing {
+                *leased_by.entry(worker_id).or_default() += 1;
+            }
+        }
+        if by_state != self.by_state {
+            return Err(format!("jobs by state {:?}, recounted {:?}", self.by_state, by_state));
+        }
+        leased_by.retain(|_, n| *n > 0);
+        let kept: HashMap<WorkerId, u64> =
+            self.leased_by.iter().filter(|(_, n)| **n > 0).map(|(w, n)| (*w, *n)).collect();
+        if kept != leased_by {
+            return Err(format!("leased jobs per worker {kept:?}, recounted {leased_by:?}"));
+        }
+        let queued: std::collections::HashSet<JobId> =
+            self.queue.iter().map(|(_, Reverse(id))| *id).collect();
+        for id in self.ids() {
+            if self.jobs[id.index()].standing == Standing::Pending && !queued.contains(&id) {
+                return Err(format!("pending job {id} is not in the queue"));
+            }
+        }
+        Ok(())
+    }
+}

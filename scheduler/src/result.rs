@@ -1,0 +1,281 @@
+//! The decision on one result, in named steps: refusals (untrusted worker, unknown job, a lease
+//! that never covered it), solver errors, implausible counts, a contradicted known answer, and
+//! then the answer against what the job already has: a counted answer, the coordinator's own,
+//! or other workers' opinions.
+
+use crate::checks::implausible;
+use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
+use crate::jobs::Standing;
+use crate::outcome::{Change, Finding, ResultOutcome};
+use crate::state::ResultKind;
+use crate::Scheduler;
+use nqueens_core::JobCounts;
+
+/// One solved job as a worker reported it.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    worker_id: WorkerId,
+    lease_id: LeaseId,
+    job_id: JobId,
+    counts: JobCounts,
+    seconds: f64,
+}
+
+impl Answer {
+    /// The result row that records this answer.
+    fn row(&self, counted: bool, kind: ResultKind) -> Change {
+        Change::Result {
+            job_id: self.job_id,
+            worker_id: self.worker_id,
+            lease_id: self.lease_id,
+            counts: self.counts,
+            seconds: self.seconds,
+            counted,
+            kind,
+        }
+    }
+}
+
+impl Scheduler {
+    /// Takes one result. Unknown jobs and leases that never covered the job are refused without
+    /// any change. `others` are the other active, trusted workers: a worker on probation is
+    /// believed alone only when none of another group is around to compare with.
+    ///
+    /// Agreement counts only between groups (credentials): two identities under one credential
+    /// never confirm each other while a worker of another group is active.
+    pub fn result(
+        &mut self,
+        worker_id: WorkerId,
+        lease_id: LeaseId,
+        job_id: JobId,
+        finding: Finding,
+        others: &[WorkerId],
+        changes: &mut Vec<Change>,
+    ) -> ResultOutcome {
+        let outcome = self.take_result(worker_id, lease_id, job_id, finding, others, changes);
+        self.checked("result");
+        outcome
+    }
+
+    fn take_result(
+        &mut self,
+        worker_id: WorkerId,
+        lease_id: LeaseId,
+        job_id: JobId,
+        finding: Finding,
+        others: &[WorkerId],
+        changes: &mut Vec<Change>,
+    ) -> ResultOutcome {
+        if let Some(refusal) = self.refusal(worker_id, lease_id, job_id) {
+            return refusal;
+        }
+        let (counts, seconds) = match finding {
+            Finding::Solved { counts, seconds } => (counts, seconds),
+            Finding::SolverError(_) => {
+                return self.record_error(worker_id, lease_id, job_id, changes)
+            }
+        };
+        if let Some(why) = implausible(&counts, self.jobs.entry(job_id).weight) {
+            self.untrust(worker_id, job_id, format!("implausible counts: {why}"), changes);
+            return ResultOutcome::Implausible;
+        }
+        self.trust.error_record.entry(worker_id).or_default().1 += 1;
+        if let Some(known) = self.known_answer(job_id) {
+            if !known.same_answer(&counts) {
+                let ids = (worker_id, lease_id, job_id);
+                return self.failed_check(ids, (counts, seconds), known, changes);
+            }
+        }
+        let answer = Answer { worker_id, lease_id, job_id, counts, seconds };
+        if let Some(counted) = self.jobs.entry(job_id).counted {
+            return self.against_counted(answer, counted, changes);
+        }
+        if self.checks.reference.contains_key(&job_id) {
+            // The coordinator's own answer agrees (a differing one was refused above).
+            return self.against_reference(answer, changes);
+        }
+        self.against_opinions(answer, others, changes)
+    }
+
+    /// Why a result is refused before anything is looked at, if it is.
+    fn refusal(
+        &self,
+        worker_id: WorkerId,
+        lease_id: LeaseId,
+        job_id: JobId,
+    ) -> Option<ResultOutcome> {
+        if self.is_untrusted(worker_id) {
+            return Some(ResultOutcome::UntrustedWorker);
+        }
+        if job_id.get() >= self.jobs.len() {
+            return Some(ResultOutcome::UnknownJob);
+        }
+        if !self.leases.covers(lease_id, worker_id, job_id) {
+            return Some(ResultOutcome::UnknownLease);
+        }
+        None
+    }
+
+    /// An answer for a job already counted from `counted_by`: a confirmation from another group,
+    /// a duplicate, or a contradiction that puts the job back in play.
+    fn against_counted(
+        &mut self,
+        a: Answer,
+        (counted_by, counted): (WorkerId, JobCounts),
+        changes: &mut Vec<Change>,
+    ) -> ResultOutcome {
+        let job = self.jobs.entry(a.job_id);
+        if counted.same_answer(&a.counts) {
+            let new_witness = self.group(counted_by) != self.group(a.worker_id)
+                && counted_by != COORDINATOR
+                && !job.opinions.iter().any(|(w, c)| *w == a.worker_id && c.same_answer(&a.counts));
+            if !new_witness {
+                return ResultOutcome::Duplicate;
+            }
+            changes.push(a.row(false, ResultKind::Confirm));
+            self.jobs.entry_mut(a.job_id).opinions.push((a.worker_id, a.counts));
+            for w in [counted_by, a.worker_id] {
+                if !self.is_untrusted(w) {
+                    self.trust.agreed(w);
+                }
+            }
+            self.learn_duration(a.job_id, a.worker_id, a.seconds);
+            self.pool(a.job_id);
+            return ResultOutcome::Confirmed;
+        }
+        // A done job contradicted: stop counting it and have it solved again by others, and
+        // by the coordinator itself where it can.
+        changes.push(Change::Conflict {
+            job_id: a.job_id,
+            worker_a: counted_by,
+            worker_b: a.worker_id,
+            detail: format!("counted {counted:?}, got {:?}", a.counts),
+        });
+        changes.push(Change::Uncount { job_id: a.job_id });
+        changes.push(a.row(false, ResultKind::Conflict));
+        let job = self.jobs.entry_mut(a.job_id);
+        job.counted = None;
+        job.opinions.push((counted_by, counted));
+        job.opinions.push((a.worker_id, a.counts));
+        self.mark_conflict(a.job_id, changes)
+    }
+
+    /// An answer agreeing with the coordinator's own: as good as a second worker's.
+    fn against_reference(&mut self, a: Answer, changes: &mut Vec<Change>) -> ResultOutcome {
+        if self.jobs.standing(a.job_id) == Standing::Done {
+            return ResultOutcome::Duplicate;
+        }
+        changes.push(a.row(true, ResultKind::Verified));
+        self.jobs.entry_mut(a.job_id).counted = Some((a.worker_id, a.counts));
+        self.jobs.set_state(a.job_id, Standing::Done, changes);
+        self.trust.agreed(a.worker_id);
+        self.learn_duration(a.job_id, a.worker_id, a.seconds);
+        ResultOutcome::Confirmed
+    }
+
+    /// An answer for a job not counted yet: counted when it needs no other, or agrees with an
+    /// independent one; otherwise kept as an opinion (and a conflict when it contradicts one).
+    fn against_opinions(
+        &mut self,
+        a: Answer,
+        others: &[WorkerId],
+        changes: &mut Vec<Change>,
+    ) -> ResultOutcome {
+        let group = self.group(a.worker_id);
+        let comparable = others.iter().any(|&o| o != a.worker_id && self.group(o) != group);
+        let job = self.jobs.entry(a.job_id);
+        // The scheduler gave this job back to the same worker after its first opinion (only done
+        // when no other worker could give a fresh one). A replay of the first opinion carries the
+        // old lease and stays a duplicate.
+        let solved_again = job.held_by(a.lease_id, a.worker_id);
+        if !solved_again
+            && job.opinions.iter().any(|(w, c)| *w == a.worker_id && c.same_answer(&a.counts))
+        {
+            return ResultOutcome::Duplicate;
+        }
+        let needed =
+            if self.on_probation(a.worker_id) && comparable { 2 } else { job.agreeing_needed() };
+        let trusted = |w: &WorkerId| !self.is_untrusted(*w);
+        let disagrees: Option<WorkerId> = job
+            .opinions
+            .iter()
+            .find(|(w, c)| trusted(w) && !c.same_answer(&a.counts))
+            .map(|(w, _)| *w);
+        // A worker solving again may confirm its own answer only where no trusted worker says
+        // otherwise (a verification with one worker around). In a dispute it takes another
+        // worker's agreement: repeating one side of it is one more conflict. Within a group,
+        // agreement counts only while no worker of another group is around.
+        let self_confirms = solved_again && disagrees.is_none();
+        let agrees = job.opinions.iter().any(|(w, c)| {
+            let independent =
+                self.group(*w) != group || (!comparable && (*w != a.worker_id || self_confirms));
+            trusted(w) && independent && c.same_answer(&a.counts)
+        });
+        // An answer that contradicts another trusted one is never counted alone.
+        if (needed == 1 && disagrees.is_none()) || agrees {
+            return self.count_answer(a, agrees, changes);
+        }
+        changes.push(a.row(
+            false,
+            if disagrees.is_some() { ResultKind::Conflict } else { ResultKind::Opinion },
+        ));
+        self.jobs.entry_mut(a.job_id).opinions.push((a.worker_id, a.counts));
+        if let Some(other) = disagrees {
+            changes.push(Change::Conflict {
+                job_id: a.job_id,
+                worker_a: other,
+                worker_b: a.worker_id,
+                detail: format!("got {:?}", a.counts),
+            });
+            return self.mark_conflict(a.job_id, changes);
+        }
+        // First opinion of a verified job: a different worker must now solve it too.
+        if self.jobs.standing(a.job_id) != Standing::Pending {
+            self.jobs.set_state(a.job_id, Standing::Pending, changes);
+        }
+        ResultOutcome::Accepted
+    }
+
+    /// Counts an answer (`agrees`: it agreed with an independent one, which settles the
+    /// verification and untrusts whoever said otherwise).
+    fn count_answer(
+        &mut self,
+        a: Answer,
+        agrees: bool,
+        changes: &mut Vec<Change>,
+    ) -> ResultOutcome {
+        changes.push(a.row(true, if agrees { ResultKind::Verified } else { ResultKind::First }));
+        self.jobs.entry_mut(a.job_id).counted = Some((a.worker_id, a.counts));
+        self.jobs.set_state(a.job_id, Standing::Done, changes);
+        self.learn_duration(a.job_id, a.worker_id, a.seconds);
+        if agrees {
+            self.credit_agreement(a.job_id, a.worker_id, a.counts);
+            self.untrust_dissenters(a.job_id, a.worker_id, a.counts, changes);
+            self.pool(a.job_id);
+        }
+        if self.config.recheck_fraction > 0.0 && self.rng.unit() < self.config.recheck_fraction {
+            self.checks.rechecks.push_back(a.job_id);
+        }
+        if agrees {
+            ResultOutcome::Confirmed
+        } else {
+            ResultOutcome::Accepted
+        }
+    }
+
+    /// One more conflict on the job: it goes back to pending (held after `max_conflicts`), and
+    /// the coordinator is asked for its own answer.
+    fn mark_conflict(&mut self, job_id: JobId, changes: &mut Vec<Change>) -> ResultOutcome {
+        self.conflicts_total += 1;
+        self.refer(job_id);
+        let job = self.jobs.entry_mut(job_id);
+        job.conflicts += 1;
+        let next = if job.conflicts >= self.config.max_conflicts {
+            Standing::Held
+        } else {
+            Standing::Pending
+        };
+        self.jobs.set_state(job_id, next, changes);
+        ResultOutcome::Conflict
+    }
+}
