@@ -5,19 +5,23 @@
 mod accept;
 mod engine;
 mod grpc;
-pub mod http;
+mod http;
 mod metrics;
 mod referee;
-pub mod report;
+mod report;
 mod secrets;
 mod server;
 mod spot_checks;
-pub mod status;
-pub mod verify;
+mod status;
+mod verify;
 
 pub use grpc::GrpcLimits;
+pub use http::escape_html;
+pub use report::{hms, ResultRecord};
 pub use server::{
     check_target_jobs, result_file, serve, ConfigError, ServeConfig, ServeError, MAX_TARGET_JOBS,
 };
+pub use status::{Progress, Source, StatusReport, StatusView, WorkerView};
+pub use verify::{verify_state, Sample, VerifyError, VerifyReport};
 // The store as the end-to-end tests and tools drive it.
 pub use nqueens_store::{LocalCheckpoint, RunKind, Store, StoreError, WorkerRow};

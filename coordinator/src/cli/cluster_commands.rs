@@ -3,8 +3,8 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use nqueens_coordinator::status::StatusReport;
 use nqueens_coordinator::GrpcLimits;
+use nqueens_coordinator::StatusReport;
 use nqueens_coordinator::{serve as serve_run, ServeConfig};
 use nqueens_process::shutdown_signal;
 use nqueens_proto as pb;

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use nqueens_coordinator::report::hms;
+use nqueens_coordinator::hms;
 use nqueens_core::estimate::{estimate, Estimate, EstimateParams};
 use nqueens_core::{check_board_size, SplitParams};
 use std::fmt::Write as _;

@@ -95,7 +95,7 @@ struct VerifyArgs {
 }
 
 fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    use nqueens_coordinator::verify::{verify_state, Sample};
+    use nqueens_coordinator::{verify_state, Sample};
     let threads =
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     anyhow::ensure!(threads > 0, "--threads must be at least 1");

@@ -3,8 +3,8 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use nqueens_coordinator::report::ResultRecord;
 use nqueens_coordinator::LocalCheckpoint;
+use nqueens_coordinator::ResultRecord;
 use nqueens_core::{check_board_size, job_list, parallel, Job, SplitParams, Tally};
 use parking_lot::Mutex;
 use std::collections::HashSet;
@@ -203,7 +203,7 @@ fn print_detailed(r: &ResultRecord, threads: usize) {
     println!("Jobs:    {}", r.jobs);
     println!("Nodes:   {}", r.nodes);
     println!("Threads: {threads}");
-    println!("Time:    {}", nqueens_coordinator::report::hms(r.seconds));
+    println!("Time:    {}", nqueens_coordinator::hms(r.seconds));
 }
 
 /// A progress bar on stderr, shown only on a terminal and only once the run has lasted a second.

@@ -8,18 +8,15 @@ use super::{
 };
 use crate::metrics::Metrics;
 use crate::secrets::Credential;
-use nqueens_store::{RunKind, Store};
 use nqueens_core::{job_list, SplitParams};
 use nqueens_scheduler::{Finding, ResultOutcome};
+use nqueens_store::{RunKind, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// Sends the command `make` builds and waits for its answer.
-fn ask<T>(
-    engine: &EngineHandle,
-    make: impl FnOnce(oneshot::Sender<T>) -> Command,
-) -> T {
+fn ask<T>(engine: &EngineHandle, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> T {
     let (tx, rx) = oneshot::channel();
     assert!(engine.send(make(tx)), "the engine stopped");
     rx.blocking_recv().expect("the engine answers")
@@ -30,14 +27,9 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run8.db");
     let list = job_list(8, &SplitParams::default()).unwrap();
-    let store = Store::open_or_create(
-        &state,
-        &list,
-        nqueens_proto::PROTOCOL_MAJOR,
-        0.0,
-        RunKind::Cluster,
-    )
-    .unwrap();
+    let store =
+        Store::open_or_create(&state, &list, nqueens_proto::PROTOCOL_MAJOR, 0.0, RunKind::Cluster)
+            .unwrap();
     let config = EngineConfig {
         result_file: dir.path().join("result.json"),
         heartbeat: Duration::from_secs(10),
