@@ -36,7 +36,7 @@ pub enum Command {
     Status {
         reply: oneshot::Sender<StatusView>,
     },
-    /// The coordinator's own answer for a job, to check workers against (see `reference.rs`).
+    /// The coordinator's own answer for a job, to check workers against (see `spot_checks.rs`).
     Reference {
         job_id: JobId,
         counts: nqueens_core::JobCounts,
