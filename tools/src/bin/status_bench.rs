@@ -7,7 +7,7 @@
 //! alone, then while `--pollers` clients call `Status` in a loop. Every status call sums and
 //! checks all the counted rows, so this is the worst case of an operator's `watch status`.
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use clap::Parser;
 use nqueens_coordinator::store::WorkerRow;
 use nqueens_coordinator::Store;
