@@ -101,7 +101,21 @@ pub fn build_binaries() -> Result<PathBuf, String> {
          (the binaries the tests run) into {}",
         target_dir.display()
     );
-    let status = Command::new(&cargo)
+    let mut build = Command::new(&cargo);
+    // Not the variables cargo sets for this test's run (CARGO_MANIFEST_DIR, CARGO_PKG_NAME, ...):
+    // build scripts watch some of them (ring: CARGO_MANIFEST_DIR), and inherited values would make
+    // this build and the next plain `cargo` command rebuild each other's dependencies every time.
+    for (key, _) in std::env::vars_os() {
+        let key_text = key.to_string_lossy();
+        if ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE"]
+            .iter()
+            .chain(&["CARGO_TARGET_TMPDIR", "CARGO_RUSTC_CURRENT_DIR"])
+            .any(|p| key_text.starts_with(p))
+        {
+            build.env_remove(&key);
+        }
+    }
+    let status = build
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["build", "--profile", profile, "--target-dir"])
         .arg(target_dir)
