@@ -2,7 +2,7 @@
 //! and checks of a result or state file against the reference table.
 
 use crate::{binary, known_counts};
-use nqueens_coordinator::report::ResultRecord;
+use nqueens_coordinator::ResultRecord;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -188,4 +188,45 @@ pub fn worker_args(port: u16, threads: usize, name: &str, extra: &[&str]) -> Vec
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     args
+}
+
+/// Runs `nqueens-coordinator solve ARGS` to its end.
+pub fn solve(args: &[&str]) -> std::process::Output {
+    coordinator_output(std::iter::once("solve").chain(args.iter().copied()))
+}
+
+/// What `healthcheck` says of the coordinator on `port`: SERVING, NOT SERVING or UNREACHABLE.
+pub fn health(port: u16) -> String {
+    let out = coordinator_output(["healthcheck", "--connect", &format!("http://127.0.0.1:{port}")]);
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Sets resource limit `resource` (soft and hard) to `value` in the child that `command` starts,
+/// between fork and exec: the test process's own limits stay as they are.
+pub fn limit(command: &mut Command, resource: libc::__rlimit_resource_t, value: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child before exec.
+    unsafe {
+        command.pre_exec(move || {
+            let rl = libc::rlimit { rlim_cur: value, rlim_max: value };
+            match libc::setrlimit(resource, &rl) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+}
+
+/// Opens up to `count` idle connections to `addr`, stopping at the first that fails (a full
+/// backlog). Reads on them time out after 50 ms.
+pub fn connect_many(addr: std::net::SocketAddr, count: usize) -> Vec<std::net::TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..count {
+        let Ok(s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
+            break;
+        };
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        held.push(s);
+    }
+    held
 }

@@ -1,7 +1,10 @@
 //! Shared helpers for the end-to-end tests: the reference counts and the project's binaries.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 /// One row of `reference/known-counts.tsv`. Classes are `None` where the file leaves them blank.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,20 +57,78 @@ pub fn known_counts() -> BTreeMap<u8, Known> {
     table
 }
 
-/// Path of one of the workspace's binaries (`nqueens-coordinator`, `nqueens-worker`) in the same
-/// target directory and profile as the running test. `cargo test --workspace` builds them, because
-/// each binary's own package has integration tests.
+/// Path of one of the workspace's binaries (`nqueens-coordinator`, `nqueens-worker`), fresh: the
+/// first call in a test process builds both (see [`build_binaries`]) and waits for the build, so a
+/// test never runs a missing or stale binary, whichever package `cargo test` was asked for.
 pub fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>/deps");
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = BUILT.get_or_init(build_binaries).as_ref().unwrap_or_else(|e| panic!("{e}"));
     let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace --release` (which builds it) \
-         or `cargo build --release --workspace` first",
-        path.display()
-    );
+    assert!(path.exists(), "{} is missing after the build", path.display());
     path
 }
 
+/// Runs `cargo build` for the coordinator's and the worker's binaries with the profile and into the
+/// target directory of the running test executable (`<target>/<profile>/deps/<test>-<hash>`), and
+/// returns the directory that holds them (`<target>/<profile>`).
+///
+/// `cargo test -p nqueens-tests` builds no other package's binaries, so the tests build them
+/// themselves. The worker gets the `fault-injection` feature, as `cargo test --workspace` gives it
+/// (this package's dev-dependency turns it on for the whole build): the two commands then make the
+/// same binaries and do not rebuild each other's. Cargo releases its lock on the target directory
+/// before it runs the tests, so this nested build does not wait for the outer one.
+pub fn build_binaries() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("test executable path: {e}"))?;
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| format!("{} is not in <target>/<profile>/deps", exe.display()))?;
+    let target_dir = profile_dir.parent().ok_or("no target directory")?;
+    // The directory is named after the profile, except the built-in ones: `cargo test` builds with
+    // the `test` profile into `debug/`, `cargo test --release` with `release` into `release/`.
+    let profile = match profile_dir.file_name().and_then(|f| f.to_str()) {
+        Some("debug") => "test",
+        Some(other) => other,
+        None => return Err(format!("no profile in {}", profile_dir.display())),
+    };
+    // `cargo test` sets CARGO for the tests it runs; a test executable run by hand uses PATH's.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut stderr = std::io::stderr();
+    // Written to stderr itself, not through eprintln!, which the test harness captures.
+    let _ = writeln!(
+        stderr,
+        "nqueens-tests: cargo build --profile {profile} -p nqueens-coordinator -p nqueens-worker \
+         (the binaries the tests run) into {}",
+        target_dir.display()
+    );
+    let mut build = Command::new(&cargo);
+    // Not the variables cargo sets for this test's run (CARGO_MANIFEST_DIR, CARGO_PKG_NAME, ...):
+    // build scripts watch some of them (ring: CARGO_MANIFEST_DIR), and inherited values would make
+    // this build and the next plain `cargo` command rebuild each other's dependencies every time.
+    for (key, _) in std::env::vars_os() {
+        let key_text = key.to_string_lossy();
+        if ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE"]
+            .iter()
+            .chain(&["CARGO_TARGET_TMPDIR", "CARGO_RUSTC_CURRENT_DIR"])
+            .any(|p| key_text.starts_with(p))
+        {
+            build.env_remove(&key);
+        }
+    }
+    let status = build
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--profile", profile, "--target-dir"])
+        .arg(target_dir)
+        .args(["-p", "nqueens-coordinator", "-p", "nqueens-worker", "--bins"])
+        .args(["--features", "nqueens-worker/fault-injection"])
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", Path::new(&cargo).display()))?;
+    if !status.success() {
+        return Err(format!("building nqueens-coordinator and nqueens-worker failed: {status}"));
+    }
+    Ok(profile_dir.to_owned())
+}
+
 pub mod cluster;
+pub mod rogue;

@@ -2,8 +2,8 @@
 //! `solve` command a user runs.
 
 use nqueens_core::{job_list, parallel, SplitParams, Tally};
-use nqueens_tests::{binary, known_counts, Known};
-use std::process::Command;
+use nqueens_tests::cluster::solve;
+use nqueens_tests::{known_counts, Known};
 use std::sync::Mutex;
 
 fn assert_matches(known: &Known, total: u128, unique: u128, classes: [Option<u128>; 3]) {
@@ -28,14 +28,6 @@ fn library_totals_and_classes_match_the_reference_for_n_1_to_17() {
             t.classes.map_or([None; 3], |c| [Some(c.count2), Some(c.count4), Some(c.count8)]);
         assert_matches(&table[&(n as u8)], t.total, t.unique, classes);
     }
-}
-
-fn solve(args: &[&str]) -> std::process::Output {
-    Command::new(binary("nqueens-coordinator"))
-        .arg("solve")
-        .args(args)
-        .output()
-        .expect("run nqueens-coordinator")
 }
 
 #[test]

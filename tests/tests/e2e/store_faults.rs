@@ -4,16 +4,9 @@
 
 use nqueens_coordinator::result_file;
 use nqueens_tests::cluster::*;
-use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(240);
-
-/// What `healthcheck` says of the coordinator on `port`: SERVING, NOT SERVING or UNREACHABLE.
-fn health(port: u16) -> String {
-    let out = coordinator_output(["healthcheck", "--connect", &format!("http://127.0.0.1:{port}")]);
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 #[test]
 fn a_write_failure_stops_the_coordinator_loudly_and_a_restart_ends_exact() {
@@ -32,19 +25,10 @@ fn a_write_failure_stops_the_coordinator_loudly_and_a_restart_ends_exact() {
 
     // Resumed under a file-size limit a little above the file's size: the write-ahead log soon
     // runs into it while results arrive.
-    let limit = std::fs::metadata(&state).unwrap().len() + 256 * 1024;
+    let room = std::fs::metadata(&state).unwrap().len() + 256 * 1024;
     let mut cramped =
         Proc::spawn_with("nqueens-coordinator", &args, dir.path().join("cramped.log"), |c| {
-            // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child before exec.
-            unsafe {
-                c.pre_exec(move || {
-                    let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
-                    match libc::setrlimit(libc::RLIMIT_FSIZE, &rl) {
-                        0 => Ok(()),
-                        _ => Err(std::io::Error::last_os_error()),
-                    }
-                });
-            }
+            limit(c, libc::RLIMIT_FSIZE, room)
         });
     wait_until(LONG, "the cramped coordinator to serve", || health(port) == "SERVING");
     let mut worker =

@@ -6,21 +6,11 @@ use nqueens_core::{job_list, JobCounts, SplitParams};
 use nqueens_proto as pb;
 use nqueens_proto::Reason;
 use nqueens_tests::cluster::*;
+use nqueens_tests::rogue::{connect, reason};
 use std::time::Duration;
 use tokio_stream::StreamExt;
 
 const TOKEN: &str = "sesame";
-
-async fn connect(port: u16, token: Option<&str>) -> pb::Client {
-    let url = format!("http://127.0.0.1:{port}");
-    for _ in 0..600 {
-        if let Ok(ch) = pb::connect_channel(&url, None).await {
-            return pb::client(ch, token).unwrap();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("coordinator at {url} never came up");
-}
 
 fn self_test() -> pb::SelfTest {
     nqueens_worker::self_test()
@@ -52,11 +42,6 @@ async fn referee_settles(state: &std::path::Path, job_id: u64) {
     })
     .await
     .unwrap();
-}
-
-fn reason(status: &tonic::Status) -> Reason {
-    Reason::try_from(pb::status_reason(status).expect("typed reason in the status details").reason)
-        .unwrap()
 }
 
 async fn status(client: &mut pb::Client) -> pb::StatusResponse {

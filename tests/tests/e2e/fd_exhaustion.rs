@@ -5,8 +5,7 @@
 
 use nqueens_coordinator::result_file;
 use nqueens_tests::cluster::*;
-use std::net::{SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(240);
@@ -15,11 +14,6 @@ const LONG: Duration = Duration::from_secs(240);
 const NOFILE: u64 = 64;
 /// How long the descriptor table is held full while the coordinator's CPU time is measured.
 const WINDOW: Duration = Duration::from_secs(2);
-
-fn health(port: u16) -> String {
-    let out = coordinator_output(["healthcheck", "--connect", &format!("http://127.0.0.1:{port}")]);
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// User plus system CPU time of process `pid` so far (fields 14 and 15 of /proc/PID/stat).
 fn cpu_time(pid: u32) -> Duration {
@@ -33,18 +27,6 @@ fn cpu_time(pid: u32) -> Duration {
 
 fn open_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
-}
-
-/// Opens up to `count` connections to `addr`, stopping at the first that fails.
-fn connect_many(addr: SocketAddr, count: usize) -> Vec<TcpStream> {
-    let mut held = Vec::new();
-    for _ in 0..count {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-            Ok(s) => held.push(s),
-            Err(_) => break,
-        }
-    }
-    held
 }
 
 #[test]
@@ -75,16 +57,7 @@ fn accept_loops_pause_while_descriptors_run_out_and_serve_again_after() {
     .collect();
     let mut coordinator =
         Proc::spawn_with("nqueens-coordinator", &args, dir.path().join("coord.log"), |c| {
-            // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child before exec.
-            unsafe {
-                c.pre_exec(|| {
-                    let rl = libc::rlimit { rlim_cur: NOFILE, rlim_max: NOFILE };
-                    match libc::setrlimit(libc::RLIMIT_NOFILE, &rl) {
-                        0 => Ok(()),
-                        _ => Err(std::io::Error::last_os_error()),
-                    }
-                });
-            }
+            limit(c, libc::RLIMIT_NOFILE, NOFILE)
         });
     wait_until(LONG, "the coordinator to serve", || health(port) == "SERVING");
     let pid = coordinator.child.id();

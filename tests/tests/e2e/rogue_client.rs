@@ -9,9 +9,9 @@ use nqueens_coordinator::result_file;
 use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_tests::cluster::*;
+use nqueens_tests::rogue::{claimed_self_test, Rogue};
 use rayon::prelude::*;
 use std::time::Duration;
-use tokio_stream::StreamExt;
 
 const LONG: Duration = Duration::from_secs(300);
 const TOKEN: &str = "rogue-test-token";
@@ -25,43 +25,6 @@ fn old_public_choice(job_id: u64) -> bool {
     (x as f64 / u64::MAX as f64) < 0.01
 }
 
-async fn connect(port: u16) -> pb::Client {
-    let url = format!("http://127.0.0.1:{port}");
-    for _ in 0..600 {
-        if let Ok(ch) = pb::connect_channel(&url, None).await {
-            return pb::client(ch, Some(TOKEN)).unwrap();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("coordinator at {url} never came up");
-}
-
-/// Registers with `client` under the name "rogue"; returns the run, the worker id and its secret.
-async fn register(client: &mut pb::Client) -> (pb::RunId, u64, String) {
-    let reply = client
-        .register(pb::RegisterRequest {
-            run: None,
-            name: "rogue".into(),
-            host: "nowhere".into(),
-            cores: 1_000_000,
-            version: env!("CARGO_PKG_VERSION").into(),
-            self_test: Some(pb::SelfTest {
-                passed: true,
-                n: 10,
-                expected_total: 724,
-                found_total: 724,
-                seconds: 0.0,
-            }),
-            previous_worker_id: 0,
-            previous_worker_secret: String::new(),
-            device: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    (reply.run.unwrap(), reply.worker_id, reply.worker_secret)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lying_client_is_caught_and_the_run_ends_exact() {
     let dir = tempfile::tempdir().unwrap();
@@ -72,8 +35,23 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
         &serve_args(16, &state, port, &["--exit-when-done", "--token", TOKEN]),
         dir.path().join("coordinator.log"),
     );
-    let mut client = connect(port).await;
-    let (run, rogue_id, secret) = register(&mut client).await;
+    let mut rogue = Rogue::register_with(
+        port,
+        TOKEN,
+        pb::RegisterRequest {
+            run: None,
+            name: "rogue".into(),
+            host: "nowhere".into(),
+            cores: 1_000_000,
+            version: env!("CARGO_PKG_VERSION").into(),
+            self_test: Some(claimed_self_test()),
+            previous_worker_id: 0,
+            previous_worker_secret: String::new(),
+            device: String::new(),
+        },
+    )
+    .await;
+    let rogue_id = rogue.id;
 
     // Two honest workers join, so that every answer can be compared with another worker's.
     let honest: Vec<Proc> = ["honest-a", "honest-b"]
@@ -94,30 +72,12 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
 
     // Take as much as one call gives: an unproven worker gets one job per thread it registered,
     // and at most 64, whatever it claims.
-    let lease = client
-        .lease(pb::LeaseRequest {
-            run: Some(run.clone()),
-            worker_id: rogue_id,
-            free_slots: 1 << 20,
-            worker_secret: secret.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let lease = rogue.lease(1 << 20).await;
     assert!(!lease.jobs.is_empty(), "the rogue got no jobs");
     assert!(lease.jobs.len() <= 64, "{} jobs in one lease", lease.jobs.len());
     let (guessed, kept): (Vec<_>, Vec<_>) =
         lease.jobs.iter().partition(|s| s.weight < 8 || old_public_choice(s.job_id));
-    client
-        .release(pb::ReleaseRequest {
-            run: Some(run.clone()),
-            worker_id: rogue_id,
-            lease_id: lease.lease_id,
-            job_ids: guessed.iter().map(|s| s.job_id).collect(),
-            worker_secret: secret.clone(),
-        })
-        .await
-        .unwrap();
+    rogue.release(lease.lease_id, guessed.iter().map(|s| s.job_id).collect()).await;
 
     // True counts everywhere but one job.
     let lie_job = kept[0].job_id;
@@ -128,29 +88,11 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
             if spec.job_id == lie_job {
                 counts.solutions += 1;
             }
-            pb::JobResult {
-                run: Some(run.clone()),
-                worker_id: rogue_id,
-                lease_id: lease.lease_id,
-                job_id: spec.job_id,
-                counts: Some(counts.into()),
-                seconds: 0.01,
-                error: String::new(),
-                worker_secret: secret.clone(),
-            }
+            rogue.result(lease.lease_id, spec.job_id, Some(counts), 0.01)
         })
         .collect();
     let sent = results.len();
-    let mut acks = client.results(tokio_stream::iter(results)).await.unwrap().into_inner();
-    let mut acked = 0;
-    while let Some(ack) = acks.next().await {
-        ack.unwrap();
-        acked += 1;
-        if acked == sent {
-            break;
-        }
-    }
-    assert_eq!(acked, sent);
+    assert_eq!(rogue.send(results).await.len(), sent);
 
     // The honest workers finish the run; the answer is exact.
     let status =

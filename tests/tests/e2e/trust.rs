@@ -7,31 +7,12 @@ use nqueens_core::{job_list, Job, JobCounts, SplitParams};
 use nqueens_proto as pb;
 use nqueens_proto::Reason;
 use nqueens_tests::cluster::*;
+use nqueens_tests::rogue::{claimed_self_test, connect, outcome, reason, Rogue};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tokio_stream::StreamExt;
 
 const LONG: Duration = Duration::from_secs(240);
 const TOKEN: &str = "trust-test-token";
-
-/// A client that speaks the protocol by hand, as an attacker with a token would.
-struct Rogue {
-    client: pb::Client,
-    run: pb::RunId,
-    id: u64,
-    secret: String,
-}
-
-async fn client(port: u16, token: &str) -> pb::Client {
-    let url = format!("http://127.0.0.1:{port}");
-    for _ in 0..600 {
-        if let Ok(ch) = pb::connect_channel(&url, None).await {
-            return pb::client(ch, Some(token)).unwrap();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("coordinator at {url} never came up");
-}
 
 fn register_request(name: &str, previous: u64, secret: &str) -> pb::RegisterRequest {
     pb::RegisterRequest {
@@ -40,91 +21,16 @@ fn register_request(name: &str, previous: u64, secret: &str) -> pb::RegisterRequ
         host: "nowhere".into(),
         cores: 64,
         version: env!("CARGO_PKG_VERSION").into(),
-        self_test: Some(pb::SelfTest {
-            passed: true,
-            n: 10,
-            expected_total: 724,
-            found_total: 724,
-            seconds: 0.0,
-        }),
+        self_test: Some(claimed_self_test()),
         previous_worker_id: previous,
         previous_worker_secret: secret.into(),
         device: "cpu".into(),
     }
 }
 
-fn reason(status: &tonic::Status) -> Reason {
-    Reason::try_from(pb::status_reason(status).expect("a typed reason").reason).unwrap()
-}
-
-impl Rogue {
-    async fn register(port: u16, token: &str, name: &str) -> Rogue {
-        let mut client = client(port, token).await;
-        let reply = client.register(register_request(name, 0, "")).await.unwrap().into_inner();
-        Rogue { client, run: reply.run.unwrap(), id: reply.worker_id, secret: reply.worker_secret }
-    }
-
-    async fn lease(&mut self, slots: u32) -> pb::LeaseResponse {
-        self.try_lease(slots).await.unwrap()
-    }
-
-    async fn try_lease(&mut self, slots: u32) -> Result<pb::LeaseResponse, tonic::Status> {
-        self.client
-            .lease(pb::LeaseRequest {
-                run: Some(self.run.clone()),
-                worker_id: self.id,
-                free_slots: slots,
-                worker_secret: self.secret.clone(),
-            })
-            .await
-            .map(|r| r.into_inner())
-    }
-
-    async fn heartbeat(
-        &mut self,
-        lease_ids: Vec<u64>,
-    ) -> Result<pb::HeartbeatResponse, tonic::Status> {
-        let request = pb::HeartbeatRequest {
-            run: Some(self.run.clone()),
-            worker_id: self.id,
-            lease_ids,
-            worker_secret: self.secret.clone(),
-        };
-        self.client.heartbeat(request).await.map(|r| r.into_inner())
-    }
-
-    fn result(
-        &self,
-        lease_id: u64,
-        job_id: u64,
-        counts: Option<JobCounts>,
-        seconds: f64,
-    ) -> pb::JobResult {
-        pb::JobResult {
-            run: Some(self.run.clone()),
-            worker_id: self.id,
-            lease_id,
-            job_id,
-            counts: counts.map(Into::into),
-            seconds,
-            error: if counts.is_none() { "solver exploded".into() } else { String::new() },
-            worker_secret: self.secret.clone(),
-        }
-    }
-
-    /// Sends `results` on one stream and returns their acknowledgements.
-    async fn send(&mut self, results: Vec<pb::JobResult>) -> Vec<pb::ResultAck> {
-        let sent = results.len();
-        let mut acks = self.client.results(tokio_stream::iter(results)).await.unwrap().into_inner();
-        let mut got = Vec::new();
-        while got.len() < sent {
-            match tokio::time::timeout(Duration::from_secs(60), acks.next()).await {
-                Ok(Some(Ok(ack))) => got.push(ack),
-                other => panic!("ack stream ended early: {other:?}"),
-            }
-        }
-        got
-    }
+/// Registers a hand-written client named `name` with `token`, claiming a passed self-test.
+async fn register(port: u16, token: &str, name: &str) -> Rogue {
+    Rogue::register_with(port, token, register_request(name, 0, "")).await
 }
 
 /// Heartbeats for `rogue` twice a second, holding `lease_ids`, until the task is aborted.
@@ -144,10 +50,6 @@ async fn wait_for_log(log: std::path::PathBuf, text: &'static str) {
     })
     .await
     .unwrap();
-}
-
-fn outcome(ack: &pb::ResultAck) -> pb::Outcome {
-    pb::Outcome::try_from(ack.outcome).unwrap()
 }
 
 fn spawn_coordinator(dir: &Path, n: u32, port: u16, extra: &[&str], log: &str) -> Proc {
@@ -225,8 +127,8 @@ async fn two_identities_under_one_token_cannot_confirm_a_lie() {
     })
     .await
     .unwrap();
-    let mut a = Rogue::register(port, &evil, "sybil-a").await;
-    let mut b = Rogue::register(port, &evil, "sybil-b").await;
+    let mut a = register(port, &evil, "sybil-a").await;
+    let mut b = register(port, &evil, "sybil-b").await;
 
     // Sybil A lies on a weight-8 job; B, under the same token, says the same.
     let list = job_list(12, &SplitParams::default()).unwrap();
@@ -295,10 +197,10 @@ async fn impersonation_is_refused() {
         &["--token", TOKEN, "--no-spot-checks"],
         "coordinator.log",
     );
-    let mut victim = Rogue::register(port, TOKEN, "victim").await;
+    let mut victim = register(port, TOKEN, "victim").await;
     let lease = victim.lease(2).await;
     assert!(!lease.jobs.is_empty());
-    let mut thief = Rogue::register(port, TOKEN, "thief").await;
+    let mut thief = register(port, TOKEN, "thief").await;
     assert_ne!(thief.id, victim.id);
 
     // Calls naming the victim with the thief's secret.
@@ -342,7 +244,7 @@ async fn impersonation_is_refused() {
     );
 
     // Registering as the victim: without its secret a new id; with it, the victim's own.
-    let mut c = client(port, TOKEN).await;
+    let mut c = connect(port, Some(TOKEN)).await;
     for wrong in ["", "0000", own.1.as_str()] {
         let reply =
             c.register(register_request("thief", victim.id, wrong)).await.unwrap().into_inner();
@@ -377,7 +279,7 @@ async fn an_error_flood_ends_exact_with_one_honest_worker() {
         &["--exit-when-done", "--token", TOKEN],
         "coordinator.log",
     );
-    let mut flood = Rogue::register(port, TOKEN, "flood").await;
+    let mut flood = register(port, TOKEN, "flood").await;
     let honest = spawn_worker(dir.path(), port, "honest", TOKEN);
     let started = Instant::now();
     let mut refused = false;
@@ -426,7 +328,7 @@ async fn a_symmetry_breaking_lie_is_repaired_without_a_crash_loop() {
     let quiet =
         ["--token", TOKEN, "--no-spot-checks", "--verify-fraction", "0", "--recheck-fraction", "0"];
     let mut coordinator = spawn_coordinator(dir.path(), 10, port, &quiet, "coordinator-1.log");
-    let mut rogue = Rogue::register(port, TOKEN, "rogue").await;
+    let mut rogue = register(port, TOKEN, "rogue").await;
     let mut lied = None;
     // Until the run is complete (and the liar found out: it is then refused).
     while let Ok(lease) = rogue.try_lease(64).await {
@@ -464,7 +366,7 @@ async fn a_symmetry_breaking_lie_is_repaired_without_a_crash_loop() {
     // Restart once (killed) and see it serve; then again, with an honest worker to finish.
     coordinator.sigkill();
     let mut second = spawn_coordinator(dir.path(), 10, port, &quiet, "coordinator-2.log");
-    client(port, TOKEN).await;
+    connect(port, Some(TOKEN)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(second.child.try_wait().unwrap().is_none(), "restart 1 exited: {}", second.log_text());
     second.signal(libc::SIGTERM);
@@ -497,7 +399,7 @@ async fn a_poisoned_duration_model_still_makes_overdue_copies() {
         &["--exit-when-done", "--token", TOKEN, "--lease-seconds", "3"],
         "coordinator.log",
     );
-    let mut hoarder = Rogue::register(port, TOKEN, "hoarder").await;
+    let mut hoarder = register(port, TOKEN, "hoarder").await;
     let lease = hoarder.lease(64).await;
     assert!(lease.jobs.len() >= 2);
     let spec = &lease.jobs[0];
@@ -526,7 +428,7 @@ async fn an_idle_identity_does_not_stall_a_run_with_one_real_worker() {
         &["--exit-when-done", "--token", TOKEN, "--lease-seconds", "3", "--verify-fraction", "0.2"],
         "coordinator.log",
     );
-    let idle = Rogue::register(port, TOKEN, "idle").await;
+    let idle = register(port, TOKEN, "idle").await;
     let worker = spawn_worker(dir.path(), port, "real", TOKEN);
     let beating = keep_beating(idle, vec![]);
     finishes_exact(coordinator, &state).await;
@@ -544,7 +446,7 @@ async fn oversized_and_malformed_input_is_refused_and_the_state_file_stays_small
     let port = free_port();
     let coordinator =
         spawn_coordinator(dir.path(), 12, port, &["--token", TOKEN], "coordinator.log");
-    let mut c = client(port, TOKEN).await;
+    let mut c = connect(port, Some(TOKEN)).await;
     let huge = "x".repeat(1 << 20);
     for _ in 0..70 {
         let e = c
@@ -571,7 +473,7 @@ async fn oversized_and_malformed_input_is_refused_and_the_state_file_stays_small
         );
     }
     // An honest registration still works; nodes = 2^63 is refused (and untrusts its sender).
-    let mut r = Rogue::register(port, TOKEN, "nodes").await;
+    let mut r = register(port, TOKEN, "nodes").await;
     let lease = r.lease(1).await;
     let spec = &lease.jobs[0];
     let counts = Job::try_from(spec).unwrap().solve().unwrap();

@@ -11,28 +11,10 @@
 use nqueens_tests::cluster::*;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(120);
 const HANDSHAKE_SECONDS: u64 = 2;
-
-fn health(port: u16) -> String {
-    let out = coordinator_output(["healthcheck", "--connect", &format!("http://127.0.0.1:{port}")]);
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// Opens up to `count` idle connections to `addr`, stopping at the first that fails (a full
-/// backlog).
-fn connect_many(addr: SocketAddr, count: usize) -> Vec<TcpStream> {
-    let mut held = Vec::new();
-    for _ in 0..count {
-        let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else { break };
-        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-        held.push(s);
-    }
-    held
-}
 
 /// Whether the coordinator has closed `s` (a read sees the end, or a reset).
 fn closed_by_server(s: &mut TcpStream) -> bool {
@@ -76,16 +58,7 @@ fn spawn_coordinator(
     args.extend(extra.iter().map(|s| s.to_string()));
     let coordinator = Proc::spawn_with("nqueens-coordinator", &args, dir.join("coord.log"), |c| {
         if let Some(n) = nofile {
-            // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child before exec.
-            unsafe {
-                c.pre_exec(move || {
-                    let rl = libc::rlimit { rlim_cur: n, rlim_max: n };
-                    match libc::setrlimit(libc::RLIMIT_NOFILE, &rl) {
-                        0 => Ok(()),
-                        _ => Err(std::io::Error::last_os_error()),
-                    }
-                });
-            }
+            limit(c, libc::RLIMIT_NOFILE, n);
         }
     });
     wait_until(LONG, "the coordinator to serve", || health(port) == "SERVING");

@@ -5,7 +5,7 @@
 //! Without a Chromium binary the browser part is skipped with a message, unless `CI` is set, where
 //! it fails. The page's data and routes are checked over a plain socket either way.
 
-use nqueens_coordinator::http::escape_html;
+use nqueens_coordinator::escape_html;
 use nqueens_tests::cluster::*;
 use serde_json::Value;
 use std::io::{Read, Write};

@@ -59,7 +59,7 @@ async fn main() -> Result<()> {
     let state = dir.join(format!("loadgen{}.db", args.n));
     let _ = std::fs::remove_file(&state);
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let coordinator_bin = std::env::current_exe()?.with_file_name("nqueens-coordinator");
+    let coordinator_bin = nqueens_tools::coordinator_binary()?;
     let mut coordinator = Command::new(&coordinator_bin)
         .args([
             "serve",
@@ -86,16 +86,7 @@ async fn main() -> Result<()> {
         .spawn()
         .with_context(|| format!("starting {}", coordinator_bin.display()))?;
     let url = format!("http://127.0.0.1:{port}");
-    let start_wait = Instant::now();
-    let channel = loop {
-        match pb::connect_channel(&url, None).await {
-            Ok(c) => break c,
-            Err(_) if start_wait.elapsed() < Duration::from_secs(60) => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            Err(e) => bail!("coordinator did not come up: {e}"),
-        }
-    };
+    let channel = nqueens_tools::connect(&url, Duration::from_secs(60)).await?;
 
     let counts = Arc::new(counts);
     let acked = Arc::new(AtomicU64::new(0));

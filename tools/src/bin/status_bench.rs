@@ -7,7 +7,7 @@
 //! alone, then while `--pollers` clients call `Status` in a loop. Every status call sums and
 //! checks all the counted rows, so this is the worst case of an operator's `watch status`.
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use clap::Parser;
 use nqueens_coordinator::{RunKind, Store, WorkerRow};
 use nqueens_core::{job_list, Job, JobCounts, SplitParams};
@@ -166,7 +166,7 @@ impl Latencies {
 
 async fn measure(args: &Args, jobs: Arc<Vec<Job>>) -> Result<()> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let bin = std::env::current_exe()?.with_file_name("nqueens-coordinator");
+    let bin = nqueens_tools::coordinator_binary()?;
     let mut coordinator = Command::new(&bin)
         .args(["serve", "--lease-seconds", "600", "--metrics-listen", "off", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
@@ -190,15 +190,7 @@ async fn measure(args: &Args, jobs: Arc<Vec<Job>>) -> Result<()> {
 async fn drive(args: &Args, port: u16, jobs: Arc<Vec<Job>>) -> Result<()> {
     let url = format!("http://127.0.0.1:{port}");
     let started = Instant::now();
-    let channel = loop {
-        match pb::connect_channel(&url, None).await {
-            Ok(c) => break c,
-            Err(_) if started.elapsed() < Duration::from_secs(300) => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            Err(e) => bail!("coordinator did not come up: {e}"),
-        }
-    };
+    let channel = nqueens_tools::connect(&url, Duration::from_secs(300)).await?;
     eprintln!("coordinator up in {:.1}s", started.elapsed().as_secs_f64());
     let mut client = pb::client(channel.clone(), None)?;
 

@@ -1,18 +1,10 @@
 //! `solve --state`: a one-machine run killed part way resumes from its checkpoint, exactly.
 
-use nqueens_tests::cluster::{committed_results, query_count};
+use nqueens_tests::cluster::{committed_results, query_count, solve};
 use nqueens_tests::{binary, known_counts};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn solve(args: &[&str]) -> std::process::Output {
-    Command::new(binary("nqueens-coordinator"))
-        .arg("solve")
-        .args(args)
-        .output()
-        .expect("run nqueens-coordinator")
-}
 
 #[test]
 fn a_killed_solve_resumes_from_its_checkpoint_and_refuses_foreign_files() {

@@ -1,0 +1,30 @@
+//! The end-to-end tests, one module per subject, in one test binary (`cargo test -p nqueens-tests
+//! --release -- trust::` runs one module). Shared helpers live in the `nqueens_tests` library
+//! (`tests/src`): `cluster` (processes, ports, state-file checks) and `rogue` (a hand-written
+//! protocol client).
+//!
+//! The tests run as threads of one process, so none may change process-wide state. They do not:
+//! resource limits (`store_faults`, `connection_limits`, `fd_exhaustion`) are set in the child
+//! between fork and exec (`cluster::limit`), never in this process; nothing sets environment
+//! variables, changes directory or installs signal handlers or a tracing subscriber (the in-process
+//! coordinator of `cluster_e2e` takes its shutdown as a future); ports are ephemeral; every test
+//! works in its own temporary directory. `fd_exhaustion` holds about 150 sockets in this process,
+//! and `connection_limits` a few hundred at the most, below the usual soft limit of 1024
+//! descriptors; the limits those modules test are the coordinator's.
+
+mod cluster_e2e;
+mod cluster_faults;
+mod cluster_gpu;
+mod cluster_protocol;
+mod cluster_tls;
+mod connection_limits;
+mod deploy_manifests;
+mod faulty_worker;
+mod fd_exhaustion;
+mod known_counts;
+mod rogue_client;
+mod solve_checkpoint;
+mod state_integrity;
+mod status_page;
+mod store_faults;
+mod trust;
