@@ -12,19 +12,28 @@ use std::time::Duration;
 /// `json`, serde with `u128`, `jq` 1.7 or later), not into a double, which is exact only to 2^53.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultRecord {
+    /// Board size.
     pub n: u8,
+    /// All solutions.
     pub total: u128,
+    /// Fundamental solutions (up to rotation and reflection).
     pub unique: u128,
-    /// `null` for N=1, whose single solution is its own mirror image.
+    /// Fundamental solutions with 2 variants; `null` for N=1 (its one solution is its own mirror).
     pub count2: Option<u128>,
+    /// Fundamental solutions with 4 variants; `null` for N=1.
     pub count4: Option<u128>,
+    /// Fundamental solutions with 8 variants; `null` for N=1.
     pub count8: Option<u128>,
+    /// Jobs the board was split into.
     pub jobs: u64,
+    /// Wall-clock seconds the run took.
     pub seconds: f64,
+    /// Search nodes of all jobs (a measure of work; saturates at `u64::MAX`).
     pub nodes: u64,
 }
 
 impl ResultRecord {
+    /// The record of `totals`, over `jobs` jobs, after `elapsed` wall time and `nodes` nodes.
     pub fn new(totals: &Totals, jobs: u64, elapsed: Duration, nodes: u64) -> Self {
         ResultRecord {
             n: totals.n,

@@ -34,15 +34,23 @@ pub const NOT_SERVING_LINGER: Duration = Duration::from_secs(2);
 /// workers hear that the run is complete.
 pub const EXIT_LINGER: Duration = Duration::from_secs(3);
 
+/// The settings of `serve`.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     /// Board size; may be omitted when resuming an existing state file.
     pub n: Option<u32>,
+    /// The state file: opened and resumed if it exists, created otherwise.
     pub state: PathBuf,
+    /// About how many jobs to split a new run into (`None`: the default for its N); when given
+    /// for an existing run, it must match the stored split.
     pub target_jobs: Option<u64>,
+    /// Seconds a lease lasts unless its worker renews it by heartbeat (at least 2).
     pub lease_seconds: u32,
+    /// Fraction (0 to 1) of a new run's jobs that must be solved by two agreeing workers.
     pub verify_fraction: f64,
+    /// The shared secret (`--token`) that workers, and readers of the HTTP port, send.
     pub token: Option<String>,
+    /// Return once the run is complete (after [`EXIT_LINGER`]) instead of serving on.
     pub exit_when_done: bool,
     /// PEM certificate chain and private key: serve TLS when given.
     pub tls: Option<(Vec<u8>, Vec<u8>)>,
@@ -113,22 +121,40 @@ pub fn check_target_jobs(target: Option<u64>) -> Result<(), ConfigError> {
 /// Why `serve` refused to start or stopped. Causes are chained as sources, not repeated.
 #[derive(Debug, Error)]
 pub enum ServeError {
+    /// Opening, creating or reading the state file failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A new run without `n`; the path is the state file.
     #[error("no board size: give --n for a new run ({0} holds no run yet)")]
     NoBoardSize(PathBuf),
+    /// `n` differs from the board size of the run in the state file.
     #[error("--n {given} does not match the state file, which holds a run of N={stored}")]
-    OtherN { given: u32, stored: u8 },
+    OtherN {
+        /// The board size given.
+        given: u32,
+        /// The board size of the stored run.
+        stored: u8,
+    },
+    /// `target_jobs` differs from the split of the run in the state file.
     #[error(
         "--target-jobs {given:?} does not match the state file, which was split with {stored:?}"
     )]
-    OtherSplit { given: Option<u64>, stored: Option<u64> },
+    OtherSplit {
+        /// The target job count given.
+        given: Option<u64>,
+        /// The target job count the stored run was split with.
+        stored: Option<u64>,
+    },
+    /// A setting that cannot work.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The gRPC server failed.
     #[error("gRPC server")]
     Transport(#[from] tonic::transport::Error),
+    /// The engine could not commit to the state file, and stopped.
     #[error("the engine stopped: it could not commit")]
     Engine(#[source] StoreError),
+    /// The engine thread panicked.
     #[error("the engine thread panicked")]
     EnginePanicked,
 }
@@ -136,16 +162,27 @@ pub enum ServeError {
 /// A setting of [`ServeConfig`] that cannot work, found before anything is opened or logged.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ConfigError {
+    /// `verify_fraction` is outside 0 to 1; the value given.
     #[error("--verify-fraction {0} must be between 0 and 1")]
     VerifyFraction(f64),
+    /// `lease_seconds` is below 2; the value given.
     #[error("--lease-seconds {0} must be at least 2")]
     LeaseSeconds(u32),
+    /// `target_jobs` is above [`MAX_TARGET_JOBS`].
     #[error("--target-jobs {given} is above the cap of {cap}: a run that finely split needs more coordinator memory than a run should take (give at most {cap})")]
-    TargetJobs { given: u64, cap: u64 },
+    TargetJobs {
+        /// The target job count given.
+        given: u64,
+        /// The most allowed (jobs).
+        cap: u64,
+    },
+    /// No token, not `insecure`, and a non-loopback gRPC address (the one given).
     #[error("refusing to serve {0} without a token: anyone who can reach it could report results; set --token (NQ_TOKEN) to a long random secret, add per-host tokens (`token add NAME --state FILE`), listen on a loopback address, or pass --insecure (NQ_INSECURE=true) on a network you trust")]
     NoToken(std::net::SocketAddr),
+    /// No token, not `public_status`, and a non-loopback HTTP address (the one given).
     #[error("refusing to serve the status page and metrics on {0} to anyone: set --token (NQ_TOKEN) (then readers send `Authorization: Bearer TOKEN`), listen on a loopback --metrics-listen, pass --public-status (NQ_PUBLIC_STATUS=true) to show them to anyone who can reach the port, or --metrics-listen off")]
     NoHttpToken(std::net::SocketAddr),
+    /// `grpc_limits.max_per_ip` is 0.
     #[error("--grpc-max-conns-per-ip must be at least 1")]
     MaxConnsPerIp,
 }

@@ -16,15 +16,25 @@ use std::time::Duration;
 /// One worker as `status` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerView {
+    /// Its id in the run.
     pub worker_id: u64,
+    /// The name it registered with.
     pub name: String,
+    /// The host it registered from.
     pub host: String,
+    /// Its solver threads.
     pub cores: u32,
+    /// Its version, as it registered.
     pub version: String,
+    /// Its counted results (jobs).
     pub results: u64,
+    /// Conflicts it was party to.
     pub conflicts: u64,
+    /// Jobs leased to it now.
     pub jobs_leased: u64,
+    /// Seconds since its last result (or its registration, if later).
     pub last_seen_seconds_ago: f64,
+    /// It lost a settled verification (or reported too many solver errors): refused.
     pub untrusted: bool,
     /// The credential (token name) it registered with: `shared` for the `--token` secret.
     pub credential: String,
@@ -116,7 +126,9 @@ impl StatusReader {
 /// path or the URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
+    /// Read offline from the state file at this path.
     StateFile(PathBuf),
+    /// Asked of the live coordinator at this URL.
     Coordinator(String),
 }
 
@@ -150,14 +162,23 @@ impl Serialize for Source {
 /// [`Progress::new`] alone, so that the four never disagree on the ETA or on completion.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Progress {
+    /// Board size.
     pub n: u32,
+    /// The job list's fingerprint (16 hex digits): the run id.
     pub fingerprint: String,
+    /// Jobs in the run.
     pub jobs_total: u64,
+    /// Jobs waiting to be leased.
     pub jobs_pending: u64,
+    /// Jobs leased to workers now.
     pub jobs_leased: u64,
+    /// Jobs counted.
     pub jobs_done: u64,
+    /// Jobs held after too many conflicts, until a person requeues them.
     pub jobs_held: u64,
+    /// Jobs stopped after repeated solver errors, until a person requeues them.
     pub jobs_failed: u64,
+    /// Percent of the jobs counted (100 for an empty run).
     pub percent_done: f64,
     /// Jobs counted per second: the rate behind the ETA.
     pub results_per_second: Option<f64>,
@@ -177,7 +198,9 @@ pub struct Progress {
 /// The run a [`Progress`] is about: board size and run id.
 #[derive(Debug, Clone, Copy)]
 pub struct RunName<'a> {
+    /// Board size.
     pub n: u32,
+    /// The job list's fingerprint: the run id.
     pub fingerprint: &'a str,
 }
 
@@ -236,18 +259,26 @@ impl Progress {
 /// the rows and the engine add.
 #[derive(Debug, Clone, Serialize)]
 pub struct StatusView {
+    /// How far the run is.
     #[serde(flatten)]
     pub progress: Progress,
+    /// Where this status was read.
     pub source: Source,
+    /// Workers refused after losing a verification (or too many solver errors).
     pub untrusted_workers: u64,
+    /// Leases that expired since the coordinator started (live only; `None` offline).
     pub lease_expiries: Option<u64>,
     /// Seconds until the last current lease expires unless its worker renews it (live only).
     pub leases_expire_in_seconds: Option<f64>,
-    /// Weighted sums over the committed results (128-bit: written as JSON integers, exact).
+    /// Sum of weight x solutions over the committed results (128-bit: a JSON integer, exact).
     pub partial_total: u128,
+    /// Sum of weight x sym180 over the committed results: solutions fixed by a 180-degree turn.
     pub partial_sym180: u128,
+    /// Sum of weight x sym90 over the committed results: solutions fixed by a 90-degree turn.
     pub partial_sym90: u128,
+    /// Search nodes of the committed results (not weighted).
     pub nodes: u64,
+    /// Every worker of the run, by id.
     pub workers: Vec<WorkerView>,
     /// Seconds since the coordinator started (live status only).
     pub uptime_seconds: Option<f64>,
@@ -260,9 +291,12 @@ pub struct StatusView {
 /// row as it sums them.
 #[derive(Debug, Clone, Serialize)]
 pub struct StatusReport {
+    /// The run's status.
     #[serde(flatten)]
     pub view: StatusView,
+    /// Result rows whose checksum fails: never counted.
     pub bad_rows: u64,
+    /// Whether the rows carry checksums (false for a schema 1 file not yet opened for writing).
     pub checksums: bool,
 }
 
@@ -357,6 +391,7 @@ impl StatusView {
             .map_or("<FILE>".into(), |p| crate::http::shell_word(&p.display().to_string()))
     }
 
+    /// One JSON object: the progress flattened in, and the view's other fields.
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("status serializes")
     }

@@ -21,64 +21,117 @@ use thiserror::Error;
 pub enum Sample {
     /// This many, chosen by a fixed pseudo-random order of job ids (the same on every call).
     Jobs(usize),
+    /// Every counted job.
     All,
 }
 
+/// Why `verify --state` could not check a run.
 #[derive(Debug, Error)]
 pub enum VerifyError {
+    /// Opening or reading the state file failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The job list could not be rebuilt from the file's N and split.
     #[error("rebuilding the job list of state file {path}")]
-    JobList { path: std::path::PathBuf, source: nqueens_core::CoreError },
+    JobList {
+        /// The state file.
+        path: std::path::PathBuf,
+        /// Why the split failed.
+        source: nqueens_core::CoreError,
+    },
+    /// The rebuilt job list is not the one the file's run was made from.
     #[error("state file {path} has run fingerprint {stored}, but its N and split give {rebuilt} (a file of another version)")]
-    Fingerprint { path: std::path::PathBuf, stored: String, rebuilt: String },
+    Fingerprint {
+        /// The state file.
+        path: std::path::PathBuf,
+        /// The run fingerprint stored in the file.
+        stored: String,
+        /// The fingerprint of the job list rebuilt here.
+        rebuilt: String,
+    },
+    /// Solving a sampled job again failed.
     #[error("solving job {job_id} again")]
-    Solve { job_id: u64, source: nqueens_core::CoreError },
+    Solve {
+        /// The job.
+        job_id: u64,
+        /// The solver's error.
+        source: nqueens_core::CoreError,
+    },
+    /// The solver thread pool could not be started.
     #[error("starting {threads} solver threads")]
-    Threads { threads: usize, source: rayon::ThreadPoolBuildError },
+    Threads {
+        /// Solver threads asked for.
+        threads: usize,
+        /// Rayon's error.
+        source: rayon::ThreadPoolBuildError,
+    },
 }
 
 /// A stored count that solving the job again does not reproduce.
 #[derive(Debug, Clone, Serialize)]
 pub struct Mismatch {
+    /// The job.
     pub job_id: u64,
+    /// The worker whose counted row it is (0: `solve --state`).
     pub worker_id: u64,
+    /// The counts stored in the counted row.
     pub stored: JobCounts,
+    /// The counts solving the job again gave.
     pub recomputed: JobCounts,
 }
 
 /// A result row whose checksum fails (damaged or edited): never counted.
 #[derive(Debug, Clone, Serialize)]
 pub struct BadRow {
+    /// The result row's id.
     pub row_id: u64,
+    /// The job the row is for.
     pub job_id: u64,
+    /// The worker the row names.
     pub worker_id: u64,
+    /// Whether the row is marked counted (it is not counted all the same).
     pub counted: bool,
 }
 
 /// A worker behind a mismatch or a bad row.
 #[derive(Debug, Clone, Serialize)]
 pub struct Culprit {
+    /// Its id in the run (0: `solve --state`).
     pub worker_id: u64,
+    /// The name it registered with (`local` for `solve --state`, `?` if unknown).
     pub name: String,
+    /// The host it registered from.
     pub host: String,
+    /// Its counted rows that solving again did not reproduce.
     pub mismatches: u64,
+    /// Its result rows whose checksum fails.
     pub bad_rows: u64,
 }
 
+/// What `verify --state` found: the sampled jobs solved again, and the rows that fail.
 #[derive(Debug, Clone, Serialize)]
 pub struct VerifyReport {
+    /// The state file's path.
     pub state: String,
+    /// Board size.
     pub n: u32,
+    /// The run fingerprint (checked against the rebuilt job list).
     pub fingerprint: String,
     /// False for a schema 1 file not yet migrated: its rows carry no checksums to check.
     pub checksums: bool,
+    /// Counted result rows whose checksum holds (jobs).
     pub counted_jobs: u64,
+    /// Of those, the jobs solved again.
     pub checked: u64,
+    /// Checked jobs whose stored counts agree with the recomputed ones.
     pub agreements: u64,
+    /// Checked jobs whose stored counts do not, by job id.
     pub mismatches: Vec<Mismatch>,
+    /// Result rows whose checksum fails.
     pub bad_rows: Vec<BadRow>,
+    /// The workers behind the mismatches and bad rows, by id.
     pub workers: Vec<Culprit>,
+    /// Seconds the whole check took.
     pub seconds: f64,
 }
 
@@ -88,10 +141,12 @@ impl VerifyReport {
         self.mismatches.is_empty() && self.bad_rows.is_empty()
     }
 
+    /// The report as one JSON object.
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("report serializes")
     }
 
+    /// The human-readable report.
     pub fn text(&self) -> String {
         let mut o = String::new();
         let _ = writeln!(

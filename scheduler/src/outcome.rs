@@ -10,45 +10,72 @@ use nqueens_core::JobCounts;
 pub enum Change {
     /// Job state (and current lease) as stored in `jobs`.
     JobState {
+        /// The job whose row changes.
         job_id: JobId,
+        /// Its new state.
         state: JobState,
+        /// The lease holding it, when leased.
         lease_id: Option<LeaseId>,
+        /// The worker holding it, when leased.
         worker_id: Option<WorkerId>,
+        /// Solver errors reported for it so far.
         errors: u32,
+        /// Conflicting results it has had so far.
         conflicts: u32,
     },
     /// A received result row. `counted` rows make up the totals.
     Result {
+        /// The job the result is for.
         job_id: JobId,
+        /// The worker that reported it.
         worker_id: WorkerId,
+        /// The lease it was reported under.
         lease_id: LeaseId,
+        /// The counts the worker found.
         counts: JobCounts,
+        /// Seconds the worker took to solve the job.
         seconds: f64,
+        /// Whether this row counts towards the totals.
         counted: bool,
+        /// How the result was taken (counted first, verified, opinion, confirm, conflict, local).
         kind: ResultKind,
     },
     /// The counted row of a job stops counting (a conflict put it in doubt).
     Uncount {
+        /// The job whose counted row stops counting.
         job_id: JobId,
     },
+    /// A new lease granted to a worker.
     Lease {
+        /// The new lease.
         lease_id: LeaseId,
+        /// The worker it is granted to.
         worker_id: WorkerId,
+        /// The jobs it covers, in the order given to the worker.
         job_ids: Vec<JobId>,
     },
+    /// Two answers for one job disagreed.
     Conflict {
+        /// The job answered differently.
         job_id: JobId,
+        /// The worker of the earlier answer (or the coordinator, for its own).
         worker_a: WorkerId,
+        /// The worker whose answer contradicted it.
         worker_b: WorkerId,
+        /// What disagreed, for people.
         detail: String,
     },
     /// A worker lost a settled verification (or reported far too many solver errors): refused
     /// from now on; `requeued` of its counted jobs were un-counted (by the `Uncount`s beside this
     /// change) and returned to pending.
     Untrust {
+        /// The worker untrusted.
         worker_id: WorkerId,
+        /// The job on which it was caught.
         job_id: JobId,
+        /// Why, for people.
         detail: String,
+        /// How many of its counted jobs went back to pending (jobs).
         requeued: u64,
     },
 }
@@ -57,7 +84,12 @@ pub enum Change {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finding {
     /// The job's counts, and the seconds solving it took.
-    Solved { counts: JobCounts, seconds: f64 },
+    Solved {
+        /// The job's solution counts.
+        counts: JobCounts,
+        /// Seconds the worker took to solve it.
+        seconds: f64,
+    },
     /// The worker's solver could not solve the job; its message.
     SolverError(String),
 }
@@ -65,12 +97,20 @@ pub enum Finding {
 /// What happened to one incoming result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResultOutcome {
+    /// Taken: counted, or kept as a first opinion when the job needs a second worker.
     Accepted,
+    /// Nothing new: already taken, no independent witness, or the job is already done.
     Duplicate,
+    /// Agreed with an independent answer: the job is counted as verified, or its count confirmed.
     Confirmed,
+    /// Contradicted another answer: the job goes back to pending (or held), or the worker is
+    /// untrusted where it contradicted a known answer.
     Conflict,
+    /// A solver error, recorded: the job goes back to pending, or fails after too many.
     ErrorRecorded,
+    /// No job has this id.
     UnknownJob,
+    /// The worker holds no lease with this id covering the job.
     UnknownLease,
     /// The worker lost a verification; nothing it sends is taken any more.
     UntrustedWorker,

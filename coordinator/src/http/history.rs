@@ -87,16 +87,19 @@ impl History {
     }
 
     /// The samples kept, oldest first.
+    #[cfg(test)]
     pub fn samples(&self) -> impl Iterator<Item = &Sample> {
         self.samples.iter()
     }
 
     /// How many samples are kept.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.samples.len()
     }
 
     /// Whether no sample was taken yet.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.samples.is_empty()
     }

@@ -27,9 +27,11 @@ mod page;
 mod snapshot;
 mod token;
 
-pub use history::{sample_every, History, RatePoint, Rates, Sample, HISTORY_SAMPLES, SAMPLE_EVERY};
+#[cfg(test)]
+use history::Sample;
+pub use history::{sample_every, History, HISTORY_SAMPLES, SAMPLE_EVERY};
 pub use page::{escape_html, render_page};
-pub use snapshot::{shell_word, PageStatus, PageWorker, RunInfo, StatusSource};
+pub use snapshot::{shell_word, RunInfo, StatusSource};
 
 use crate::metrics::Metrics;
 use http_body_util::Full;
