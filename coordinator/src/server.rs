@@ -57,7 +57,7 @@ pub struct ServeConfig {
     /// Serve a non-loopback address without a token (anyone who can reach the port can then
     /// register a worker and report results).
     pub insecure: bool,
-    /// Check workers against known answers (see `reference.rs` and `Lifecycle::lease_checked`).
+    /// Check workers against known answers (see `spot_checks.rs` and `Scheduler::lease_checked`).
     pub spot_checks: bool,
     /// The fraction of counted jobs secretly solved again by a worker of another credential.
     pub recheck_fraction: f64,

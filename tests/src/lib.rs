@@ -1,5 +1,7 @@
 //! Shared helpers for the end-to-end tests: the reference counts and the project's binaries.
 
+#![allow(missing_docs)] // test helpers, not a library anyone builds on
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

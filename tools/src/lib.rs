@@ -1,6 +1,8 @@
 //! What the benchmark tools (`nqueens-loadgen`, `nqueens-status-bench`) share: the coordinator
 //! binary they start, and a gRPC channel that waits for it to come up.
 
+#![allow(missing_docs)] // helpers of the two tool binaries, not a library anyone builds on
+
 use anyhow::{bail, Result};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
