@@ -14,12 +14,12 @@ pub use command::*;
 use workers::WorkerState;
 
 use crate::metrics::Metrics;
-use crate::report::ResultRecord;
+use crate::report::RunResult;
 use crate::secrets::{Credential, RegistrationLimiter};
 use crate::status::{Progress, RunName, Source, StatusView, WorkerView};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::{
-    Change, Finding, JobId, LeaseId, ResultOutcome, Scheduler, SchedulerConfig, WorkerId,
+    Change, Finding, JobId, LeaseId, Scheduler, SchedulerConfig, Verdict, WorkerId,
 };
 use nqueens_store::{Store, StoreError, WorkerRow};
 use std::collections::HashMap;
@@ -55,7 +55,7 @@ fn seed_from_os() -> u64 {
 /// thread itself.
 type Started = (
     EngineHandle,
-    watch::Receiver<Option<ResultRecord>>,
+    watch::Receiver<Option<RunResult>>,
     oneshot::Receiver<()>,
     std::thread::JoinHandle<Result<(), StoreError>>,
 );
@@ -98,7 +98,7 @@ pub struct Engine {
     /// When the last result was counted (accepted or confirmed) by this process.
     last_counted: Option<Instant>,
     mean_job_seconds: Option<f64>,
-    complete_tx: watch::Sender<Option<ResultRecord>>,
+    complete_tx: watch::Sender<Option<RunResult>>,
     result_written: bool,
 }
 
@@ -329,13 +329,13 @@ impl Engine {
                     credential: result.credential.clone(),
                 };
                 let outcome = match self.authenticate(&caller, now) {
-                    Err(Refusal::UnknownWorker) => ResultOutcome::UnknownWorker,
-                    Err(Refusal::BadSecret) => ResultOutcome::BadSecret,
+                    Err(Refusal::UnknownWorker) => Verdict::UnknownWorker,
+                    Err(Refusal::BadSecret) => Verdict::BadSecret,
                     Ok(()) => self.decide_result(&result, now, changes),
                 };
                 self.count_outcome(&result, outcome, now);
                 replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply.send(ResultReply { outcome, run_complete: e.life.is_complete() });
+                    let _ = reply.send(ReportReply { outcome, run_complete: e.life.is_complete() });
                 }));
             }
             Command::Reference { job_id, counts } => {
@@ -366,10 +366,10 @@ impl Engine {
     /// One authenticated result, decided by the life cycle.
     fn decide_result(
         &mut self,
-        result: &ReportedResult,
+        result: &JobReport,
         now: Instant,
         changes: &mut Vec<Change>,
-    ) -> ResultOutcome {
+    ) -> Verdict {
         if let Finding::SolverError(error) = &result.finding {
             tracing::warn!(job = %result.job_id, worker = %result.worker_id, error = %error.escape_debug(), "worker reported a solver error");
         }
@@ -410,10 +410,10 @@ impl Engine {
         }
     }
 
-    fn count_outcome(&mut self, msg: &ReportedResult, outcome: ResultOutcome, now: Instant) {
+    fn count_outcome(&mut self, msg: &JobReport, outcome: Verdict, now: Instant) {
         let m = &self.metrics;
         match outcome {
-            ResultOutcome::Accepted | ResultOutcome::Confirmed => {
+            Verdict::Accepted | Verdict::Confirmed => {
                 self.last_counted = Some(now);
                 m.results_accepted.fetch_add(1, Ordering::Relaxed);
                 let trusted = !self.life.on_probation(msg.worker_id);
@@ -431,10 +431,10 @@ impl Engine {
                     w.delivered(now);
                 }
             }
-            ResultOutcome::Duplicate => {
+            Verdict::Duplicate => {
                 m.results_duplicate.fetch_add(1, Ordering::Relaxed);
             }
-            ResultOutcome::Conflict => {
+            Verdict::Conflict => {
                 m.conflicts.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     job = %msg.job_id,
@@ -445,15 +445,15 @@ impl Engine {
                     w.conflicts += 1;
                 }
             }
-            ResultOutcome::ErrorRecorded => {
+            Verdict::ErrorRecorded => {
                 m.job_errors.fetch_add(1, Ordering::Relaxed);
             }
-            ResultOutcome::UnknownJob
-            | ResultOutcome::UnknownLease
-            | ResultOutcome::UntrustedWorker
-            | ResultOutcome::UnknownWorker
-            | ResultOutcome::BadSecret
-            | ResultOutcome::Implausible => {
+            Verdict::UnknownJob
+            | Verdict::UnknownLease
+            | Verdict::UntrustedWorker
+            | Verdict::UnknownWorker
+            | Verdict::BadSecret
+            | Verdict::Implausible => {
                 m.results_rejected.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     job = %msg.job_id,
@@ -495,8 +495,7 @@ impl Engine {
         };
         // The `.db` alone is then the whole state (a copy of it needs no `-wal` beside it).
         self.store.checkpoint()?;
-        let record =
-            ResultRecord::new(&totals, self.life.total_jobs(), self.store.age(), tally.nodes);
+        let record = RunResult::new(&totals, self.life.total_jobs(), self.store.age(), tally.nodes);
         let line = record.json_line();
         let tmp = self.config.result_file.with_extension("json.tmp");
         let written = std::fs::write(&tmp, format!("{line}\n"))

@@ -17,7 +17,7 @@ mod verify;
 
 pub use grpc::GrpcLimits;
 pub use http::escape_html;
-pub use report::{hms, ResultRecord};
+pub use report::{hms, RunResult};
 pub use server::{
     check_target_jobs, result_file, serve, ConfigError, ServeConfig, ServeError, MAX_TARGET_JOBS,
 };

@@ -11,7 +11,7 @@ use std::time::Duration;
 /// digit exact however large: read them with a parser that keeps big integers exact (Python's
 /// `json`, serde with `u128`, `jq` 1.7 or later), not into a double, which is exact only to 2^53.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResultRecord {
+pub struct RunResult {
     /// Board size.
     pub n: u8,
     /// All solutions.
@@ -32,10 +32,10 @@ pub struct ResultRecord {
     pub nodes: u64,
 }
 
-impl ResultRecord {
+impl RunResult {
     /// The record of `totals`, over `jobs` jobs, after `elapsed` wall time and `nodes` nodes.
     pub fn new(totals: &Totals, jobs: u64, elapsed: Duration, nodes: u64) -> Self {
-        ResultRecord {
+        RunResult {
             n: totals.n,
             total: totals.total,
             unique: totals.unique,
@@ -73,7 +73,7 @@ mod tests {
     /// compare records, and the default float parser is off by one ulp for values like this one.
     #[test]
     fn json_line_reads_back_exactly() {
-        let mut record = ResultRecord {
+        let mut record = RunResult {
             n: 15,
             total: 2_279_184,
             unique: 285_053,
@@ -86,7 +86,7 @@ mod tests {
         };
         for step in 0..10_000u32 {
             record.seconds = 1.039409637 + f64::from(step) * 1.000_000_7e-9;
-            let back: ResultRecord = serde_json::from_str(&record.json_line()).unwrap();
+            let back: RunResult = serde_json::from_str(&record.json_line()).unwrap();
             assert_eq!(back, record);
         }
     }
@@ -96,7 +96,7 @@ mod tests {
     #[test]
     fn counts_past_u64_round_trip_exactly_as_json_integers() {
         let total = u128::from(u64::MAX) * 3 + 7;
-        let record = ResultRecord {
+        let record = RunResult {
             n: 29,
             total,
             unique: total / 8 + 1,
@@ -110,11 +110,11 @@ mod tests {
         let line = record.json_line();
         assert!(line.contains(&format!("\"total\":{total},")), "{line}");
         assert!(line.contains("\"count4\":18446744073709551616,"), "{line}");
-        let back: ResultRecord = serde_json::from_str(&line).unwrap();
+        let back: RunResult = serde_json::from_str(&line).unwrap();
         assert_eq!(back, record);
         // One more than a double can hold exactly stays itself.
-        let odd = ResultRecord { total: (1 << 53) + 1, ..record };
-        let back: ResultRecord = serde_json::from_str(&odd.json_line()).unwrap();
+        let odd = RunResult { total: (1 << 53) + 1, ..record };
+        let back: RunResult = serde_json::from_str(&odd.json_line()).unwrap();
         assert_eq!(back.total, (1 << 53) + 1);
     }
 

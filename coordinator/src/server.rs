@@ -13,7 +13,7 @@ use crate::http::{
 };
 use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
 use crate::metrics::Metrics;
-use crate::report::ResultRecord;
+use crate::report::RunResult;
 use crate::status::StatusReader;
 use nqueens_core::{job_list, SplitParams};
 use nqueens_proto as pb;
@@ -235,7 +235,7 @@ pub async fn serve(
     metrics_listener: Option<TcpListener>,
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<Option<ResultRecord>, ServeError> {
+) -> Result<Option<RunResult>, ServeError> {
     use tracing::Instrument;
     let span = tracing::info_span!("run", state = %config.state.display());
     serve_inner(listener, metrics_listener, config, shutdown).instrument(span).await
@@ -246,7 +246,7 @@ async fn serve_inner(
     metrics_listener: Option<TcpListener>,
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<Option<ResultRecord>, ServeError> {
+) -> Result<Option<RunResult>, ServeError> {
     config.validate()?;
     if let Ok(addr) = listener.local_addr() {
         // Per-host tokens in the state file (`token add`) stand in for the shared one.

@@ -2,7 +2,7 @@
 //! a live coordinator or read offline from a state file. One [`StatusView`] serves both, as text or
 //! as one JSON object.
 
-use crate::report::{hms, ResultRecord};
+use crate::report::{hms, RunResult};
 use crate::secrets::Credential;
 use nqueens_core::Tally;
 use nqueens_scheduler::state::{JobState, JobsByState};
@@ -84,7 +84,7 @@ pub struct Sums {
     /// Result rows whose checksum fails: damaged or edited, never counted.
     pub bad_rows: u64,
     /// The run's result, once it is complete.
-    pub result: Option<ResultRecord>,
+    pub result: Option<RunResult>,
 }
 
 impl StatusReader {
@@ -104,7 +104,7 @@ impl StatusReader {
         let result = match complete {
             true => store
                 .final_totals(&tally)?
-                .map(|t| ResultRecord::new(&t, store.meta().job_count, store.age(), tally.nodes)),
+                .map(|t| RunResult::new(&t, store.meta().job_count, store.age(), tally.nodes)),
             false => None,
         };
         Ok(Sums { tally, bad_rows, result })
@@ -192,7 +192,7 @@ pub struct Progress {
     /// Every job is counted.
     pub complete: bool,
     /// The run's result, once complete and summed from the committed rows.
-    pub result: Option<ResultRecord>,
+    pub result: Option<RunResult>,
 }
 
 /// The run a [`Progress`] is about: board size and run id.
@@ -213,7 +213,7 @@ impl Progress {
         rate: Option<f64>,
         quiet: f64,
         conflicts: u64,
-        result: Option<ResultRecord>,
+        result: Option<RunResult>,
     ) -> Progress {
         let total = jobs.total();
         let done = jobs.get(JobState::Done);
@@ -353,7 +353,7 @@ impl StatusView {
         let result = match done == meta.job_count {
             true => store
                 .final_totals(&s.tally)?
-                .map(|t| ResultRecord::new(&t, meta.job_count, took, s.tally.nodes)),
+                .map(|t| RunResult::new(&t, meta.job_count, took, s.tally.nodes)),
             false => None,
         };
         let rate = match (s.first_result_unix, s.last_result_unix) {

@@ -5,7 +5,7 @@
 
 use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::jobs::Standing;
-use crate::outcome::{Change, ResultOutcome};
+use crate::outcome::{Change, Verdict};
 use crate::state::ResultKind;
 use crate::Scheduler;
 use nqueens_core::JobCounts;
@@ -117,7 +117,7 @@ impl Scheduler {
         (counts, seconds): (JobCounts, f64),
         known: JobCounts,
         changes: &mut Vec<Change>,
-    ) -> ResultOutcome {
+    ) -> Verdict {
         let against = match self.jobs.entry(job_id).counted {
             Some((w, _)) if !self.checks.reference.contains_key(&job_id) => w,
             _ => COORDINATOR,
@@ -133,7 +133,7 @@ impl Scheduler {
         });
         self.jobs.entry_mut(job_id).opinions.push((worker_id, counts));
         self.refuted(job_id, against, worker_id, counts, known, changes);
-        ResultOutcome::Conflict
+        Verdict::Conflict
     }
 
     /// `worker_id` answered `wrong` where `known` is the answer (`against` says whose): the

@@ -37,7 +37,7 @@ pub use config::{
     PROBATION_RESULTS, SPOT_CHECK_RATE,
 };
 pub use ids::{JobId, LeaseId, WorkerId, COORDINATOR};
-pub use outcome::{Change, Finding, ResultOutcome};
+pub use outcome::{Change, Finding, Verdict};
 pub use pace::MAX_REPORTED_SECONDS;
 pub use state::{JobState, JobsByState, ResultKind};
 pub use stored::{StoredJob, StoredLease};

@@ -1,5 +1,5 @@
 //! What the scheduler's decisions give back: the durable [`Change`]s the engine commits, and
-//! what became of a result ([`ResultOutcome`]); and what a worker reports ([`Finding`]).
+//! what became of a result ([`Verdict`]); and what a worker reports ([`Finding`]).
 
 use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::state::{JobState, ResultKind};
@@ -96,7 +96,7 @@ pub enum Finding {
 
 /// What happened to one incoming result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResultOutcome {
+pub enum Verdict {
     /// Taken: counted, or kept as a first opinion when the job needs a second worker.
     Accepted,
     /// Nothing new: already taken, no independent witness, or the job is already done.

@@ -6,7 +6,7 @@
 use crate::checks::implausible;
 use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::jobs::Standing;
-use crate::outcome::{Change, Finding, ResultOutcome};
+use crate::outcome::{Change, Finding, Verdict};
 use crate::state::ResultKind;
 use crate::Scheduler;
 use nqueens_core::JobCounts;
@@ -51,7 +51,7 @@ impl Scheduler {
         finding: Finding,
         others: &[WorkerId],
         changes: &mut Vec<Change>,
-    ) -> ResultOutcome {
+    ) -> Verdict {
         let outcome = self.take_result(worker_id, lease_id, job_id, finding, others, changes);
         self.checked("result");
         outcome
@@ -65,7 +65,7 @@ impl Scheduler {
         finding: Finding,
         others: &[WorkerId],
         changes: &mut Vec<Change>,
-    ) -> ResultOutcome {
+    ) -> Verdict {
         if let Some(refusal) = self.refusal(worker_id, lease_id, job_id) {
             return refusal;
         }
@@ -77,7 +77,7 @@ impl Scheduler {
         };
         if let Some(why) = implausible(&counts, self.jobs.entry(job_id).weight) {
             self.untrust(worker_id, job_id, format!("implausible counts: {why}"), changes);
-            return ResultOutcome::Implausible;
+            return Verdict::Implausible;
         }
         self.trust.error_record.entry(worker_id).or_default().1 += 1;
         if let Some(known) = self.known_answer(job_id) {
@@ -98,20 +98,15 @@ impl Scheduler {
     }
 
     /// Why a result is refused before anything is looked at, if it is.
-    fn refusal(
-        &self,
-        worker_id: WorkerId,
-        lease_id: LeaseId,
-        job_id: JobId,
-    ) -> Option<ResultOutcome> {
+    fn refusal(&self, worker_id: WorkerId, lease_id: LeaseId, job_id: JobId) -> Option<Verdict> {
         if self.is_untrusted(worker_id) {
-            return Some(ResultOutcome::UntrustedWorker);
+            return Some(Verdict::UntrustedWorker);
         }
         if job_id.get() >= self.jobs.len() {
-            return Some(ResultOutcome::UnknownJob);
+            return Some(Verdict::UnknownJob);
         }
         if !self.leases.covers(lease_id, worker_id, job_id) {
-            return Some(ResultOutcome::UnknownLease);
+            return Some(Verdict::UnknownLease);
         }
         None
     }
@@ -123,14 +118,14 @@ impl Scheduler {
         a: Answer,
         (counted_by, counted): (WorkerId, JobCounts),
         changes: &mut Vec<Change>,
-    ) -> ResultOutcome {
+    ) -> Verdict {
         let job = self.jobs.entry(a.job_id);
         if counted.same_answer(&a.counts) {
             let new_witness = self.group(counted_by) != self.group(a.worker_id)
                 && counted_by != COORDINATOR
                 && !job.opinions.iter().any(|(w, c)| *w == a.worker_id && c.same_answer(&a.counts));
             if !new_witness {
-                return ResultOutcome::Duplicate;
+                return Verdict::Duplicate;
             }
             changes.push(a.row(false, ResultKind::Confirm));
             self.jobs.entry_mut(a.job_id).opinions.push((a.worker_id, a.counts));
@@ -141,7 +136,7 @@ impl Scheduler {
             }
             self.learn_duration(a.job_id, a.worker_id, a.seconds);
             self.pool(a.job_id);
-            return ResultOutcome::Confirmed;
+            return Verdict::Confirmed;
         }
         // A done job contradicted: stop counting it and have it solved again by others, and
         // by the coordinator itself where it can.
@@ -161,16 +156,16 @@ impl Scheduler {
     }
 
     /// An answer agreeing with the coordinator's own: as good as a second worker's.
-    fn against_reference(&mut self, a: Answer, changes: &mut Vec<Change>) -> ResultOutcome {
+    fn against_reference(&mut self, a: Answer, changes: &mut Vec<Change>) -> Verdict {
         if self.jobs.standing(a.job_id) == Standing::Done {
-            return ResultOutcome::Duplicate;
+            return Verdict::Duplicate;
         }
         changes.push(a.row(true, ResultKind::Verified));
         self.jobs.entry_mut(a.job_id).counted = Some((a.worker_id, a.counts));
         self.jobs.set_state(a.job_id, Standing::Done, changes);
         self.trust.agreed(a.worker_id);
         self.learn_duration(a.job_id, a.worker_id, a.seconds);
-        ResultOutcome::Confirmed
+        Verdict::Confirmed
     }
 
     /// An answer for a job not counted yet: counted when it needs no other, or agrees with an
@@ -180,7 +175,7 @@ impl Scheduler {
         a: Answer,
         others: &[WorkerId],
         changes: &mut Vec<Change>,
-    ) -> ResultOutcome {
+    ) -> Verdict {
         let group = self.group(a.worker_id);
         let comparable = others.iter().any(|&o| o != a.worker_id && self.group(o) != group);
         let job = self.jobs.entry(a.job_id);
@@ -191,7 +186,7 @@ impl Scheduler {
         if !solved_again
             && job.opinions.iter().any(|(w, c)| *w == a.worker_id && c.same_answer(&a.counts))
         {
-            return ResultOutcome::Duplicate;
+            return Verdict::Duplicate;
         }
         let needed =
             if self.on_probation(a.worker_id) && comparable { 2 } else { job.agreeing_needed() };
@@ -233,17 +228,12 @@ impl Scheduler {
         if self.jobs.standing(a.job_id) != Standing::Pending {
             self.jobs.set_state(a.job_id, Standing::Pending, changes);
         }
-        ResultOutcome::Accepted
+        Verdict::Accepted
     }
 
     /// Counts an answer (`agrees`: it agreed with an independent one, which settles the
     /// verification and untrusts whoever said otherwise).
-    fn count_answer(
-        &mut self,
-        a: Answer,
-        agrees: bool,
-        changes: &mut Vec<Change>,
-    ) -> ResultOutcome {
+    fn count_answer(&mut self, a: Answer, agrees: bool, changes: &mut Vec<Change>) -> Verdict {
         changes.push(a.row(true, if agrees { ResultKind::Verified } else { ResultKind::First }));
         self.jobs.entry_mut(a.job_id).counted = Some((a.worker_id, a.counts));
         self.jobs.set_state(a.job_id, Standing::Done, changes);
@@ -257,15 +247,15 @@ impl Scheduler {
             self.checks.rechecks.push_back(a.job_id);
         }
         if agrees {
-            ResultOutcome::Confirmed
+            Verdict::Confirmed
         } else {
-            ResultOutcome::Accepted
+            Verdict::Accepted
         }
     }
 
     /// One more conflict on the job: it goes back to pending (held after `max_conflicts`), and
     /// the coordinator is asked for its own answer.
-    fn mark_conflict(&mut self, job_id: JobId, changes: &mut Vec<Change>) -> ResultOutcome {
+    fn mark_conflict(&mut self, job_id: JobId, changes: &mut Vec<Change>) -> Verdict {
         self.conflicts_total += 1;
         self.refer(job_id);
         let job = self.jobs.entry_mut(job_id);
@@ -276,6 +266,6 @@ impl Scheduler {
             Standing::Pending
         };
         self.jobs.set_state(job_id, next, changes);
-        ResultOutcome::Conflict
+        Verdict::Conflict
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::jobs::Standing;
-use crate::outcome::{Change, ResultOutcome};
+use crate::outcome::{Change, Verdict};
 use crate::Scheduler;
 use nqueens_core::JobCounts;
 use std::collections::{HashMap, HashSet};
@@ -171,10 +171,10 @@ impl Scheduler {
         lease_id: LeaseId,
         job_id: JobId,
         changes: &mut Vec<Change>,
-    ) -> ResultOutcome {
+    ) -> Verdict {
         let job = self.jobs.entry(job_id);
         if job.standing() == Standing::Done {
-            return ResultOutcome::Duplicate;
+            return Verdict::Duplicate;
         }
         let held_here = job.held_by(lease_id, worker_id);
         let record = self.trust.error_record.entry(worker_id).or_default();
@@ -183,13 +183,13 @@ impl Scheduler {
         if errors >= self.config.error_untrust_min && errors * 4 > errors + answers {
             let detail = format!("{errors} solver errors against {answers} answers");
             self.untrust(worker_id, job_id, detail, changes);
-            return ResultOutcome::ErrorRecorded;
+            return Verdict::ErrorRecorded;
         }
         if self.on_probation(worker_id) {
             if held_here {
                 self.jobs.set_state(job_id, Standing::Pending, changes);
             }
-            return ResultOutcome::ErrorRecorded;
+            return Verdict::ErrorRecorded;
         }
         let group = self.group(worker_id);
         let job = self.jobs.entry_mut(job_id);
@@ -204,7 +204,7 @@ impl Scheduler {
         } else if held_here {
             self.jobs.set_state(job_id, Standing::Pending, changes);
         }
-        ResultOutcome::ErrorRecorded
+        Verdict::ErrorRecorded
     }
 }
 

@@ -7,8 +7,8 @@
 
 use nqueens_core::{JobCounts, SplitMix64};
 use nqueens_scheduler::{
-    Change, Finding, JobId, JobState, LeaseId, ResultOutcome, Scheduler, SchedulerConfig,
-    StoredJob, StoredLease, WorkerId,
+    Change, Finding, JobId, JobState, LeaseId, Scheduler, SchedulerConfig, StoredJob, StoredLease,
+    Verdict, WorkerId,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -236,13 +236,11 @@ impl Run {
                     &mut changes,
                 );
                 if job.get() >= JOBS && !self.scheduler.is_untrusted(worker) {
-                    assert_eq!(outcome, ResultOutcome::UnknownJob);
+                    assert_eq!(outcome, Verdict::UnknownJob);
                 }
                 if matches!(
                     outcome,
-                    ResultOutcome::UnknownJob
-                        | ResultOutcome::UnknownLease
-                        | ResultOutcome::UntrustedWorker
+                    Verdict::UnknownJob | Verdict::UnknownLease | Verdict::UntrustedWorker
                 ) {
                     assert!(changes.is_empty(), "a refusal changed something: {changes:?}");
                 }

@@ -2,7 +2,7 @@
 //! and checks of a result or state file against the reference table.
 
 use crate::{binary, known_counts};
-use nqueens_coordinator::ResultRecord;
+use nqueens_coordinator::RunResult;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -101,7 +101,7 @@ pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool)
 }
 
 /// Asserts a result record against the reference table.
-pub fn assert_matches_reference(record: &ResultRecord) {
+pub fn assert_matches_reference(record: &RunResult) {
     let known = known_counts();
     let k = &known[&record.n];
     assert_eq!(record.total, k.total, "Total of N={}", record.n);
@@ -112,7 +112,7 @@ pub fn assert_matches_reference(record: &ResultRecord) {
 }
 
 /// Reads and checks a run's result file.
-pub fn read_result_file(path: &Path) -> ResultRecord {
+pub fn read_result_file(path: &Path) -> RunResult {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("result file {}: {e}", path.display()));
     assert_eq!(text.lines().count(), 1, "one JSON line in {}", path.display());

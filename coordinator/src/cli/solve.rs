@@ -4,7 +4,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nqueens_coordinator::LocalCheckpoint;
-use nqueens_coordinator::ResultRecord;
+use nqueens_coordinator::RunResult;
 use nqueens_core::{check_board_size, job_list, parallel, Job, SplitParams, Tally};
 use parking_lot::Mutex;
 use std::collections::HashSet;
@@ -112,7 +112,7 @@ fn solve_one_size(
     params: &SplitParams,
     progress: bool,
     state: Option<&Path>,
-) -> Result<ResultRecord> {
+) -> Result<RunResult> {
     let _span = tracing::info_span!("solve", n).entered();
     let started = Instant::now();
     let list = pool.install(|| job_list(n, params))?;
@@ -167,7 +167,7 @@ fn solve_one_size(
             (tally, tally.totals()?)
         }
     };
-    let record = ResultRecord::new(&totals, list.jobs.len() as u64, started.elapsed(), tally.nodes);
+    let record = RunResult::new(&totals, list.jobs.len() as u64, started.elapsed(), tally.nodes);
     info!(total = record.total, unique = record.unique, seconds = record.seconds, "solved");
     Ok(record)
 }
@@ -192,7 +192,7 @@ fn solve_on_gpu(
     Ok(())
 }
 
-fn print_detailed(r: &ResultRecord, threads: usize) {
+fn print_detailed(r: &RunResult, threads: usize) {
     let class = |c: Option<u128>| c.map_or_else(|| "-".to_string(), |c| c.to_string());
     println!("N:       {}", r.n);
     println!("Total:   {}", r.total);

@@ -3,7 +3,7 @@
 
 use crate::secrets::Credential;
 use crate::status::StatusView;
-use nqueens_scheduler::{Finding, JobId, LeaseId, ResultOutcome, WorkerId};
+use nqueens_scheduler::{Finding, JobId, LeaseId, Verdict, WorkerId};
 use std::sync::mpsc;
 use tokio::sync::oneshot;
 
@@ -24,8 +24,8 @@ pub enum Command {
         reply: oneshot::Sender<Result<HeartbeatReply, Refusal>>,
     },
     Result {
-        result: ReportedResult,
-        reply: oneshot::Sender<ResultReply>,
+        result: JobReport,
+        reply: oneshot::Sender<ReportReply>,
     },
     Release {
         caller: Caller,
@@ -80,7 +80,7 @@ pub struct Registration {
 
 /// One job's result as a worker reported it.
 #[derive(Debug, Clone)]
-pub struct ReportedResult {
+pub struct JobReport {
     pub worker_id: WorkerId,
     /// The secret and credential it came with (see [`Caller`]).
     pub secret: String,
@@ -118,8 +118,8 @@ pub struct HeartbeatReply {
     pub run_complete: bool,
 }
 
-pub struct ResultReply {
-    pub outcome: ResultOutcome,
+pub struct ReportReply {
+    pub outcome: Verdict,
     pub run_complete: bool,
 }
 

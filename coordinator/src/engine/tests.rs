@@ -3,13 +3,13 @@
 //! known total.
 
 use super::{
-    Caller, Command, Engine, EngineConfig, EngineHandle, LeaseReply, RegisterReply, Registration,
-    ReportedResult,
+    Caller, Command, Engine, EngineConfig, EngineHandle, JobReport, LeaseReply, RegisterReply,
+    Registration,
 };
 use crate::metrics::Metrics;
 use crate::secrets::Credential;
 use nqueens_core::{job_list, SplitParams};
-use nqueens_scheduler::{Finding, ResultOutcome};
+use nqueens_scheduler::{Finding, Verdict};
 use nqueens_store::{RunKind, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,7 +81,7 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
         }
         for job_id in job_ids {
             let counts = list.jobs[job_id.get() as usize].solve().unwrap();
-            let result = ReportedResult {
+            let result = JobReport {
                 worker_id: caller.worker_id,
                 secret: caller.secret.clone(),
                 credential: caller.credential.clone(),
@@ -93,7 +93,7 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
             assert!(
                 matches!(
                     reply.outcome,
-                    ResultOutcome::Accepted | ResultOutcome::Confirmed | ResultOutcome::Duplicate
+                    Verdict::Accepted | Verdict::Confirmed | Verdict::Duplicate
                 ),
                 "{:?}",
                 reply.outcome

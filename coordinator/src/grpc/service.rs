@@ -4,7 +4,7 @@
 
 use super::wire::{rejected_ack, result_ack};
 use crate::engine::{
-    Caller, Command, EngineHandle, LeaseReply, Refusal, RegisterReply, Registration, ReportedResult,
+    Caller, Command, EngineHandle, JobReport, LeaseReply, Refusal, RegisterReply, Registration,
 };
 use crate::metrics::Metrics;
 use crate::secrets::{digest, same_digest, Credential};
@@ -384,7 +384,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                     }
                     continue;
                 }
-                let result = match ReportedResult::from_wire(msg.clone(), credential.clone()) {
+                let result = match JobReport::from_wire(msg.clone(), credential.clone()) {
                     Ok(result) => result,
                     Err(e) => {
                         metrics.results_rejected.fetch_add(1, Ordering::Relaxed);

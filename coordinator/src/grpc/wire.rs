@@ -5,14 +5,14 @@
 //! Nothing beyond this module and the gRPC plumbing in [`super::service`] reads or builds a
 //! protocol message, so the engine and the life cycle speak domain types only.
 
-use crate::engine::{Registration, ReportedResult, ResultReply};
-use crate::report::ResultRecord;
+use crate::engine::{JobReport, Registration, ReportReply};
+use crate::report::RunResult;
 use crate::secrets::Credential;
 use crate::status::{percent, Progress, Source, StatusReport, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, Outcome, Reason, WireError};
-use nqueens_scheduler::{Finding, JobId, LeaseId, ResultOutcome, WorkerId};
+use nqueens_scheduler::{Finding, JobId, LeaseId, Verdict, WorkerId};
 
 /// The most solver threads one worker is believed to have; more is clamped (the lease size
 /// follows the registered threads).
@@ -106,7 +106,7 @@ impl Registration {
     }
 }
 
-impl ReportedResult {
+impl JobReport {
     /// A result off the wire, sent under `credential`. An error text is cut to
     /// [`MAX_ERROR_TEXT`] bytes.
     pub fn from_wire(msg: pb::JobResult, credential: Credential) -> Result<Self, WireError> {
@@ -128,7 +128,7 @@ impl ReportedResult {
             }
             Finding::SolverError(error)
         };
-        Ok(ReportedResult {
+        Ok(JobReport {
             worker_id: WorkerId::new(msg.worker_id),
             secret: bounded_secret("worker_secret", msg.worker_secret)?,
             credential,
@@ -141,26 +141,24 @@ impl ReportedResult {
 
 /// The acknowledgement of one result: its outcome, and for a refusal the typed reason and a
 /// sentence a person can act on.
-pub fn result_ack(result: &ReportedResult, reply: ResultReply) -> pb::ResultAck {
+pub fn result_ack(result: &JobReport, reply: ReportReply) -> pb::ResultAck {
     let (job_id, lease_id) = (result.job_id, result.lease_id);
     let (outcome, reason, message) = match reply.outcome {
-        ResultOutcome::Accepted => (Outcome::Accepted, Reason::Unspecified, String::new()),
-        ResultOutcome::Duplicate => (Outcome::Duplicate, Reason::Unspecified, String::new()),
-        ResultOutcome::Confirmed => (Outcome::Confirmed, Reason::Unspecified, String::new()),
-        ResultOutcome::Conflict => (
+        Verdict::Accepted => (Outcome::Accepted, Reason::Unspecified, String::new()),
+        Verdict::Duplicate => (Outcome::Duplicate, Reason::Unspecified, String::new()),
+        Verdict::Confirmed => (Outcome::Confirmed, Reason::Unspecified, String::new()),
+        Verdict::Conflict => (
             Outcome::Conflict,
             Reason::Unspecified,
             "result disagrees with another result for this job; it will be re-run".into(),
         ),
-        ResultOutcome::ErrorRecorded => {
-            (Outcome::ErrorRecorded, Reason::Unspecified, String::new())
-        }
-        ResultOutcome::UnknownJob => (
+        Verdict::ErrorRecorded => (Outcome::ErrorRecorded, Reason::Unspecified, String::new()),
+        Verdict::UnknownJob => (
             Outcome::Rejected,
             Reason::UnknownJob,
             format!("job {job_id} is not in this run's job list"),
         ),
-        ResultOutcome::UntrustedWorker => (
+        Verdict::UntrustedWorker => (
             Outcome::Rejected,
             Reason::UntrustedWorker,
             format!(
@@ -168,22 +166,22 @@ pub fn result_ack(result: &ReportedResult, reply: ResultReply) -> pb::ResultAck 
                 result.worker_id
             ),
         ),
-        ResultOutcome::UnknownLease => (
+        Verdict::UnknownLease => (
             Outcome::Rejected,
             Reason::UnknownLease,
             format!("lease {lease_id} was not issued to this worker for job {job_id}"),
         ),
-        ResultOutcome::UnknownWorker => (
+        Verdict::UnknownWorker => (
             Outcome::Rejected,
             Reason::UnknownWorker,
             format!("worker {} is not registered (register again)", result.worker_id),
         ),
-        ResultOutcome::BadSecret => (
+        Verdict::BadSecret => (
             Outcome::Rejected,
             Reason::BadWorkerSecret,
             format!("the result names worker {} without its secret", result.worker_id),
         ),
-        ResultOutcome::Implausible => (
+        Verdict::Implausible => (
             Outcome::Rejected,
             Reason::UntrustedWorker,
             format!("counts that no solver gives for job {job_id}: the worker is untrusted"),
@@ -211,8 +209,8 @@ pub fn rejected_ack(msg: &pb::JobResult, reason: Reason, message: String) -> pb:
     }
 }
 
-impl From<&ResultRecord> for pb::RunResult {
-    fn from(r: &ResultRecord) -> Self {
+impl From<&RunResult> for pb::RunResult {
+    fn from(r: &RunResult) -> Self {
         let classes = match (r.count2, r.count4, r.count8) {
             (Some(count2), Some(count4), Some(count8)) => {
                 Some(pb::Classes::from(Classes { count2, count4, count8 }))
@@ -235,7 +233,7 @@ impl From<&ResultRecord> for pb::RunResult {
 }
 
 /// The classes, where present, must add up to the total and the unique count.
-impl TryFrom<pb::RunResult> for ResultRecord {
+impl TryFrom<pb::RunResult> for RunResult {
     type Error = WireError;
     fn try_from(r: pb::RunResult) -> Result<Self, WireError> {
         let classes = r.classes.map(Classes::from);
@@ -248,7 +246,7 @@ impl TryFrom<pb::RunResult> for ResultRecord {
                 )));
             }
         }
-        Ok(ResultRecord {
+        Ok(RunResult {
             n: narrow("result n", r.n)?,
             total,
             unique,
@@ -337,7 +335,7 @@ impl StatusView {
             waiting_on_leases: r.waiting_on_leases,
             conflicts: r.conflicts,
             complete: r.complete,
-            result: r.result.map(ResultRecord::try_from).transpose()?,
+            result: r.result.map(RunResult::try_from).transpose()?,
         };
         Ok(StatusView {
             progress,
@@ -387,8 +385,8 @@ impl StatusReport {
 mod tests {
     use super::*;
 
-    fn record(total: u128, classes: (u128, u128, u128)) -> ResultRecord {
-        ResultRecord {
+    fn record(total: u128, classes: (u128, u128, u128)) -> RunResult {
+        RunResult {
             n: 29,
             total,
             unique: classes.0 + classes.1 + classes.2,
@@ -410,10 +408,10 @@ mod tests {
         let r = record(total, classes);
         let wire = pb::RunResult::from(&r);
         assert_ne!(wire.total_hi, 0);
-        assert_eq!(ResultRecord::try_from(wire), Ok(r));
+        assert_eq!(RunResult::try_from(wire), Ok(r));
         let mut bad = wire;
         bad.total_hi += 1;
-        assert!(matches!(ResultRecord::try_from(bad), Err(WireError::Inconsistent(_))));
+        assert!(matches!(RunResult::try_from(bad), Err(WireError::Inconsistent(_))));
     }
 
     #[test]

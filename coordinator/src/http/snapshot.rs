@@ -5,7 +5,7 @@
 
 use super::history::{History, RatePoint, Sample};
 use crate::metrics::Metrics;
-use crate::report::ResultRecord;
+use crate::report::RunResult;
 use crate::status::{Progress, RunName, StatusReader, WorkerView};
 use nqueens_scheduler::state::{JobState, JobsByState};
 use nqueens_store::BlockedJobs;
@@ -120,7 +120,7 @@ pub struct StatusSource {
     metrics: Arc<Metrics>,
     history: Arc<Mutex<History>>,
     reader: Arc<StatusReader>,
-    complete: watch::Receiver<Option<ResultRecord>>,
+    complete: watch::Receiver<Option<RunResult>>,
     rows: tokio::sync::Mutex<RowsCache>,
     /// The done count last seen, and since when it has not moved (for the ETA's quiet time).
     progress: Mutex<Option<(u64, Instant)>>,
@@ -134,7 +134,7 @@ impl StatusSource {
         metrics: Arc<Metrics>,
         history: Arc<Mutex<History>>,
         reader: Arc<StatusReader>,
-        complete: watch::Receiver<Option<ResultRecord>>,
+        complete: watch::Receiver<Option<RunResult>>,
     ) -> StatusSource {
         StatusSource {
             run,

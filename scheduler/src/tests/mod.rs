@@ -7,7 +7,7 @@ use super::*;
 use crate::config::MAX_ERRORS;
 use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::jobs::Standing;
-use crate::outcome::{Change, Finding, ResultOutcome};
+use crate::outcome::{Change, Finding, Verdict};
 use crate::state::{JobState, ResultKind};
 use nqueens_core::JobCounts;
 use std::collections::HashMap;
@@ -70,23 +70,11 @@ fn leases_longest_first_and_completes() {
     let (lease, ids) = l.lease(w(1), 2, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[4, 3]));
     assert_eq!(l.leased_by(w(1)), 2);
-    assert_eq!(
-        l.result(w(1), lease, j(4), solved(counts(1)), &[], &mut ch),
-        ResultOutcome::Accepted
-    );
+    assert_eq!(l.result(w(1), lease, j(4), solved(counts(1)), &[], &mut ch), Verdict::Accepted);
     assert_eq!(l.leased_by(w(1)), 1);
-    assert_eq!(
-        l.result(w(1), lease, j(4), solved(counts(1)), &[], &mut ch),
-        ResultOutcome::Duplicate
-    );
-    assert_eq!(
-        l.result(w(1), lease, j(2), solved(counts(1)), &[], &mut ch),
-        ResultOutcome::UnknownLease
-    );
-    assert_eq!(
-        l.result(w(1), lease, j(99), solved(counts(1)), &[], &mut ch),
-        ResultOutcome::UnknownJob
-    );
+    assert_eq!(l.result(w(1), lease, j(4), solved(counts(1)), &[], &mut ch), Verdict::Duplicate);
+    assert_eq!(l.result(w(1), lease, j(2), solved(counts(1)), &[], &mut ch), Verdict::UnknownLease);
+    assert_eq!(l.result(w(1), lease, j(99), solved(counts(1)), &[], &mut ch), Verdict::UnknownJob);
     assert_eq!(l.count(JobState::Done), 1);
     assert_eq!(l.count(JobState::Leased), 1);
     assert_eq!(l.count(JobState::Pending), 3);
@@ -109,13 +97,13 @@ fn conflicting_duplicate_reruns_job() {
     let mut l = life(1, false);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(6)), &[], &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Accepted);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(6)), &[], &mut ch), Verdict::Conflict);
     assert_eq!(l.count(JobState::Pending), 1);
     // Needs two agreeing workers now; worker 2 agrees with the first result.
     let (b, ids) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[0]));
-    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), &[], &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -124,14 +112,14 @@ fn verified_job_needs_a_second_worker() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Accepted);
     assert!(!l.is_complete());
     assert!(
         l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).is_none(),
         "same worker may not verify"
     );
     let (b, _) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), &[], &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -141,13 +129,10 @@ fn results_that_differ_only_in_work_done_agree() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Accepted);
     let (b, _) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
     let other_version = JobCounts { nodes: 7, ..counts(5) };
-    assert_eq!(
-        l.result(w(2), b, j(0), solved(other_version), &[], &mut ch),
-        ResultOutcome::Confirmed
-    );
+    assert_eq!(l.result(w(2), b, j(0), solved(other_version), &[], &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
     assert_eq!(l.conflicts_total(), 0);
 }
@@ -169,11 +154,11 @@ fn a_lone_worker_verifies_its_own_job_but_a_replay_does_not() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Duplicate);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Accepted);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Duplicate);
     assert!(!l.is_complete());
     let (b, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), b, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(w(1), b, j(0), solved(counts(5)), &[], &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -184,20 +169,20 @@ fn two_disputing_workers_alone_solve_again_and_only_the_other_side_settles() {
     let mut l = life(1, false);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Accepted);
     // B re-solves the done job (a lease lost in a restart, say) and disagrees.
     l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), &[], &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), &[], &mut ch), Verdict::Conflict);
     // A third worker would get the job; with none, both may solve it again.
     assert!(l.lease(w(A), 1, &ws(&[B, NOBODY]), Instant::now(), &mut ch).is_none());
     let (a2, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     // Repeating its own side of the dispute settles nothing: one more conflict.
-    assert_eq!(l.result(w(A), a2, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(w(A), a2, j(0), solved(counts(5)), &[], &mut ch), Verdict::Conflict);
     assert_eq!(l.count(JobState::Pending), 1);
     // Agreeing with the other worker settles it.
     let (b2, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(B), b2, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(w(B), b2, j(0), solved(counts(5)), &[], &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
     assert_eq!(l.jobs.entry(j(0)).counted.map(|(_, c)| c.solutions), Some(5));
 }
@@ -217,13 +202,13 @@ fn a_requeued_held_job_is_not_settled_by_one_worker_alone() {
     // Requeued by an operator, with only A around: A's repeat of its own answer holds it again.
     l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (a, _) = l.lease(w(A), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Conflict);
     assert_eq!(l.count(JobState::Held), 1);
     assert!(!l.is_complete());
     // Requeued again: agreeing with another worker's answer settles it.
     l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (a, _) = l.lease(w(A), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(A), a, j(0), solved(counts(7)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(w(A), a, j(0), solved(counts(7)), &[], &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -242,28 +227,25 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     // A solves the verification job wrongly, then three plain jobs that are counted.
     let (a1, ids) = l.lease(w(A), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[3]));
-    assert_eq!(l.result(w(A), a1, j(3), solved(counts(99)), &[], &mut ch), ResultOutcome::Accepted);
+    assert_eq!(l.result(w(A), a1, j(3), solved(counts(99)), &[], &mut ch), Verdict::Accepted);
     let (a2, ids) = l.lease(w(A), 3, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[2, 1, 0]));
     for id in [2, 1, 0] {
-        assert_eq!(
-            l.result(w(A), a2, j(id), solved(counts(id)), &[], &mut ch),
-            ResultOutcome::Accepted
-        );
+        assert_eq!(l.result(w(A), a2, j(id), solved(counts(id)), &[], &mut ch), Verdict::Accepted);
     }
     assert_eq!(l.count(JobState::Done), 3);
 
     // B disagrees: a conflict, still no one untrusted.
     let (b1, ids) = l.lease(w(B), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[3]));
-    assert_eq!(l.result(w(B), b1, j(3), solved(counts(5)), &[], &mut ch), ResultOutcome::Conflict);
+    assert_eq!(l.result(w(B), b1, j(3), solved(counts(5)), &[], &mut ch), Verdict::Conflict);
     assert!(!l.is_untrusted(w(A)) && !l.is_untrusted(w(B)));
 
     // C agrees with B: settled, A is untrusted and its counted jobs are re-run.
     let (c1, ids) = l.lease(w(C), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[3]));
     ch.clear();
-    assert_eq!(l.result(w(C), c1, j(3), solved(counts(5)), &[], &mut ch), ResultOutcome::Confirmed);
+    assert_eq!(l.result(w(C), c1, j(3), solved(counts(5)), &[], &mut ch), Verdict::Confirmed);
     assert!(l.is_untrusted(w(A)));
     assert!(!l.is_untrusted(w(B)) && !l.is_untrusted(w(C)));
     assert_eq!(l.untrusted_count(), 1);
@@ -287,19 +269,13 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     // A is refused; the others re-solve its jobs.
     ch.clear();
     assert!(l.lease(w(A), 3, &ws(&[NOBODY]), now, &mut ch).is_none());
-    assert_eq!(
-        l.result(w(A), a2, j(0), solved(counts(0)), &[], &mut ch),
-        ResultOutcome::UntrustedWorker
-    );
+    assert_eq!(l.result(w(A), a2, j(0), solved(counts(0)), &[], &mut ch), Verdict::UntrustedWorker);
     assert_eq!(l.heartbeat(w(A), &[a2], now, &mut ch), vec![a2]);
     assert!(ch.is_empty(), "refusals change nothing");
     let (b2, ids) = l.lease(w(B), 3, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[2, 1, 0]));
     for id in [2, 1, 0] {
-        assert_eq!(
-            l.result(w(B), b2, j(id), solved(counts(id)), &[], &mut ch),
-            ResultOutcome::Accepted
-        );
+        assert_eq!(l.result(w(B), b2, j(id), solved(counts(id)), &[], &mut ch), Verdict::Accepted);
     }
     assert!(l.is_complete());
 }
@@ -313,7 +289,7 @@ fn errors_fail_a_job_only_from_two_groups() {
         let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
         assert_eq!(
             l.result(w(1), a, j(0), Finding::SolverError("boom".into()), &[], &mut ch),
-            ResultOutcome::ErrorRecorded
+            Verdict::ErrorRecorded
         );
     }
     assert_eq!(l.count(JobState::Failed), 0);
@@ -356,7 +332,7 @@ fn two_workers_of_one_group_never_confirm_each_other_while_another_group_is_arou
     let (a, _) = l.lease(w(A), 1, &ws(&[B, C]), Instant::now(), &mut ch).unwrap();
     assert_eq!(
         l.result(w(A), a, j(2), solved(counts(9)), &ws(&[B, C]), &mut ch),
-        ResultOutcome::Accepted
+        Verdict::Accepted
     );
     // The job waits for another group: B (A's group) is not given it while C could be.
     let (b, ids) = l.lease(w(B), 1, &ws(&[A, C]), Instant::now(), &mut ch).unwrap();
@@ -368,7 +344,7 @@ fn two_workers_of_one_group_never_confirm_each_other_while_another_group_is_arou
     assert!(ids.contains(&j(2)));
     assert_eq!(
         l.result(w(B), b, j(2), solved(counts(9)), &ws(&[A, C]), &mut ch),
-        ResultOutcome::Accepted
+        Verdict::Accepted
     );
     assert_eq!(l.jobs.entry(j(2)).counted, None, "one group confirmed itself");
     assert!(l.known_answer(j(2)).is_none());
@@ -377,7 +353,7 @@ fn two_workers_of_one_group_never_confirm_each_other_while_another_group_is_arou
     assert!(ids.contains(&j(2)));
     assert_eq!(
         l.result(w(C), c, j(2), solved(counts(9)), &ws(&[A, B]), &mut ch),
-        ResultOutcome::Confirmed
+        Verdict::Confirmed
     );
     assert_eq!(l.known_answer(j(2)), Some(counts(9)));
 }
@@ -391,10 +367,7 @@ fn a_dispute_is_settled_by_the_referee_and_the_liar_untrusted() {
     let (a, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     l.result(w(A), a, j(0), solved(counts(5)), &ws(&[B]), &mut ch);
     let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(
-        l.result(w(B), b, j(0), solved(counts(6)), &ws(&[A]), &mut ch),
-        ResultOutcome::Conflict
-    );
+    assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), &ws(&[A]), &mut ch), Verdict::Conflict);
     assert_eq!(l.take_referee_jobs(), js(&[0]));
     l.add_reference(j(0), counts(5), &mut ch);
     assert!(l.is_untrusted(w(B)) && !l.is_untrusted(w(A)));
@@ -413,7 +386,7 @@ fn the_duration_model_takes_the_lower_median_and_ignores_duplicates() {
     // A replay claiming 1e300 seconds changes nothing.
     for _ in 0..600 {
         let poison = Finding::Solved { counts: counts(1), seconds: 1e300 };
-        assert_eq!(l.result(w(1), a, j(5), poison, &[], &mut ch), ResultOutcome::Duplicate);
+        assert_eq!(l.result(w(1), a, j(5), poison, &[], &mut ch), Verdict::Duplicate);
     }
     assert_eq!(l.seconds_per_estimate(), Some(rate));
     // A second worker claiming huge times does not move the lower median either.
@@ -434,22 +407,19 @@ fn a_new_worker_is_believed_alone_only_after_agreeing_with_others() {
     // A is new and B is around: A's answer waits for B's.
     let (a, ids) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     let job = ids[0];
-    assert_eq!(
-        l.result(w(A), a, j(job), solved(counts(5)), &ws(&[B]), &mut ch),
-        ResultOutcome::Accepted
-    );
+    assert_eq!(l.result(w(A), a, j(job), solved(counts(5)), &ws(&[B]), &mut ch), Verdict::Accepted);
     assert_eq!(l.count(JobState::Done), 0);
     let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
     assert_eq!(
         l.result(w(B), b, j(job), solved(counts(5)), &ws(&[A]), &mut ch),
-        ResultOutcome::Confirmed
+        Verdict::Confirmed
     );
     assert!(!l.on_probation(w(A)) && !l.on_probation(w(B)));
     // Proven, A's next answer counts at once.
     let (a, ids) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     assert_eq!(
         l.result(w(A), a, j(ids[0]), solved(counts(1)), &ws(&[B]), &mut ch),
-        ResultOutcome::Accepted
+        Verdict::Accepted
     );
     assert_eq!(l.count(JobState::Done), 2);
     // C is new and lies: its answer waits, B contradicts it, A settles it, C is untrusted.
@@ -457,20 +427,20 @@ fn a_new_worker_is_believed_alone_only_after_agreeing_with_others() {
     let job = ids[0];
     assert_eq!(
         l.result(w(C), c, j(job), solved(counts(9)), &ws(&[A, B]), &mut ch),
-        ResultOutcome::Accepted
+        Verdict::Accepted
     );
     let (b, ids) = l.lease(w(B), 4, &ws(&[A, C]), Instant::now(), &mut ch).unwrap();
     assert!(ids.contains(&job));
     assert_eq!(
         l.result(w(B), b, j(job), solved(counts(8)), &ws(&[A, C]), &mut ch),
-        ResultOutcome::Conflict
+        Verdict::Conflict
     );
     l.release(w(B), b, &[], &mut ch);
     let (a, ids) = l.lease(w(A), 4, &ws(&[B, C]), Instant::now(), &mut ch).unwrap();
     assert!(ids.contains(&job));
     assert_eq!(
         l.result(w(A), a, j(job), solved(counts(8)), &ws(&[B, C]), &mut ch),
-        ResultOutcome::Confirmed
+        Verdict::Confirmed
     );
     assert!(l.is_untrusted(w(C)) && !l.is_untrusted(w(A)) && !l.is_untrusted(w(B)));
     assert_eq!(l.jobs.entry(job).counted.map(|(_, c)| c.solutions), Some(8));
@@ -485,7 +455,7 @@ fn a_worker_alone_is_believed_while_nobody_can_compare() {
     for id in ids {
         assert_eq!(
             l.result(w(1), a, j(id), solved(counts(id.get())), &[], &mut ch),
-            ResultOutcome::Accepted
+            Verdict::Accepted
         );
     }
     assert!(l.is_complete());
