@@ -10,7 +10,8 @@
 //! against each other. `--sample K` solves every K-th job only (boards too big to solve whole).
 //! The GPU time includes splitting jobs into items and the symmetric counts on the CPU (what
 //! `solve --gpu` pays), not the one kernel build per stack depth (done in an untimed warm-up).
-//! `--no-lookahead` builds the kernel without the check of the row after next.
+//! `--no-lookahead` builds the kernel without the check of the row after next. `GPU nodes` is the
+//! queens the kernel placed (its steps) plus those placed by the host while splitting.
 
 use nqueens_core::{job_list, parallel, Job, SplitParams, Tally};
 use nqueens_gpu::{DeviceSelector, GpuOptions, GpuSolver};
@@ -58,8 +59,8 @@ fn main() {
     println!("GPU: {}", gpu.device());
     println!("CPU: {threads} threads");
     println!(
-        "{:>3} {:>9} {:>20} {:>12} {:>12} {:>10} {:>12}",
-        "N", "jobs", "solutions", "CPU s", "GPU s", "CPU/GPU", "GPU items"
+        "{:>3} {:>9} {:>20} {:>12} {:>12} {:>10} {:>12} {:>16}",
+        "N", "jobs", "solutions", "CPU s", "GPU s", "CPU/GPU", "GPU items", "GPU nodes"
     );
     for n in sizes {
         let list = job_list(n, &SplitParams::default()).unwrap();
@@ -67,7 +68,7 @@ fn main() {
         // Warm-up: builds the kernel for this board's stack depth.
         gpu.solve_jobs(&jobs[..jobs.len().min(64)]).unwrap();
         let (mut cpu_times, mut gpu_times, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-        let mut solutions = 0u128;
+        let (mut solutions, mut nodes) = (0u128, 0u64);
         for round in 0..runs {
             let started = Instant::now();
             let cpu_tally = std::sync::Mutex::new(Tally::new(n).unwrap());
@@ -90,6 +91,7 @@ fn main() {
                 "N={n}: GPU and CPU disagree"
             );
             solutions = cpu_tally.total;
+            nodes = counts.iter().map(|c| c.nodes).sum();
             eprintln!(
                 "N={n} round {round}: CPU {cpu:.3} s, GPU {gpu_s:.3} s, {:?}",
                 gpu.last_stats()
@@ -99,7 +101,7 @@ fn main() {
             ratios.push(cpu / gpu_s);
         }
         println!(
-            "{n:>3} {:>9} {solutions:>20} {:>12.3} {:>12.3} {:>10.2} {:>12}",
+            "{n:>3} {:>9} {solutions:>20} {:>12.3} {:>12.3} {:>10.2} {:>12} {nodes:>16}",
             jobs.len(),
             median(&mut cpu_times),
             median(&mut gpu_times),

@@ -40,8 +40,26 @@ use nqueens_core::{Job, JobCounts};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// The kernel source (OpenCL C in a subset NVRTC could also compile, see its header).
+/// The kernel source (OpenCL C in a subset NVRTC also compiles under [`CUDA_PRELUDE`], see its
+/// header).
 pub const KERNEL_SOURCE: &str = include_str!("kernel.cl");
+
+/// The prelude under which NVRTC compiles [`KERNEL_SOURCE`] as CUDA C++ (its header gives the same
+/// text): a CUDA host path would prepend it and pass `-DNQ_MAXL=...u -DNQ_WG=...u`, as the OpenCL
+/// path does. `gpu/tests/kernel_nvrtc.rs` compiles the kernel this way for Hopper.
+pub const CUDA_PRELUDE: &str = r#"typedef unsigned int uint;
+typedef unsigned long long ulong;
+#define NQ_KERNEL extern "C" __global__ void __launch_bounds__(NQ_WG)
+#define NQ_GLOBAL
+#define NQ_LOCAL __shared__
+#define NQ_LANE threadIdx.x
+#define NQ_GID (blockIdx.x * blockDim.x + threadIdx.x)
+#define NQ_POPCOUNT(x) __popc(x)
+#define NQ_ATOMIC_INC(p) atomicAdd((p), 1u)
+#define NQ_UINT4(a, b, c, d) make_uint4((a), (b), (c), (d))
+#define NQ_UINT2(a, b) make_uint2((a), (b))
+#define NQ_PRELUDE_DONE
+"#;
 
 /// A fault to inject, for tests of the error paths: it makes a real OpenCL call fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +95,9 @@ pub struct GpuOptions {
     pub max_items: Option<usize>,
     /// Wanted length of one dispatch; the step budget adapts to it.
     pub dispatch_ms: u64,
+    /// Most steps a lane takes in one dispatch, in units of 1024 (tests set 1 so that items stop
+    /// and resume across many dispatches) [default: 2^20].
+    pub max_chunks: u32,
     /// Check the row after next before searching a row (prunes dead states; on by default,
     /// off to measure what it brings).
     pub lookahead: bool,
@@ -92,6 +113,7 @@ impl Default for GpuOptions {
             target_items: None,
             max_items: None,
             dispatch_ms: 100,
+            max_chunks: 1 << 20,
             lookahead: true,
             fault: None,
         }
@@ -99,11 +121,19 @@ impl Default for GpuOptions {
 }
 
 impl GpuOptions {
-    /// The defaults, with `NQ_GPU_ITEMS` as [`GpuOptions::target_items`] if set. Faults are never
-    /// read from the environment here: a program that wants them asks [`Fault::from_env`].
+    /// The defaults, with these if set (for trying settings on a card without a rebuild):
+    /// `NQ_GPU_ITEMS` ([`GpuOptions::target_items`]), `NQ_GPU_WG` ([`GpuOptions::work_group`]),
+    /// `NQ_GPU_LOOKAHEAD=0|1` ([`GpuOptions::lookahead`]). Faults are never read from the
+    /// environment here: a program that wants them asks [`Fault::from_env`].
     pub fn from_env() -> Self {
-        let target_items = std::env::var("NQ_GPU_ITEMS").ok().and_then(|v| v.trim().parse().ok());
-        GpuOptions { target_items, ..GpuOptions::default() }
+        let number = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse().ok());
+        let defaults = GpuOptions::default();
+        GpuOptions {
+            target_items: number("NQ_GPU_ITEMS"),
+            work_group: number("NQ_GPU_WG").unwrap_or(defaults.work_group),
+            lookahead: number("NQ_GPU_LOOKAHEAD").map_or(defaults.lookahead, |v: usize| v != 0),
+            ..defaults
+        }
     }
 }
 
@@ -268,9 +298,10 @@ impl GpuSolver {
         }
         let wg = self.options.work_group;
         let info = self.opened.info.clone();
-        // Local memory: 5 words per level and lane; deeper stacks than the device holds are refused.
+        // Local memory: 6 words per level and lane (a frame of 4, the row data of 2); deeper
+        // stacks than the device holds are refused.
         let maxl = batch.maxl.max(2);
-        let local_bytes = (maxl * 5 * wg * 4) as u64;
+        let local_bytes = (maxl * 6 * wg * 4) as u64;
         if local_bytes > info.local_mem_bytes {
             return Err(GpuError::OutOfMemory {
                 what: format!(
@@ -286,10 +317,11 @@ impl GpuSolver {
             .max(1);
         let wanted = info.compute_units.max(1) as usize * groups_per_unit * wg;
         let lanes = wanted.min(n_items.div_ceil(wg) * wg);
-        let save_words = 10 + 4 * maxl;
+        let save_words = 6 + 4 * maxl;
         let fault = self.options.fault;
         let dispatch = Duration::from_millis(self.options.dispatch_ms.max(1));
-        let mut chunks = self.chunks;
+        let max_chunks = self.options.max_chunks.max(1);
+        let mut chunks = self.chunks.clamp(1, max_chunks);
         self.ensure_kernel(maxl)?;
         let kernel = &self.kernels[&maxl];
         let queue = &self.opened.queue;
@@ -332,7 +364,7 @@ impl GpuSolver {
             // Longer or shorter dispatches, towards the wanted length (at most x4 per step).
             let took = t.elapsed().as_secs_f64().max(1e-4);
             let factor = (dispatch.as_secs_f64() / took).clamp(0.25, 4.0);
-            chunks = ((chunks as f64 * factor) as u32).clamp(1, 1 << 20);
+            chunks = ((chunks as f64 * factor) as u32).clamp(1, max_chunks);
             // Lanes that found the list empty pushed `next` past the end; bring it back so it
             // cannot wrap over many dispatches.
             let reset = [next.min(n_items as u32), 0u32];

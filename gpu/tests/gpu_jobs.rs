@@ -89,6 +89,7 @@ fn resumed_items_count_the_same() {
         target_items: Some(64),
         max_items: Some(256),
         dispatch_ms: 1,
+        max_chunks: 1,
         ..GpuOptions::default()
     };
     let Some(mut gpu) = solver_with(options) else { return };

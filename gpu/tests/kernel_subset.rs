@@ -4,11 +4,15 @@
 
 use std::process::Command;
 
-/// The NVRTC prelude of `kernel.cl`'s header, with host stand-ins for `__global__`, `__shared__`,
-/// `threadIdx`, `__popc` and `atomicAdd`.
+/// `nqueens_gpu::CUDA_PRELUDE`, with host stand-ins for `__global__`, `__shared__`,
+/// `threadIdx`, `__popc`, `atomicAdd`, `uint4`/`uint2` and their constructors.
 const HOST_PRELUDE: &str = r#"
 typedef unsigned int uint;
 typedef unsigned long long ulong;
+struct uint4 { uint x, y, z, w; };
+struct uint2 { uint x, y; };
+static uint4 make_uint4(uint a, uint b, uint c, uint d) { return uint4{a, b, c, d}; }
+static uint2 make_uint2(uint a, uint b) { return uint2{a, b}; }
 #define NQ_KERNEL extern "C" void
 #define NQ_GLOBAL
 #define NQ_LOCAL static
@@ -16,6 +20,8 @@ typedef unsigned long long ulong;
 #define NQ_GID 0u
 #define NQ_POPCOUNT(x) __builtin_popcount(x)
 #define NQ_ATOMIC_INC(p) ((*(p))++)
+#define NQ_UINT4(a, b, c, d) make_uint4((a), (b), (c), (d))
+#define NQ_UINT2(a, b) make_uint2((a), (b))
 #define NQ_PRELUDE_DONE
 #define NQ_MAXL 16u
 #define NQ_WG 64u
