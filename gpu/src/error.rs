@@ -5,14 +5,15 @@ use thiserror::Error;
 /// that saw an error yields no counts at all.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum GpuError {
-    /// No OpenCL library could be loaded, or it lists no platform (no driver installed).
-    #[error("no OpenCL platform: {reason}")]
+    /// No GPU library could be loaded (OpenCL's loader, CUDA's driver or NVRTC), or it lists no
+    /// platform (no driver installed).
+    #[error("no GPU platform: {reason}")]
     NoPlatform {
         /// What was missing.
         reason: String,
     },
-    /// No OpenCL device matches the selection.
-    #[error("no OpenCL device: {reason}")]
+    /// No device matches the selection.
+    #[error("no GPU device: {reason}")]
     NoDevice {
         /// What was asked for and what exists.
         reason: String,
@@ -32,17 +33,21 @@ pub enum GpuError {
         what: String,
     },
     /// The device stopped answering or reported a failed kernel (a crash or watchdog reset).
-    #[error("GPU device lost while {what} (OpenCL error {code})")]
+    #[error("GPU device lost while {what} ({api} error {code})")]
     DeviceLost {
-        /// The OpenCL error code.
+        /// The API that reported it (OpenCL or CUDA).
+        api: &'static str,
+        /// The API's error code.
         code: i32,
         /// What the host was doing.
         what: String,
     },
-    /// Any other OpenCL error.
-    #[error("OpenCL error {code} ({name}) while {what}")]
+    /// Any other error of the device's API.
+    #[error("{api} error {code} ({name}) while {what}")]
     Runtime {
-        /// The OpenCL error code.
+        /// The API that reported it (OpenCL or CUDA).
+        api: &'static str,
+        /// The API's error code.
         code: i32,
         /// Its name.
         name: String,
@@ -77,12 +82,40 @@ impl GpuError {
             }
             // CL_OUT_OF_RESOURCES: how NVIDIA reports a kernel that crashed or was killed;
             // CL_DEVICE_NOT_AVAILABLE; -9999: NVIDIA's code for an illegal access / lost device.
-            -5 | -2 | -9999 => GpuError::DeviceLost { code, what },
+            -5 | -2 | -9999 => GpuError::DeviceLost { api: "OpenCL", code, what },
             _ => GpuError::Runtime {
+                api: "OpenCL",
                 code,
                 name: opencl3::error_codes::error_text(code).to_owned(),
                 what,
             },
+        }
+    }
+
+    /// The error for CUDA driver status `code` (named `name`) met while doing `what`.
+    pub(crate) fn from_cuda(code: i32, name: String, what: &str) -> GpuError {
+        let what = what.to_owned();
+        match code {
+            // CUDA_ERROR_OUT_OF_MEMORY
+            2 => GpuError::OutOfMemory { what: format!("{what} (CUDA error {code}, {name})") },
+            // ECC uncorrectable, illegal address, launch out of resources, launch timeout (the
+            // watchdog), launch failed, illegal instruction and the other sticky kernel faults.
+            214 | 700 | 701 | 702 | 714..=720 => GpuError::DeviceLost { api: "CUDA", code, what },
+            _ => GpuError::Runtime { api: "CUDA", code, name, what },
+        }
+    }
+
+    /// The same error, its reason followed by `note` (for a platform or device that was not
+    /// found, with why the other API did not serve either).
+    pub(crate) fn with_note(self, note: &str) -> GpuError {
+        match self {
+            GpuError::NoPlatform { reason } => {
+                GpuError::NoPlatform { reason: format!("{reason}; {note}") }
+            }
+            GpuError::NoDevice { reason } => {
+                GpuError::NoDevice { reason: format!("{reason}; {note}") }
+            }
+            other => other,
         }
     }
 

@@ -27,14 +27,17 @@
 
 #![warn(missing_docs)]
 
+mod backend;
+mod cuda;
 mod device;
 mod error;
 mod items;
+mod opencl;
 
 pub use device::{list_devices, DeviceInfo, DeviceKind, DeviceSelector};
 pub use error::GpuError;
 
-use device::{cl, Opened};
+use backend::{Backend, Kernel};
 use items::{Batch, Planner};
 use nqueens_core::{Job, JobCounts};
 use std::collections::HashMap;
@@ -165,10 +168,10 @@ pub struct Progress {
 
 /// An OpenCL device ready to count jobs. Not shared between threads: one owner drives the device.
 pub struct GpuSolver {
-    opened: Opened,
+    device: Box<dyn Backend>,
     options: GpuOptions,
     /// Compiled kernels by stack depth (`NQ_MAXL`).
-    kernels: HashMap<usize, cl::Kernel>,
+    kernels: HashMap<usize, Kernel>,
     /// Step budget of a dispatch, in units of 1024 steps; adapted to `dispatch_ms`.
     chunks: u32,
     stats: SolveStats,
@@ -195,9 +198,9 @@ impl GpuSolver {
                 reason: format!("work group {} is not a power of two", options.work_group),
             });
         }
-        let opened = Opened::open(selector)?;
+        let device = device::open(selector)?;
         let mut solver = GpuSolver {
-            opened,
+            device,
             options,
             kernels: HashMap::new(),
             chunks: 4,
@@ -218,7 +221,7 @@ impl GpuSolver {
 
     /// The device in use.
     pub fn device(&self) -> &DeviceInfo {
-        &self.opened.info
+        self.device.info()
     }
 
     /// What the last call to [`GpuSolver::solve_jobs`] did.
@@ -239,7 +242,7 @@ impl GpuSolver {
     ) -> Result<Vec<JobCounts>, GpuError> {
         let started = Instant::now();
         self.stats = SolveStats { jobs: jobs.len(), ..SolveStats::default() };
-        let gpu = self.opened.info.kind == DeviceKind::Gpu;
+        let gpu = self.device.info().kind == DeviceKind::Gpu;
         let target =
             self.options.target_items.unwrap_or(if gpu { 1 << 21 } else { 1 << 14 }).max(1);
         let max_items = self.options.max_items.unwrap_or(target.saturating_mul(4)).max(target);
@@ -280,24 +283,32 @@ impl GpuSolver {
                 source.push_str("#error \"fault injected: NQ_GPU_FAULT=build\"\n");
             }
             source.push_str(KERNEL_SOURCE);
-            let mut defines = format!("-D NQ_MAXL={maxl}u -D NQ_WG={}u", self.options.work_group);
+            let mut defines =
+                vec![format!("NQ_MAXL={maxl}u"), format!("NQ_WG={}u", self.options.work_group)];
             if !self.options.lookahead {
-                defines.push_str(" -D NQ_NO_LOOKAHEAD");
+                defines.push("NQ_NO_LOOKAHEAD".to_owned());
             }
-            let kernel = self.opened.build(&source, &defines)?;
+            let kernel = self.device.build(&source, &defines)?;
             self.kernels.insert(maxl, kernel);
         }
         Ok(())
     }
 
-    /// Counts every item of one batch; one 64-bit count (and node count) per item.
+    /// Counts every item of one batch; one 64-bit count (and node count) per item. The batch's
+    /// buffers are freed whatever the outcome.
     fn run_batch(&mut self, batch: &Batch) -> Result<Vec<(u64, u64)>, GpuError> {
+        let result = self.count_batch(batch);
+        self.device.release_buffers();
+        result
+    }
+
+    fn count_batch(&mut self, batch: &Batch) -> Result<Vec<(u64, u64)>, GpuError> {
         let n_items = batch.items;
         if n_items == 0 {
             return Ok(Vec::new());
         }
         let wg = self.options.work_group;
-        let info = self.opened.info.clone();
+        let info = self.device.info().clone();
         // Local memory: 6 words per level and lane (a frame of 4, the row data of 2); deeper
         // stacks than the device holds are refused.
         let maxl = batch.maxl.max(2);
@@ -323,39 +334,39 @@ impl GpuSolver {
         let max_chunks = self.options.max_chunks.max(1);
         let mut chunks = self.chunks.clamp(1, max_chunks);
         self.ensure_kernel(maxl)?;
-        let kernel = &self.kernels[&maxl];
-        let queue = &self.opened.queue;
-        let context = &self.opened.context;
+        let kernel = self.kernels[&maxl];
+        let device = self.device.as_mut();
         let started = Instant::now();
 
-        let table = device::upload(context, queue, &batch.table, false, "the job table")?;
-        let items = device::upload(context, queue, &batch.item_words, false, "the work items")?;
-        let mut counters = device::upload(context, queue, &[0u32, 0u32], true, "the counters")?;
-        let counts = device::filled(context, queue, n_items, u64::MAX, "the item counts")?;
-        let nodes = device::filled(context, queue, n_items, 0u64, "the node counts")?;
-        let saved = device::filled(context, queue, lanes * save_words, 0u32, "the saved stacks")?;
+        let table = backend::upload(device, &batch.table, "the job table")?;
+        let items = backend::upload(device, &batch.item_words, "the work items")?;
+        let counters = backend::upload(device, &[0, 0], "the counters")?;
+        // Two words per 64-bit count; every count starts at u64::MAX (never a count).
+        let counts = device.alloc(2 * n_items, u32::MAX, "the item counts")?;
+        let nodes = device.alloc(2 * n_items, 0, "the node counts")?;
+        let saved = device.alloc(lanes * save_words, 0, "the saved stacks")?;
+        let args = |chunks| backend::Args {
+            table,
+            items,
+            n_items: n_items as u32,
+            counters,
+            counts,
+            nodes,
+            saved,
+            chunks,
+        };
 
         let mut dispatches = 0usize;
         loop {
             let t = Instant::now();
-            let args = device::Args {
-                table: &table,
-                items: &items,
-                n_items: n_items as u32,
-                counters: &counters,
-                counts: &counts,
-                nodes: &nodes,
-                saved: &saved,
-                chunks,
-            };
-            device::dispatch(queue, kernel, &args, lanes, wg)?;
+            device.dispatch(kernel, &args(chunks), lanes, wg)?;
             let mut state = [0u32; 2];
-            device::read(queue, &counters, 0, &mut state, "the progress counters")?;
+            device.read(counters, 0, &mut state, "the progress counters")?;
             dispatches += 1;
             if fault == Some(Fault::MidBatch) && dispatches == 1 {
-                // A read past the end of a buffer: the driver's own error, as a lost device gives.
+                // A read past the end of a buffer: refused with the API's own error.
                 let mut beyond = [0u32; 4];
-                device::read(queue, &counters, 2, &mut beyond, "the progress counters")?;
+                device.read(counters, 2, &mut beyond, "the progress counters")?;
             }
             let [next, pending] = state;
             if next as usize >= n_items && pending == 0 {
@@ -367,14 +378,11 @@ impl GpuSolver {
             chunks = ((chunks as f64 * factor) as u32).clamp(1, max_chunks);
             // Lanes that found the list empty pushed `next` past the end; bring it back so it
             // cannot wrap over many dispatches.
-            let reset = [next.min(n_items as u32), 0u32];
-            device::write(queue, &mut counters, &reset, "the progress counters")?;
+            device.write(counters, &[next.min(n_items as u32), 0], "the progress counters")?;
         }
         self.chunks = chunks;
-        let mut found = vec![0u64; n_items];
-        let mut placed = vec![0u64; n_items];
-        device::read(queue, &counts, 0, &mut found, "the item counts")?;
-        device::read(queue, &nodes, 0, &mut placed, "the node counts")?;
+        let found = backend::read_u64(device, counts, n_items, "the item counts")?;
+        let placed = backend::read_u64(device, nodes, n_items, "the node counts")?;
         self.stats.dispatches += dispatches;
         self.stats.device_seconds += started.elapsed().as_secs_f64();
         // Every item writes its count exactly once; one left at the fill value was never counted.

@@ -186,9 +186,22 @@ fn no_platform_is_a_clear_error() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && stdout.contains("CHILD-NO-PLATFORM: no OpenCL platform"),
+        out.status.success()
+            && stdout.contains("CHILD-NO-PLATFORM: no GPU platform")
+            && stdout.contains("OpenCL"),
         "child: {}\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn cuda_without_a_driver_is_a_clear_error() {
+    // Where a CUDA driver is installed (a card's machine) the device may open: nothing to check.
+    match GpuSolver::new(DeviceSelector::Cuda(0)) {
+        Err(GpuError::NoPlatform { reason }) => assert!(reason.contains("libcuda"), "{reason}"),
+        Err(e @ GpuError::NoDevice { .. }) => assert!(e.to_string().contains("CUDA"), "{e}"),
+        Err(e) => panic!("expected no CUDA platform or device, got {e}"),
+        Ok(s) => eprintln!("a CUDA device is here: {}", s.device()),
+    }
 }

@@ -40,23 +40,30 @@ pub enum GpuMode {
     /// The first GPU found, if any (else CPU only, and the log says so); never an OpenCL CPU
     /// device such as pocl's, which is slower than the CPU solver.
     Auto,
-    /// The OpenCL device with this index (`nqueens-coordinator gpus` lists them); not usable is
-    /// an error at start.
+    /// The OpenCL device with this index (in the order of the OpenCL platforms and their
+    /// devices); not usable is an error at start.
     Index(usize),
+    /// The CUDA device with this ordinal, through the CUDA driver and NVRTC (cards whose OpenCL
+    /// is missing); not usable is an error at start.
+    Cuda(usize),
 }
 
 impl std::str::FromStr for GpuMode {
     type Err = String;
 
-    /// `off`, `auto` or a device index.
+    /// `off`, `auto`, an OpenCL device index, or `cuda` / `cuda:ORDINAL`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |other: &str| {
+            format!("{other:?} is not `auto`, `off`, a device index, `cuda` or `cuda:ORDINAL`")
+        };
         match s.trim() {
             "off" => Ok(GpuMode::Off),
             "auto" => Ok(GpuMode::Auto),
-            other => other
-                .parse()
-                .map(GpuMode::Index)
-                .map_err(|_| format!("{other:?} is not `auto`, `off` or a device index")),
+            "cuda" => Ok(GpuMode::Cuda(0)),
+            other => match other.strip_prefix("cuda:") {
+                Some(ordinal) => ordinal.parse().map(GpuMode::Cuda).map_err(|_| bad(other)),
+                None => other.parse().map(GpuMode::Index).map_err(|_| bad(other)),
+            },
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The GPU lane: one thread that owns the OpenCL device and counts leased jobs in batches, beside
+//! The GPU lane: one thread that owns the device (OpenCL or CUDA) and counts leased jobs in batches, beside
 //! (or instead of) the CPU pool.
 //!
 //! Leased jobs wait in the lane's queue; the lane takes all that wait at once (a batch fills the
@@ -73,6 +73,7 @@ pub(crate) fn open(config: &WorkerConfig) -> Result<Option<GpuSolver>, WorkerErr
         // Never pocl's CPU device: it is slower than the CPU solver on the same cores.
         GpuMode::Auto => DeviceSelector::GpuOnly,
         GpuMode::Index(i) => DeviceSelector::Index(i),
+        GpuMode::Cuda(ordinal) => DeviceSelector::Cuda(ordinal),
     };
     let opened = GpuSolver::with_options(selector, GpuOptions::from_env())
         .map_err(WorkerError::Gpu)

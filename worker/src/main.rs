@@ -30,11 +30,12 @@ struct Args {
     /// PEM of the CA that signed the coordinator's TLS certificate.
     #[arg(long, env = "NQ_TLS_CA")]
     tls_ca: Option<PathBuf>,
-    /// Count on a GPU: `auto` (also a bare `--gpu`) uses the first GPU found and says so, or the
-    /// CPU if there is none (an OpenCL CPU device such as pocl's is not taken); INDEX an OpenCL
-    /// device by number (an error if unusable); `off` the CPU only. With a GPU, CPU threads solve
-    /// beside it only if --threads is given.
-    #[arg(long, env = "NQ_GPU", value_name = "auto|INDEX|off", num_args = 0..=1, default_missing_value = "auto", default_value = "off")]
+    /// Count on a GPU: `auto` (also a bare `--gpu`) uses the first GPU found (OpenCL, else CUDA)
+    /// and says so, or the CPU if there is none (an OpenCL CPU device such as pocl's is not
+    /// taken); INDEX an OpenCL device by number, `cuda` or `cuda:ORDINAL` a CUDA device through
+    /// the CUDA driver and NVRTC (an error if unusable); `off` the CPU only. With a GPU, CPU
+    /// threads solve beside it only if --threads is given.
+    #[arg(long, env = "NQ_GPU", value_name = "auto|INDEX|cuda[:ORDINAL]|off", num_args = 0..=1, default_missing_value = "auto", default_value = "off")]
     gpu: nqueens_worker::GpuMode,
     /// With a GPU: how many CPU threads' worth of jobs to lease for it.
     #[arg(long, env = "NQ_GPU_SLOTS", default_value_t = 256)]

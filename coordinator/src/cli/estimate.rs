@@ -31,9 +31,10 @@ pub struct EstimateArgs {
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Project GPU time instead: time every K-th job of the list on an OpenCL device (`auto`: the
-    /// first GPU) and print GPU-hours and days on 1 to 512 cards.
-    #[arg(long, value_name = "auto|INDEX", num_args = 0..=1, default_missing_value = "auto")]
+    /// Project GPU time instead: time every K-th job of the list on a device (`auto`: the first
+    /// GPU, as `solve --gpu` takes it; `INDEX` an OpenCL device; `cuda[:ORDINAL]` a CUDA device)
+    /// and print GPU-hours and days on 1 to 512 cards.
+    #[arg(long, value_name = "auto|INDEX|cuda[:ORDINAL]", num_args = 0..=1, default_missing_value = "auto")]
     pub gpu: Option<nqueens_gpu::DeviceSelector>,
     /// With --gpu: the stride K of the sample [default: about 4096 jobs sampled].
     #[arg(long)]

@@ -38,11 +38,12 @@ pub struct SolveArgs {
     /// another board size, split or version is refused. Takes a single board size.
     #[arg(long, env = "NQ_STATE")]
     pub state: Option<PathBuf>,
-    /// Count on an OpenCL device (a GPU) instead of the cores: `--gpu` or `--gpu auto` takes the
-    /// first GPU (else any OpenCL device, such as pocl's CPU device), `--gpu gpu` a GPU only,
-    /// `--gpu INDEX` a device by its number. The symmetric counts stay on the CPU. The device used
-    /// is printed on stderr.
-    #[arg(long, value_name = "auto|gpu|INDEX", num_args = 0..=1, default_missing_value = "auto")]
+    /// Count on a GPU instead of the cores: `--gpu` or `--gpu auto` takes the first GPU (OpenCL,
+    /// else CUDA; else any OpenCL device, such as pocl's CPU device), `--gpu gpu` a GPU only,
+    /// `--gpu INDEX` an OpenCL device by its number, `--gpu cuda[:ORDINAL]` a CUDA device through
+    /// the CUDA driver and NVRTC. The symmetric counts stay on the CPU. The device used is
+    /// printed on stderr.
+    #[arg(long, value_name = "auto|gpu|INDEX|cuda[:ORDINAL]", num_args = 0..=1, default_missing_value = "auto")]
     pub gpu: Option<nqueens_gpu::DeviceSelector>,
 }
 
