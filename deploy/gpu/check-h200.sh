@@ -21,10 +21,13 @@
 # `run` finds an OpenCL loader (the system's, or the carried .deb unpacked into a private
 # directory) and an NVIDIA OpenCL driver: if no /etc/OpenCL/vendors/*.icd exists it looks for
 # libnvidia-opencl.so.1 and writes a vendor file into a private directory named by
-# OCL_ICD_VENDORS. It reports what it found, compiles Yao & Li's solver with nvcc for sm_90
-# (configuration 3, 5 pre-placed rows: their README's best for one card up to N=22), then runs
-# both solvers, each run under a time cap that keeps the whole under 10 minutes (a capped run
-# prints "over Ns" instead of a time). Nothing is installed system-wide.
+# OCL_ICD_VENDORS. For the CUDA path it finds the toolkit's NVRTC (NQ_NVRTC_LIB). It reports what
+# it found, tries our solver through OpenCL (`--gpu 0`) and CUDA (`--gpu cuda`), times the
+# smallest size with each working API, with and without the look-ahead, and runs the larger sizes
+# with the fastest. Then it compiles Yao & Li's solver with nvcc for sm_90 (configuration 3, 5
+# pre-placed rows: their README's best for one card up to N=22) and runs it. Each run has a time
+# cap that keeps the whole under 10 minutes (a capped run prints "over Ns" instead of a time).
+# Nothing is installed system-wide.
 #
 # NQ_CHECK_SIZES="12 13" replaces the board sizes (a dry run on a machine without the card).
 #
@@ -59,8 +62,12 @@ run() {
     work="$(mktemp -d /tmp/nq-gpu-check.XXXXXX)"
     deadline=$((SECONDS + 570))
     echo "== machine"
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi: not found"
-    command -v nvcc >/dev/null && nvcc --version | tail -1 || echo "nvcc: not found"
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    else
+        echo "nvidia-smi: not found"
+    fi
+    if command -v nvcc >/dev/null; then nvcc --version | tail -1; else echo "nvcc: not found"; fi
 
     echo "== OpenCL loader"
     if ldconfig -p 2>/dev/null | grep -q 'libOpenCL\.so\.1'; then
@@ -117,12 +124,54 @@ run() {
         awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
     }
 
-    echo "== our solver"
-    # Shows the device it uses on stderr.
-    "$here/nqueens-coordinator" solve 8 --gpu --json || { echo "our GPU path does not start"; exit 1; }
+    echo "== NVRTC (for the CUDA path)"
+    if [[ -z "${NQ_NVRTC_LIB:-}" ]]; then
+        local nvrtc
+        nvrtc="$( (ldconfig -p 2>/dev/null | grep -o '/[^ ]*libnvrtc\.so\.[0-9.]*$' | sort -V | tail -1) || true)"
+        if [[ -z "$nvrtc" ]]; then
+            nvrtc="$(find /usr/local /usr/lib /usr/lib64 /opt -name 'libnvrtc.so.1[0-9]*' 2>/dev/null \
+                | grep -v builtins | sort -V | tail -1 || true)"
+        fi
+        [[ -n "$nvrtc" ]] && export NQ_NVRTC_LIB="$nvrtc"
+    fi
+    echo "NQ_NVRTC_LIB=${NQ_NVRTC_LIB:-none found}"
+
+    echo "== our solver: which API works (solve 12), then settings at N=${sizes%% *}"
+    # OpenCL device 0 (the card, where the NVIDIA platform is the only one) and CUDA device 0.
+    local ways=() way best="" best_s=""
+    for way in 0 cuda; do
+        if "$here/nqueens-coordinator" solve 12 --gpu "$way" --json --no-progress \
+            >"$work/probe.out" 2>"$work/probe.err"; then
+            echo "--gpu $way: $(grep -m1 '^GPU' "$work/probe.err" || true)"
+            ways+=("$way")
+            # The same without the look-ahead: both kernels built (and cached) before the timing.
+            NQ_GPU_LOOKAHEAD=0 "$here/nqueens-coordinator" solve 12 --gpu "$way" --json --no-progress \
+                >/dev/null 2>&1 || true
+        else
+            echo "--gpu $way: does not work: $(tail -2 "$work/probe.err" | tr '\n' ' ')"
+        fi
+    done
+    ((${#ways[@]} > 0)) || { echo "our GPU path does not start"; exit 1; }
+    # Each way with and without the look-ahead (NQ_GPU_LOOKAHEAD), on the smallest size; the
+    # fastest runs the larger sizes.
+    local first="${sizes%% *}" t
+    for way in "${ways[@]}"; do
+        for la in 1 0; do
+            t="$(NQ_GPU_LOOKAHEAD=$la timed 90 "$here/nqueens-coordinator" solve "$first" --gpu "$way" --json --no-progress)"
+            echo "N=$first --gpu $way lookahead=$la: $t s  $(cat "$work/last.out")"
+            if [[ "$t" =~ ^[0-9.]+$ ]] && { [[ -z "$best_s" ]] || awk -v a="$t" -v b="$best_s" 'BEGIN { exit !(a < b) }'; }; then
+                best="$way $la" best_s="$t"
+            fi
+        done
+    done
+    [[ -n "$best" ]] || { echo "no setting finished N=$first"; exit 1; }
+    local best_way="${best% *}" best_la="${best#* }"
+    echo "fastest: --gpu $best_way, lookahead $best_la"
     declare -A ours theirs
+    ours[$first]="$best_s"
     for n in $sizes; do
-        ours[$n]="$(timed 240 "$here/nqueens-coordinator" solve "$n" --gpu --json --no-progress)"
+        [[ "$n" == "$first" ]] && continue
+        ours[$n]="$(NQ_GPU_LOOKAHEAD=$best_la timed 240 "$here/nqueens-coordinator" solve "$n" --gpu "$best_way" --json --no-progress)"
         echo "N=$n ours: ${ours[$n]} s  $(cat "$work/last.out")"
     done
     echo "== Yao & Li"
