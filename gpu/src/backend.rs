@@ -59,6 +59,12 @@ pub(crate) trait Backend: Send {
 
     /// Frees every buffer (at the end of a batch).
     fn release_buffers(&mut self);
+
+    /// How many groups of `group` lanes of `kernel` one compute unit runs at once, where the API
+    /// can tell (CUDA's occupancy calculator); `None` where it cannot (OpenCL).
+    fn resident_groups(&self, _kernel: Kernel, _group: usize) -> Option<usize> {
+        None
+    }
 }
 
 /// A buffer holding `data`.

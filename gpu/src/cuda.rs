@@ -54,6 +54,7 @@ struct Driver {
     memcpy_htod: unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> CuResult,
     memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
     memset_d32: unsafe extern "C" fn(CuDevicePtr, c_uint, usize) -> CuResult,
+    occupancy: unsafe extern "C" fn(*mut c_int, CuFunction, c_int, usize) -> CuResult,
     #[allow(clippy::type_complexity)]
     launch: unsafe extern "C" fn(
         CuFunction,
@@ -144,6 +145,7 @@ fn driver() -> Result<&'static Driver, GpuError> {
                 memcpy_htod: symbol(&lib, "cuMemcpyHtoD_v2")?,
                 memcpy_dtoh: symbol(&lib, "cuMemcpyDtoH_v2")?,
                 memset_d32: symbol(&lib, "cuMemsetD32_v2")?,
+                occupancy: symbol(&lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor")?,
                 launch: symbol(&lib, "cuLaunchKernel")?,
                 _lib: lib,
             })
@@ -562,6 +564,16 @@ impl Backend for CudaDevice {
         // SAFETY: no arguments.
         self.driver
             .check(unsafe { (self.driver.ctx_synchronize)() }, "waiting for a kernel dispatch")
+    }
+
+    fn resident_groups(&self, kernel: Kernel, group: usize) -> Option<usize> {
+        self.current().ok()?;
+        let (_, function) = self.modules[kernel.0];
+        let mut blocks = 0;
+        // SAFETY: a live out-integer; the function belongs to a loaded module; no dynamic shared
+        // memory (the kernel's is static).
+        let code = unsafe { (self.driver.occupancy)(&mut blocks, function, group as c_int, 0) };
+        (code == 0 && blocks > 0).then_some(blocks as usize)
     }
 
     fn release_buffers(&mut self) {

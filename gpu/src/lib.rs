@@ -89,7 +89,9 @@ impl Fault {
 pub struct GpuOptions {
     /// Lanes per work group (the kernel is compiled for it).
     pub work_group: usize,
-    /// Work groups per compute unit in one dispatch [default: 16 on a GPU, 2 elsewhere].
+    /// Work groups per compute unit in one dispatch [default: as many as one runs at once where
+    /// the API tells (CUDA), else 16 on a GPU and 2 elsewhere]. More than run at once make a
+    /// dispatch run in waves, the last one part-empty.
     pub groups_per_unit: Option<usize>,
     /// Work items wanted per batch: jobs are split by 2, 3 or 4 more rows until a batch has about
     /// this many [default: 2^21 on a GPU, 2^14 elsewhere].
@@ -126,7 +128,8 @@ impl Default for GpuOptions {
 impl GpuOptions {
     /// The defaults, with these if set (for trying settings on a card without a rebuild):
     /// `NQ_GPU_ITEMS` ([`GpuOptions::target_items`]), `NQ_GPU_WG` ([`GpuOptions::work_group`]),
-    /// `NQ_GPU_LOOKAHEAD=0|1` ([`GpuOptions::lookahead`]). Faults are never read from the
+    /// `NQ_GPU_LOOKAHEAD=0|1` ([`GpuOptions::lookahead`]), `NQ_GPU_GROUPS`
+    /// ([`GpuOptions::groups_per_unit`]). Faults are never read from the
     /// environment here: a program that wants them asks [`Fault::from_env`].
     pub fn from_env() -> Self {
         let number = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse().ok());
@@ -135,6 +138,7 @@ impl GpuOptions {
             target_items: number("NQ_GPU_ITEMS"),
             work_group: number("NQ_GPU_WG").unwrap_or(defaults.work_group),
             lookahead: number("NQ_GPU_LOOKAHEAD").map_or(defaults.lookahead, |v: usize| v != 0),
+            groups_per_unit: number("NQ_GPU_GROUPS"),
             ..defaults
         }
     }
@@ -321,9 +325,13 @@ impl GpuSolver {
                 ),
             });
         }
+        self.ensure_kernel(maxl)?;
+        let kernel = self.kernels[&maxl];
+        let device = self.device.as_mut();
         let groups_per_unit = self
             .options
             .groups_per_unit
+            .or_else(|| device.resident_groups(kernel, wg))
             .unwrap_or(if info.kind == DeviceKind::Gpu { 16 } else { 2 })
             .max(1);
         let wanted = info.compute_units.max(1) as usize * groups_per_unit * wg;
@@ -333,9 +341,6 @@ impl GpuSolver {
         let dispatch = Duration::from_millis(self.options.dispatch_ms.max(1));
         let max_chunks = self.options.max_chunks.max(1);
         let mut chunks = self.chunks.clamp(1, max_chunks);
-        self.ensure_kernel(maxl)?;
-        let kernel = self.kernels[&maxl];
-        let device = self.device.as_mut();
         let started = Instant::now();
 
         let table = backend::upload(device, &batch.table, "the job table")?;
