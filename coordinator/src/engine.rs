@@ -97,7 +97,6 @@ pub struct Engine {
     done_at_start: u64,
     /// When the last result was counted (accepted or confirmed) by this process.
     last_counted: Option<Instant>,
-    mean_job_seconds: Option<f64>,
     complete_tx: watch::Sender<Option<RunResult>>,
     result_written: bool,
 }
@@ -160,7 +159,6 @@ impl Engine {
             started: Instant::now(),
             done_at_start,
             last_counted: None,
-            mean_job_seconds: None,
             complete_tx,
             result_written: false,
         };
@@ -360,7 +358,7 @@ impl Engine {
         let Some(w) = self.workers.get_mut(&worker_id) else { return 0 };
         let claimed = free_slots.min(w.row.cores).max(1);
         let earned = w.delivered_within(now, lease_duration);
-        self.life.lease_size(worker_id, claimed, self.mean_job_seconds, earned)
+        self.life.lease_size(worker_id, claimed, earned)
     }
 
     /// One authenticated result, decided by the life cycle.
@@ -416,15 +414,8 @@ impl Engine {
             Verdict::Accepted | Verdict::Confirmed => {
                 self.last_counted = Some(now);
                 m.results_accepted.fetch_add(1, Ordering::Relaxed);
-                let trusted = !self.life.on_probation(msg.worker_id);
-                if let Finding::Solved { counts, seconds } = msg.finding {
+                if let Finding::Solved { counts, .. } = msg.finding {
                     m.nodes.fetch_add(counts.nodes, Ordering::Relaxed);
-                    // Only workers past probation teach the batch sizing, with clamped times.
-                    if seconds > 0.0 && trusted {
-                        let seconds = seconds.min(nqueens_scheduler::MAX_REPORTED_SECONDS);
-                        let mean = self.mean_job_seconds.get_or_insert(seconds);
-                        *mean = *mean * 0.95 + seconds * 0.05;
-                    }
                 }
                 if let Some(w) = self.workers.get_mut(&msg.worker_id) {
                     w.results += 1;

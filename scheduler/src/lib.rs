@@ -38,7 +38,6 @@ pub use config::{
 };
 pub use ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 pub use outcome::{Change, Finding, Verdict};
-pub use pace::MAX_REPORTED_SECONDS;
 pub use state::{JobState, JobsByState, ResultKind};
 pub use stored::{StoredJob, StoredLease};
 

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Reported solve times are clamped to this (a week) before they teach the duration model.
-pub const MAX_REPORTED_SECONDS: f64 = 7.0 * 86_400.0;
+pub(crate) const MAX_REPORTED_SECONDS: f64 = 7.0 * 86_400.0;
 
 /// What the scheduler knows of the workers' speed.
 #[derive(Debug, Default)]
@@ -19,6 +19,8 @@ pub(crate) struct Pace {
     /// Per worker: seconds per unit of cost estimate, from its counted results. A job's expected
     /// time comes from the lower median over trusted workers ([`Scheduler::seconds_per_estimate`]).
     worker_rates: HashMap<WorkerId, f64>,
+    /// A moving average of job seconds, from workers past probation: sizes batches.
+    mean_job_seconds: Option<f64>,
     /// No scan for overdue jobs before this (they are looked for at most once a second).
     next_overdue_scan: Option<Instant>,
 }
@@ -41,15 +43,24 @@ pub(crate) fn sized_lease(
 }
 
 impl Scheduler {
-    /// Learns from one counted result how long a unit of cost estimate takes on `worker_id`.
-    /// Only results that count teach it (never duplicates); times are clamped, and each sample
-    /// moves the worker's figure a little and by at most a factor of ten.
+    /// Learns from one counted result how long a unit of cost estimate takes on `worker_id`,
+    /// and (from workers past probation) how long a job takes. Only results that count teach
+    /// it (never duplicates); times are clamped, and each sample moves the worker's figure a
+    /// little and by at most a factor of ten.
     pub(crate) fn learn_duration(&mut self, job_id: JobId, worker_id: WorkerId, seconds: f64) {
-        let estimate = self.jobs.entry(job_id).estimate;
-        if !(seconds.is_finite() && seconds > 0.0) || estimate == 0 {
+        if !(seconds.is_finite() && seconds > 0.0) {
             return;
         }
-        let sample = seconds.min(MAX_REPORTED_SECONDS) / estimate as f64;
+        let seconds = seconds.min(MAX_REPORTED_SECONDS);
+        if !self.on_probation(worker_id) {
+            let mean = self.pace.mean_job_seconds.get_or_insert(seconds);
+            *mean = *mean * 0.95 + seconds * 0.05;
+        }
+        let estimate = self.jobs.entry(job_id).estimate;
+        if estimate == 0 {
+            return;
+        }
+        let sample = seconds / estimate as f64;
         let rate = self.pace.worker_rates.entry(worker_id).or_insert(sample);
         *rate = *rate * 0.98 + sample.clamp(*rate / 10.0, *rate * 10.0) * 0.02;
     }
@@ -57,7 +68,7 @@ impl Scheduler {
     /// Seconds per unit of cost estimate: the lower median of the trusted workers' own figures.
     /// One worker cannot move it past an honest one's: a slow claim (to hide a hoarder's overdue
     /// jobs) loses to the faster figure, and a fast one only makes copies sooner, a few per job.
-    pub fn seconds_per_estimate(&self) -> Option<f64> {
+    pub(crate) fn seconds_per_estimate(&self) -> Option<f64> {
         let mut rates: Vec<f64> = self
             .pace
             .worker_rates
@@ -123,8 +134,8 @@ impl Scheduler {
 
     /// Batch size for `free_slots` threads: jobs per slot such that one slot's share lasts about
     /// a quarter of a lease at the observed job duration.
-    pub fn batch_size(&self, free_slots: u32, mean_job_seconds: Option<f64>) -> usize {
-        let per_slot = match mean_job_seconds {
+    pub(crate) fn batch_size(&self, free_slots: u32) -> usize {
+        let per_slot = match self.pace.mean_job_seconds {
             Some(s) if s > 0.0 => {
                 ((self.config.lease_duration.as_secs_f64() / 4.0) / s).clamp(1.0, 64.0) as usize
             }
@@ -134,19 +145,13 @@ impl Scheduler {
     }
 
     /// How many jobs a lease gives `worker_id`, working `claimed` threads, having finished
-    /// `earned` results in the last lease period, at `mean_job_seconds` a job. A newcomer on
+    /// `earned` results in the last lease period, at the observed job time. A newcomer on
     /// probation: one per thread, at most `probation_lease`. Afterwards the batch grows with
     /// what it has shown it can do, never past what it finished in the last lease period (or one
     /// job per thread): a slow or lying worker cannot hoard, and a fast one (a GPU) does not
     /// starve.
-    pub fn lease_size(
-        &self,
-        worker_id: WorkerId,
-        claimed: u32,
-        mean_job_seconds: Option<f64>,
-        earned: usize,
-    ) -> usize {
-        let base = self.batch_size(claimed, mean_job_seconds);
+    pub fn lease_size(&self, worker_id: WorkerId, claimed: u32, earned: usize) -> usize {
+        let base = self.batch_size(claimed);
         sized_lease(&self.config, claimed, base, self.on_probation(worker_id), earned)
     }
 }

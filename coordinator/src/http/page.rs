@@ -63,13 +63,7 @@ fn fill(s: &PageStatus, key: &str) -> Fill {
         "uptime" => Text(seconds(Some(s.uptime_seconds))),
         "done" => Text(s.progress.jobs_done.to_string()),
         "total" => Text(s.progress.jobs_total.to_string()),
-        "eta" => Text(if s.progress.complete {
-            "done".into()
-        } else if s.progress.waiting_on_leases > 0 {
-            format!("waiting on {} leased jobs", s.progress.waiting_on_leases)
-        } else {
-            seconds(s.progress.eta_seconds)
-        }),
+        "eta" => Text(s.eta_text.clone()),
         "pending" => Text(s.progress.jobs_pending.to_string()),
         "leased" => Text(s.progress.jobs_leased.to_string()),
         "held" => Text(s.progress.jobs_held.to_string()),
@@ -181,8 +175,10 @@ mod tests {
             jobs.add(state, count);
         }
         let run = RunName { n: 17, fingerprint: "n17-abc-p1" };
+        let progress = Progress::new(run, &jobs, Some(1.5), 1.0, 3, None);
         PageStatus {
-            progress: Progress::new(run, &jobs, Some(1.5), 1.0, 3, None),
+            eta_text: progress.eta_text(None),
+            progress,
             state_file: "/data/run <17>.db".into(),
             recent_results_per_second: Some(1.5),
             recent_nodes_per_second: Some(2.0e9),

@@ -49,6 +49,8 @@ pub struct PageWorker {
 pub struct PageStatus {
     #[serde(flatten)]
     pub progress: Progress,
+    /// The ETA in words, as `status` words it ([`Progress::eta_text`]): the page shows it.
+    pub eta_text: String,
     /// The state file, as `requeue --state` needs it.
     pub state_file: String,
     /// Results and nodes per second over the last minute.
@@ -192,6 +194,7 @@ impl StatusSource {
             (count > 0).then(|| format!("nqueens-coordinator requeue --state {state} --{flag}"))
         };
         PageStatus {
+            eta_text: progress.eta_text(None),
             state_file: self.run.state_file.display().to_string(),
             recent_results_per_second: rates.map(|r| r.results_per_second),
             recent_nodes_per_second: rates.map(|r| r.nodes_per_second),

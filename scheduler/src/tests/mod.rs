@@ -461,3 +461,35 @@ fn a_worker_alone_is_believed_while_nobody_can_compare() {
     assert!(l.is_complete());
     assert!(l.on_probation(w(1)), "agreeing with itself proves nothing");
 }
+
+#[test]
+fn batches_follow_the_job_time_learnt_from_workers_past_probation() {
+    // Leases of 10 s: a slot's share should last a quarter of one, 2.5 s.
+    let mut l = life(8, false);
+    let mut ch = Vec::new();
+    // No job time yet: two jobs a slot.
+    assert_eq!(l.batch_size(4), 8);
+    let (a, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
+    let half_second = Finding::Solved { counts: counts(1), seconds: 0.5 };
+    l.result(w(1), a, j(7), half_second, &[], &mut ch);
+    // 0.5 s a job: five jobs a slot; the lease still never passes what the worker finished
+    // in the last lease period (or one job a thread).
+    assert_eq!(l.batch_size(4), 20);
+    assert_eq!(l.lease_size(w(1), 4, 0), 4);
+    assert_eq!(l.lease_size(w(1), 4, 60), 20);
+
+    // A worker on probation teaches nothing: its 100 s jobs leave the batches as they are.
+    let mut l = Scheduler::restore(
+        SchedulerConfig { probation_results: 3, ..config() },
+        (0..8).map(|i| stored(i, i, false)).collect(),
+        Vec::new(),
+        HashMap::new(),
+        [],
+        Instant::now(),
+    );
+    let (b, _) = l.lease(w(2), 1, &[], Instant::now(), &mut ch).unwrap();
+    let slow = Finding::Solved { counts: counts(1), seconds: 100.0 };
+    l.result(w(2), b, j(7), slow, &[], &mut ch);
+    assert!(l.on_probation(w(2)));
+    assert_eq!(l.batch_size(4), 8, "two jobs a slot, as before any time was learnt");
+}
