@@ -155,6 +155,9 @@ pub struct SolveStats {
     pub batches: usize,
     /// Kernel dispatches.
     pub dispatches: usize,
+    /// Times a lane stopped in an unfinished item at the end of a dispatch (and resumed it in
+    /// the next).
+    pub resumed: u64,
     /// Seconds the device was busy (dispatches and transfers).
     pub device_seconds: f64,
     /// Seconds in all.
@@ -374,6 +377,7 @@ impl GpuSolver {
                 device.read(counters, 2, &mut beyond, "the progress counters")?;
             }
             let [next, pending] = state;
+            self.stats.resumed += pending as u64;
             if next as usize >= n_items && pending == 0 {
                 break;
             }

@@ -93,9 +93,12 @@ fn resumed_items_count_the_same() {
         ..GpuOptions::default()
     };
     let Some(mut gpu) = solver_with(options) else { return };
-    check_list(&mut gpu, 13, &SplitParams::default());
+    check_list(&mut gpu, 15, &SplitParams::default());
     let stats = gpu.last_stats();
-    assert!(stats.batches > 1 && stats.dispatches > stats.batches, "{stats:?}");
+    assert!(
+        stats.batches > 1 && stats.dispatches > stats.batches && stats.resumed > 0,
+        "{stats:?}"
+    );
 }
 
 #[test]
