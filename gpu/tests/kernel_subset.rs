@@ -6,26 +6,20 @@ use std::process::Command;
 
 /// `nqueens_gpu::CUDA_PRELUDE`, with host stand-ins for `__global__`, `__shared__`,
 /// `threadIdx`, `__popc`, `atomicAdd`, `uint4`/`uint2` and their constructors.
-const HOST_PRELUDE: &str = r#"
-typedef unsigned int uint;
-typedef unsigned long long ulong;
-struct uint4 { uint x, y, z, w; };
-struct uint2 { uint x, y; };
-static uint4 make_uint4(uint a, uint b, uint c, uint d) { return uint4{a, b, c, d}; }
-static uint2 make_uint2(uint a, uint b) { return uint2{a, b}; }
+const HOST_PRELUDE: &str = concat!(
+    include_str!("fake_cuda/host_prelude.h"),
+    r#"
 #define NQ_KERNEL extern "C" void
 #define NQ_GLOBAL
 #define NQ_LOCAL static
 #define NQ_LANE 0u
 #define NQ_GID 0u
-#define NQ_POPCOUNT(x) __builtin_popcount(x)
 #define NQ_ATOMIC_INC(p) ((*(p))++)
-#define NQ_UINT4(a, b, c, d) make_uint4((a), (b), (c), (d))
-#define NQ_UINT2(a, b) make_uint2((a), (b))
 #define NQ_PRELUDE_DONE
 #define NQ_MAXL 16u
 #define NQ_WG 64u
-"#;
+"#
+);
 
 #[test]
 fn the_kernel_compiles_as_cpp_under_a_cuda_like_prelude() {

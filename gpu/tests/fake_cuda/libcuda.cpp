@@ -23,12 +23,7 @@ int strcmp(const char*, const char*);
 char* strncpy(char*, const char*, size_t);
 }
 
-typedef unsigned int uint;
-typedef unsigned long long ulong;
-struct uint4 { uint x, y, z, w; };
-struct uint2 { uint x, y; };
-static uint4 make_uint4(uint a, uint b, uint c, uint d) { return uint4{a, b, c, d}; }
-static uint2 make_uint2(uint a, uint b) { return uint2{a, b}; }
+#include "host_prelude.h"
 
 static uint g_lane, g_block;
 #define NQ_KERNEL static void
@@ -36,10 +31,7 @@ static uint g_lane, g_block;
 #define NQ_LOCAL static
 #define NQ_LANE g_lane
 #define NQ_GID (g_block * NQ_WG + g_lane)
-#define NQ_POPCOUNT(x) ((uint)__builtin_popcount(x))
 #define NQ_ATOMIC_INC(p) ((*(p))++)
-#define NQ_UINT4(a, b, c, d) make_uint4((a), (b), (c), (d))
-#define NQ_UINT2(a, b) make_uint2((a), (b))
 #define NQ_PRELUDE_DONE
 #define NQ_WG 64u
 
