@@ -1,8 +1,10 @@
-//! N-Queens jobs counted on a graphics card (or any OpenCL device), exactly as [`Job::solve`] counts them.
+//! N-Queens jobs counted on a graphics card, through OpenCL (any OpenCL device) or CUDA, exactly as
+//! [`Job::solve`] counts them.
 //!
-//! The OpenCL library is loaded at run time (`opencl3`'s `dynamic` feature): nothing of a vendor
-//! SDK is needed to build, and a binary that uses this crate starts on machines with no OpenCL at
-//! all; [`GpuSolver::new`] then fails with [`GpuError::NoPlatform`].
+//! The libraries are loaded at run time (OpenCL through `opencl3`'s `dynamic` feature; CUDA's
+//! driver and NVRTC with `libloading`): nothing of a vendor SDK is needed to build, and a binary
+//! that uses this crate starts on machines with no GPU library at all; [`GpuSolver::new`] then
+//! fails with [`GpuError::NoPlatform`].
 //!
 //! How a batch of jobs is counted ([`GpuSolver::solve_jobs`]):
 //! - each job's search is read as plain masks ([`Job::search_plan`]) and split by 2 to 4 more rows
@@ -11,17 +13,18 @@
 //! - items are sorted longest first (by the partial placements two rows further down, the same
 //!   measure as [`Job::estimate`]) and handed out by an atomic counter, so lanes that finish early
 //!   take the next item;
-//! - each lane searches its item depth first without recursion, its stack in local memory laid out
-//!   `[level][lane]`, and the last row counted by popcount; each item gets one 64-bit count;
+//! - each lane searches its item depth first without recursion, in branch-free steps (every lane
+//!   of a warp runs the same instructions), its stack in local memory laid out `[level][lane]`,
+//!   and the last row counted by popcount; each item gets one 64-bit count;
 //! - a dispatch runs a bounded number of steps ([`GpuOptions::dispatch_ms`] sets the length), and a
 //!   lane with an unfinished item saves it to global memory and resumes it in the next dispatch,
 //!   so that driver watchdogs stay quiet and progress can be reported;
 //! - the host merges the items of each job ([`JobCounts::merge`]); the rotation-symmetric counts
 //!   (`sym180`, `sym90`) are computed on the CPU ([`Job::symmetric_counts`], next to nothing).
 //!
-//! `nodes` counts the queens the kernel places in every searched row but the last (whose squares
-//! are counted, not placed), plus those the host places when splitting; it differs from the CPU
-//! solver's figure, as [`JobCounts::same_answer`] allows.
+//! `nodes` counts the queens the kernel places (its steps) in every searched row but the last
+//! (whose squares are counted, not placed), plus those the host places when splitting; it differs
+//! from the CPU solver's figure, as [`JobCounts::same_answer`] allows.
 //!
 //! Any device error ends the batch with a [`GpuError`]: a fault never yields a count.
 
@@ -47,9 +50,9 @@ use std::time::{Duration, Instant};
 /// header).
 pub const KERNEL_SOURCE: &str = include_str!("kernel.cl");
 
-/// The prelude under which NVRTC compiles [`KERNEL_SOURCE`] as CUDA C++ (its header gives the same
-/// text): a CUDA host path would prepend it and pass `-DNQ_MAXL=...u -DNQ_WG=...u`, as the OpenCL
-/// path does. `gpu/tests/kernel_nvrtc.rs` compiles the kernel this way for Hopper.
+/// The prelude under which NVRTC compiles [`KERNEL_SOURCE`] as CUDA C++: the CUDA backend
+/// prepends it and passes `-DNQ_MAXL=...u -DNQ_WG=...u`, as the OpenCL backend does;
+/// `gpu/tests/kernel_nvrtc.rs` compiles the kernel this way for Ampere and Hopper.
 pub const CUDA_PRELUDE: &str = r#"typedef unsigned int uint;
 typedef unsigned long long ulong;
 #define NQ_KERNEL extern "C" __global__ void __launch_bounds__(NQ_WG)
@@ -64,7 +67,7 @@ typedef unsigned long long ulong;
 #define NQ_PRELUDE_DONE
 "#;
 
-/// A fault to inject, for tests of the error paths: it makes a real OpenCL call fail.
+/// A fault to inject, for tests of the error paths: it makes a real device call fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// The kernel source gets an `#error` line: the build fails with the compiler's log.
@@ -173,7 +176,8 @@ pub struct Progress {
     pub jobs: usize,
 }
 
-/// An OpenCL device ready to count jobs. Not shared between threads: one owner drives the device.
+/// A device (OpenCL or CUDA) ready to count jobs. Not shared between threads: one owner drives
+/// the device.
 pub struct GpuSolver {
     device: Box<dyn Backend>,
     options: GpuOptions,
