@@ -164,13 +164,13 @@ run() {
     done
     ((${#ways[@]} > 0)) || { echo "our GPU path does not start"; exit 1; }
     # Settings (API, look-ahead, groups per multiprocessor; "-" keeps the default) timed on the
-    # smallest size; the fastest runs the larger sizes. CUDA sizes its dispatches from its
-    # occupancy calculator; for OpenCL, 9 groups is what a Hopper multiprocessor holds at 16 levels
-    # (228 KiB of shared memory, 24 KiB a group), against the default of 16 (a second wave).
+    # smallest size; the fastest runs the larger sizes. By default a dispatch has as many groups
+    # as a multiprocessor holds at once (CUDA's occupancy calculator; for NVIDIA's OpenCL, from the
+    # compute capability); 16 (more than that: a second, part-empty wave) is timed beside it.
     local first="${sizes%% *}" t setting settings=()
     for way in "${ways[@]}"; do
         settings+=("$way:1:-" "$way:0:-")
-        [[ "$way" == cuda ]] || settings+=("$way:1:9")
+        settings+=("$way:1:16")
     done
     for setting in "${settings[@]}"; do
         IFS=: read -r way la groups <<<"$setting"

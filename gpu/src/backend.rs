@@ -60,11 +60,10 @@ pub(crate) trait Backend: Send {
     /// Frees every buffer (at the end of a batch).
     fn release_buffers(&mut self);
 
-    /// How many groups of `group` lanes of `kernel` one compute unit runs at once, where the API
-    /// can tell (CUDA's occupancy calculator); `None` where it cannot (OpenCL).
-    fn resident_groups(&self, _kernel: Kernel, _group: usize) -> Option<usize> {
-        None
-    }
+    /// How many groups of `group` lanes of `kernel`, each using `local_bytes` of local memory,
+    /// one compute unit runs at once, where that can be known (CUDA's occupancy calculator; an
+    /// NVIDIA card's compute capability under OpenCL); `None` where it cannot.
+    fn resident_groups(&self, kernel: Kernel, group: usize, local_bytes: usize) -> Option<usize>;
 }
 
 /// A buffer holding `data`.

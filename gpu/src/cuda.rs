@@ -566,7 +566,7 @@ impl Backend for CudaDevice {
             .check(unsafe { (self.driver.ctx_synchronize)() }, "waiting for a kernel dispatch")
     }
 
-    fn resident_groups(&self, kernel: Kernel, group: usize) -> Option<usize> {
+    fn resident_groups(&self, kernel: Kernel, group: usize, _local_bytes: usize) -> Option<usize> {
         self.current().ok()?;
         let (_, function) = self.modules[kernel.0];
         let mut blocks = 0;

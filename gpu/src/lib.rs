@@ -93,7 +93,7 @@ pub struct GpuOptions {
     /// Lanes per work group (the kernel is compiled for it).
     pub work_group: usize,
     /// Work groups per compute unit in one dispatch [default: as many as one runs at once where
-    /// the API tells (CUDA), else 16 on a GPU and 2 elsewhere]. More than run at once make a
+    /// that is known (CUDA; NVIDIA cards under OpenCL), else 16 on a GPU and 2 elsewhere]. More than run at once make a
     /// dispatch run in waves, the last one part-empty.
     pub groups_per_unit: Option<usize>,
     /// Work items wanted per batch: jobs are split by 2, 3 or 4 more rows until a batch has about
@@ -338,7 +338,7 @@ impl GpuSolver {
         let groups_per_unit = self
             .options
             .groups_per_unit
-            .or_else(|| device.resident_groups(kernel, wg))
+            .or_else(|| device.resident_groups(kernel, wg, local_bytes as usize))
             .unwrap_or(if info.kind == DeviceKind::Gpu { 16 } else { 2 })
             .max(1);
         let wanted = info.compute_units.max(1) as usize * groups_per_unit * wg;

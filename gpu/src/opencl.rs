@@ -83,6 +83,45 @@ pub(crate) struct Opened {
     queue: CommandQueue,
     kernels: Vec<Kernel>,
     buffers: Vec<Buffer<u32>>,
+    /// What one compute unit holds, where known (NVIDIA cards, by compute capability).
+    unit: Option<UnitLimits>,
+}
+
+/// What one multiprocessor of an NVIDIA card holds, by compute capability (NVIDIA's CUDA C++
+/// programming guide, "Technical specifications per compute capability"). OpenCL does not tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct UnitLimits {
+    shared_bytes: usize,
+    /// Shared memory the driver keeps back for each group (1 KiB since Ampere).
+    reserved_per_group: usize,
+    lanes: usize,
+    groups: usize,
+}
+
+impl UnitLimits {
+    fn nvidia(major: u32, minor: u32) -> Option<UnitLimits> {
+        let kib = 1024;
+        let (shared_kib, reserved, lanes, groups) = match (major, minor) {
+            (7, 0) => (96, 0, 2048, 32),
+            (7, 5) => (64, 0, 1024, 16),
+            (8, 0) | (8, 7) => (164, kib, 2048, 32),
+            (8, 6) | (8, 9) => (100, kib, 1536, 16),
+            (9, 0) | (10, _) => (228, kib, 2048, 32),
+            (12, _) => (100, kib, 1536, 32),
+            _ => return None,
+        };
+        Some(UnitLimits {
+            shared_bytes: shared_kib * kib,
+            reserved_per_group: reserved,
+            lanes,
+            groups,
+        })
+    }
+
+    fn groups_of(&self, group: usize, local_bytes: usize) -> usize {
+        let by_memory = self.shared_bytes / (local_bytes + self.reserved_per_group).max(1);
+        by_memory.min(self.lanes / group.max(1)).min(self.groups)
+    }
 }
 
 // SAFETY: `cl_device_id` is an opaque handle that OpenCL allows any thread to use; the context,
@@ -138,7 +177,13 @@ impl Opened {
         // SAFETY: the device belongs to the context just created from it.
         let queue = unsafe { CommandQueue::create(&context, id, 0) }
             .map_err(|e| GpuError::from_cl(e.0, "creating a command queue"))?;
-        Ok(Opened { info, id, context, queue, kernels: Vec::new(), buffers: Vec::new() })
+        // Only NVIDIA's OpenCL answers these (cl_nv_device_attribute_query).
+        let unit =
+            match (device.compute_capability_major_nv(), device.compute_capability_minor_nv()) {
+                (Ok(major), Ok(minor)) => UnitLimits::nvidia(major, minor),
+                _ => None,
+            };
+        Ok(Opened { info, id, context, queue, kernels: Vec::new(), buffers: Vec::new(), unit })
     }
 
     fn buffer(&self, id: BufferId) -> &Buffer<u32> {
@@ -249,5 +294,32 @@ impl Backend for Opened {
 
     fn release_buffers(&mut self) {
         self.buffers.clear();
+    }
+
+    fn resident_groups(
+        &self,
+        _kernel: KernelId,
+        group: usize,
+        local_bytes: usize,
+    ) -> Option<usize> {
+        self.unit.map(|u| u.groups_of(group, local_bytes)).filter(|&g| g > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UnitLimits;
+
+    #[test]
+    fn an_h200_holds_nine_groups_of_64_lanes_at_16_levels() {
+        let hopper = UnitLimits::nvidia(9, 0).unwrap();
+        // 24 bytes a level and lane: 16 levels x 64 lanes = 24 KiB, plus 1 KiB kept back.
+        assert_eq!(hopper.groups_of(64, 24 * 16 * 64), 9);
+        assert_eq!(hopper.groups_of(64, 24 * 14 * 64), 10);
+        // Small groups: the 32-group limit; large ones: the 2,048-lane limit.
+        assert_eq!(hopper.groups_of(32, 24 * 4 * 32), 32);
+        assert_eq!(hopper.groups_of(1024, 1024), 2);
+        assert_eq!(UnitLimits::nvidia(8, 6).unwrap().groups_of(64, 24 * 16 * 64), 4);
+        assert_eq!(UnitLimits::nvidia(3, 0), None);
     }
 }
