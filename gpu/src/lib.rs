@@ -158,6 +158,9 @@ pub struct SolveStats {
     pub batches: usize,
     /// Kernel dispatches.
     pub dispatches: usize,
+    /// Steps the kernel took (queens placed on the device; the host's are not counted): steps
+    /// per device second is the kernel's own rate.
+    pub steps: u64,
     /// Times a lane stopped in an unfinished item at the end of a dispatch (and resumed it in
     /// the next).
     pub resumed: u64,
@@ -165,15 +168,6 @@ pub struct SolveStats {
     pub device_seconds: f64,
     /// Seconds in all.
     pub seconds: f64,
-}
-
-/// Progress of a running [`GpuSolver::solve_jobs_with_progress`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
-    /// Jobs whose every item is counted.
-    pub jobs_done: usize,
-    /// Jobs in the call.
-    pub jobs: usize,
 }
 
 /// A device (OpenCL or CUDA) ready to count jobs. Not shared between threads: one owner drives
@@ -242,14 +236,17 @@ impl GpuSolver {
 
     /// Counts every job: the same [`JobCounts`] as [`Job::solve`] (but `nodes`), in the same order.
     pub fn solve_jobs(&mut self, jobs: &[Job]) -> Result<Vec<JobCounts>, GpuError> {
-        self.solve_jobs_with_progress(jobs, &mut |_| {})
+        self.solve_jobs_each(jobs, &mut |_, _| {})
     }
 
-    /// [`GpuSolver::solve_jobs`], calling `progress` after each batch.
-    pub fn solve_jobs_with_progress(
+    /// [`GpuSolver::solve_jobs`], also handing each job's counts to `on_job` (with the job's
+    /// position in `jobs`) as soon as its batch is counted, so that a caller can record results
+    /// and show progress during one long call. After an error, the jobs already handed over are
+    /// counted; the others are not.
+    pub fn solve_jobs_each(
         &mut self,
         jobs: &[Job],
-        progress: &mut dyn FnMut(Progress),
+        on_job: &mut dyn FnMut(usize, &JobCounts),
     ) -> Result<Vec<JobCounts>, GpuError> {
         let started = Instant::now();
         self.stats = SolveStats { jobs: jobs.len(), ..SolveStats::default() };
@@ -259,7 +256,6 @@ impl GpuSolver {
         let max_items = self.options.max_items.unwrap_or(target.saturating_mul(4)).max(target);
         let planner = Planner::new(jobs, target, max_items)?;
         let mut results = vec![JobCounts::default(); jobs.len()];
-        let mut jobs_done = 0;
         // The next batch is prepared on the CPU while the device counts the current one.
         std::thread::scope(|scope| -> Result<(), GpuError> {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch, GpuError>>(1);
@@ -275,10 +271,11 @@ impl GpuSolver {
                 let batch = batch?;
                 let counts = self.run_batch(&batch)?;
                 batch.merge_into(&counts, &mut results)?;
-                jobs_done += batch.jobs.len();
                 self.stats.batches += 1;
                 self.stats.items += batch.items as u64;
-                progress(Progress { jobs_done, jobs: jobs.len() });
+                for i in batch.jobs.clone() {
+                    on_job(i, &results[i]);
+                }
             }
             Ok(())
         })?;
@@ -396,6 +393,7 @@ impl GpuSolver {
         self.chunks = chunks;
         let found = backend::read_u64(device, counts, n_items, "the item counts")?;
         let placed = backend::read_u64(device, nodes, n_items, "the node counts")?;
+        self.stats.steps += placed.iter().sum::<u64>();
         self.stats.dispatches += dispatches;
         self.stats.device_seconds += started.elapsed().as_secs_f64();
         // Every item writes its count exactly once; one left at the fill value was never counted.

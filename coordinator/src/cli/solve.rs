@@ -173,23 +173,33 @@ fn solve_one_size(
     Ok(record)
 }
 
-/// Solves `todo` on the GPU in chunks (so that a checkpoint and the progress bar advance during a
-/// long run), reporting every job like [`parallel::solve_all`] does; a job's time is its share of
-/// its chunk's.
+/// Solves `todo` on the GPU in one call, reporting every job like [`parallel::solve_all`] does as
+/// soon as its batch is counted (so that a checkpoint and the progress bar advance during a long
+/// run); a job's time is the average so far. Prints the device's figures on stderr.
 fn solve_on_gpu(
     gpu: &mut nqueens_gpu::GpuSolver,
     todo: &[Job],
     on_result: &(dyn Fn(usize, &nqueens_core::JobCounts, Duration) + Sync),
 ) -> Result<()> {
-    let chunk = (todo.len() / 16).max(8192);
-    for (c, jobs) in todo.chunks(chunk).enumerate() {
-        let started = Instant::now();
-        let counts = gpu.solve_jobs(jobs).context("counting on the GPU")?;
-        let share = started.elapsed() / jobs.len().max(1) as u32;
-        for (i, counts) in counts.iter().enumerate() {
-            on_result(c * chunk + i, counts, share);
-        }
-    }
+    let started = Instant::now();
+    let mut done = 0u32;
+    gpu.solve_jobs_each(todo, &mut |i, counts| {
+        done += 1;
+        on_result(i, counts, started.elapsed() / done);
+    })
+    .context("counting on the GPU")?;
+    let s = gpu.last_stats();
+    eprintln!(
+        "GPU: {} jobs in {:.2} s ({:.2} s on the device): {} items, {} batches, {} dispatches, \
+         {:.3e} kernel steps/s",
+        s.jobs,
+        s.seconds,
+        s.device_seconds,
+        s.items,
+        s.batches,
+        s.dispatches,
+        s.steps as f64 / s.device_seconds.max(1e-9)
+    );
     Ok(())
 }
 

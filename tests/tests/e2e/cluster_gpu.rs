@@ -138,3 +138,30 @@ fn a_gpu_worker_with_wrong_counts_is_caught_like_any_other() {
     assert_eq!(by_gpu, 1, "the GPU worker is not untrusted:\n{coordinator}");
     assert_eq!(counted_by(&state, "gpu"), 0, "a faulty GPU answer is still counted");
 }
+
+/// `solve N --gpu` as a user runs it: exact against the reference table, with the device and its
+/// figures on stderr; with `--state`, every job is committed to the checkpoint as its batch ends,
+/// and the answer is summed from those rows.
+#[test]
+fn solve_on_the_gpu_is_exact_and_checkpoints_every_job() {
+    if !have_device() {
+        return;
+    }
+    let table = nqueens_tests::known_counts();
+    let out = solve(&["16", "--gpu", "--json", "--no-progress"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"].as_u64().map(u128::from), Some(table[&16].total), "{v}");
+    assert_eq!(v["unique"].as_u64().map(u128::from), Some(table[&16].unique), "{v}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("GPU: #") && stderr.contains("kernel steps/s"), "{stderr}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("solve13.db");
+    let state_arg = state.to_str().unwrap();
+    let out = solve(&["13", "--gpu", "--json", "--no-progress", "--state", state_arg]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"].as_u64().map(u128::from), Some(table[&13].total), "{v}");
+    assert_eq!(committed_results(&state), v["jobs"].as_i64().unwrap(), "{v}");
+}
