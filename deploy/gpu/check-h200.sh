@@ -176,6 +176,7 @@ run() {
         IFS=: read -r way la groups <<<"$setting"
         t="$(run_setting "$setting" "$first")"
         echo "N=$first --gpu $way lookahead=$la groups=$groups: $t s  $(cat "$work/last.out")"
+        grep -m1 'kernel steps' "$work/last.err" || true
         if [[ "$t" =~ ^[0-9.]+$ ]] && { [[ -z "$best_s" ]] || awk -v a="$t" -v b="$best_s" 'BEGIN { exit !(a < b) }'; }; then
             best="$setting" best_s="$t"
         fi
@@ -188,6 +189,7 @@ run() {
         [[ "$n" == "$first" ]] && continue
         ours[$n]="$(run_setting "$best" "$n" 240)"
         echo "N=$n ours: ${ours[$n]} s  $(cat "$work/last.out")"
+        grep -m1 'kernel steps' "$work/last.err" || true
     done
     echo "== Yao & Li"
     for n in $sizes; do
