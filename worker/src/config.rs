@@ -56,13 +56,14 @@ impl std::str::FromStr for GpuMode {
         let bad = |other: &str| {
             format!("{other:?} is not `auto`, `off`, a device index, `cuda` or `cuda:ORDINAL`")
         };
+        // Device names as the GPU crate reads them; a worker's `auto` is its own (a GPU only).
         match s.trim() {
             "off" => Ok(GpuMode::Off),
             "auto" => Ok(GpuMode::Auto),
-            "cuda" => Ok(GpuMode::Cuda(0)),
-            other => match other.strip_prefix("cuda:") {
-                Some(ordinal) => ordinal.parse().map(GpuMode::Cuda).map_err(|_| bad(other)),
-                None => other.parse().map(GpuMode::Index).map_err(|_| bad(other)),
+            other => match other.parse::<nqueens_gpu::DeviceSelector>() {
+                Ok(nqueens_gpu::DeviceSelector::Index(i)) => Ok(GpuMode::Index(i)),
+                Ok(nqueens_gpu::DeviceSelector::Cuda(ordinal)) => Ok(GpuMode::Cuda(ordinal)),
+                _ => Err(bad(other)),
             },
         }
     }
@@ -197,5 +198,23 @@ mod tests {
         c.threads = 1;
         c.token = Some("line\nbreak".into());
         assert!(matches!(c.validate(), Err(ConfigError::BadToken)));
+    }
+}
+
+#[cfg(test)]
+mod gpu_mode_tests {
+    use super::GpuMode;
+
+    #[test]
+    fn gpu_modes_parse() {
+        let parse = |s: &str| s.parse::<GpuMode>();
+        assert_eq!(parse("off"), Ok(GpuMode::Off));
+        assert_eq!(parse("auto"), Ok(GpuMode::Auto));
+        assert_eq!(parse("1"), Ok(GpuMode::Index(1)));
+        assert_eq!(parse("cuda"), Ok(GpuMode::Cuda(0)));
+        assert_eq!(parse("cuda:2"), Ok(GpuMode::Cuda(2)));
+        for bad in ["gpu", "cuda:x", "", "-1"] {
+            assert!(parse(bad).unwrap_err().contains("cuda:ORDINAL"), "{bad:?}");
+        }
     }
 }
