@@ -74,7 +74,7 @@ pub struct EngineConfig {
 
 pub struct Engine {
     store: Store,
-    life: Scheduler,
+    scheduler: Scheduler,
     workers: HashMap<WorkerId, WorkerState>,
     /// Every worker row of the run (for taking an id up again after a reconnect or restart).
     known_workers: HashMap<u64, WorkerRow>,
@@ -120,13 +120,21 @@ impl Engine {
                 credential.group(&mut credential_groups).map(|g| (WorkerId::new(w.id), g))
             })
             .collect();
+        // The coordinator checks answers itself (newcomers' answers, re-checks, jobs trusted
+        // workers failed) where its referee can solve the run's jobs.
+        let coordinator_checks = config
+            .jobs
+            .as_ref()
+            .and_then(|jobs| jobs.first())
+            .is_some_and(|job| job.n <= crate::referee::REFEREE_MAX_N);
         let policy = SchedulerConfig {
             lease_duration,
             seed: seed_from_os(),
             recheck_fraction: config.recheck_fraction.clamp(0.0, 1.0),
+            coordinator_checks,
             ..SchedulerConfig::default()
         };
-        let life = Scheduler::restore(
+        let scheduler = Scheduler::restore(
             policy,
             loaded.jobs,
             loaded.leases,
@@ -135,7 +143,7 @@ impl Engine {
             Instant::now(),
         );
         let (complete_tx, complete_rx) = watch::channel(None);
-        let done_at_start = life.count(JobState::Done);
+        let done_at_start = scheduler.count(JobState::Done);
         let (tx, rx) = mpsc::channel();
         let referee = config
             .jobs
@@ -143,7 +151,7 @@ impl Engine {
             .map(|jobs| crate::referee::spawn(jobs, EngineHandle { tx: tx.clone() }));
         let engine = Engine {
             store,
-            life,
+            scheduler,
             workers: HashMap::new(),
             known_workers,
             credential_groups,
@@ -163,9 +171,9 @@ impl Engine {
             result_written: false,
         };
         tracing::info!(
-            jobs = engine.life.total_jobs(),
+            jobs = engine.scheduler.total_jobs(),
             done = done_at_start,
-            leased = engine.life.count(JobState::Leased),
+            leased = engine.scheduler.count(JobState::Leased),
             "run loaded; leases found in the store get a fresh grace period"
         );
         engine.publish_gauges();
@@ -207,7 +215,7 @@ impl Engine {
             }
             if last_expiry.elapsed() >= tick {
                 last_expiry = Instant::now();
-                let expired = self.life.expire(Instant::now(), &mut changes);
+                let expired = self.scheduler.expire(Instant::now(), &mut changes);
                 if expired > 0 {
                     tracing::warn!(
                         leases = expired,
@@ -258,7 +266,7 @@ impl Engine {
                         Some((worker_id, secret)) => RegisterReply::Registered {
                             worker_id,
                             secret,
-                            run_complete: e.life.is_complete(),
+                            run_complete: e.scheduler.is_complete(),
                         },
                         None => RegisterReply::TooMany,
                     };
@@ -274,13 +282,16 @@ impl Engine {
                     return;
                 }
                 let worker_id = caller.worker_id;
-                if self.life.is_untrusted(worker_id) {
+                if self.scheduler.is_untrusted(worker_id) {
                     let _ = reply.send(LeaseReply::UntrustedWorker);
                     return;
                 }
                 let others = self.other_active_workers(worker_id, now);
                 let size = self.lease_size(worker_id, free_slots, now);
-                let granted = self.life.lease_checked(
+                if let Some(w) = self.workers.get_mut(&worker_id) {
+                    w.last_lease_size = size;
+                }
+                let granted = self.scheduler.lease_checked(
                     worker_id,
                     size,
                     &others,
@@ -293,7 +304,7 @@ impl Engine {
                     tracing::debug!(%worker_id, %lease_id, jobs = job_ids.len(), "lease granted");
                 }
                 replies.push(Box::new(move |e: &Engine| {
-                    let run_complete = e.life.is_complete();
+                    let run_complete = e.scheduler.is_complete();
                     let _ = reply.send(LeaseReply::Granted { lease_id, job_ids, run_complete });
                 }));
             }
@@ -302,9 +313,9 @@ impl Engine {
                     let _ = reply.send(Err(refusal));
                     return;
                 }
-                let lost = self.life.heartbeat(caller.worker_id, &lease_ids, now, changes);
+                let lost = self.scheduler.heartbeat(caller.worker_id, &lease_ids, now, changes);
                 replies.push(Box::new(move |e: &Engine| {
-                    let run_complete = e.life.is_complete();
+                    let run_complete = e.scheduler.is_complete();
                     let _ = reply.send(Ok(HeartbeatReply { lost_lease_ids: lost, run_complete }));
                 }));
             }
@@ -314,7 +325,7 @@ impl Engine {
                     return;
                 }
                 let worker_id = caller.worker_id;
-                let released = self.life.release(worker_id, lease_id, &job_ids, changes);
+                let released = self.scheduler.release(worker_id, lease_id, &job_ids, changes);
                 tracing::info!(%worker_id, %lease_id, released, "jobs released");
                 replies.push(Box::new(move |_: &Engine| {
                     let _ = reply.send(Ok(released));
@@ -333,14 +344,18 @@ impl Engine {
                 };
                 self.count_outcome(&result, outcome, now);
                 replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply.send(ReportReply { outcome, run_complete: e.life.is_complete() });
+                    let _ = reply.send(ReportReply { outcome, run_complete: e.scheduler.is_complete() });
                 }));
             }
             Command::Reference { job_id, counts } => {
                 let before = changes.len();
-                self.life.add_reference(job_id, counts, changes);
+                self.scheduler.add_reference(job_id, counts, changes);
                 tracing::debug!(job = %job_id, "reference answer computed");
                 self.log_untrusted(&changes[before..]);
+            }
+            Command::RefereeFailed { job_id } => {
+                tracing::error!(job = %job_id, "the coordinator's own attempt at a job workers reported errors for failed too: the job is failed (`requeue` puts it back)");
+                self.scheduler.coordinator_failed(job_id, changes);
             }
             Command::Status { reply } => {
                 replies.push(Box::new(move |e: &Engine| {
@@ -350,15 +365,12 @@ impl Engine {
         }
     }
 
-    /// How many jobs a lease gives `worker_id` (see [`Scheduler::lease_size`]). A worker gets
-    /// no more slots than the threads it registered with, whatever it asks for now: one client
-    /// cannot take the whole run in one call.
+    /// How many jobs a lease gives `worker_id` (see [`Scheduler::lease_size`]): the slots it
+    /// asks for, never more than it registered with, within what its credential may hold.
     fn lease_size(&mut self, worker_id: WorkerId, free_slots: u32, now: Instant) -> usize {
-        let lease_duration = self.lease_duration;
-        let Some(w) = self.workers.get_mut(&worker_id) else { return 0 };
-        let claimed = free_slots.min(w.row.cores).max(1);
-        let earned = w.delivered_within(now, lease_duration);
-        self.life.lease_size(worker_id, claimed, earned)
+        let Some(w) = self.workers.get(&worker_id) else { return 0 };
+        let slots = free_slots.min(w.row.cores).max(1);
+        self.scheduler.lease_size(worker_id, slots, now)
     }
 
     /// One authenticated result, decided by the life cycle.
@@ -372,13 +384,12 @@ impl Engine {
             tracing::warn!(job = %result.job_id, worker = %result.worker_id, error = %error.escape_debug(), "worker reported a solver error");
         }
         let before = changes.len();
-        let others = self.other_active_workers(result.worker_id, now);
-        let outcome = self.life.result(
+        let outcome = self.scheduler.result(
             result.worker_id,
             result.lease_id,
             result.job_id,
             result.finding.clone(),
-            &others,
+            now,
             changes,
         );
         self.log_untrusted(&changes[before..]);
@@ -387,7 +398,7 @@ impl Engine {
 
     /// Sends the jobs the life cycle wants the coordinator's own answer for to the referee.
     fn hand_to_referee(&mut self) {
-        let jobs = self.life.take_referee_jobs();
+        let jobs = self.scheduler.take_referee_jobs();
         let Some(referee) = &self.referee else { return };
         for job_id in jobs {
             tracing::info!(
@@ -459,15 +470,15 @@ impl Engine {
 
     fn publish_gauges(&self) {
         let m = &self.metrics;
-        m.set_jobs(self.life.by_state());
+        m.set_jobs(self.scheduler.by_state());
         m.workers.store(self.active_workers(Instant::now()) as u64, Ordering::Relaxed);
-        m.untrusted_workers.store(self.life.untrusted_count(), Ordering::Relaxed);
+        m.untrusted_workers.store(self.scheduler.untrusted_count(), Ordering::Relaxed);
     }
 
     /// Once every job is done: totals from the committed rows, the result file, and the signal
     /// that lets `serve --exit-when-done` return.
     fn check_complete(&mut self) -> Result<(), StoreError> {
-        if self.result_written || self.refused.is_some() || !self.life.is_complete() {
+        if self.result_written || self.refused.is_some() || !self.scheduler.is_complete() {
             return Ok(());
         }
         let tally = self.store.tally()?;
@@ -486,7 +497,7 @@ impl Engine {
         };
         // The `.db` alone is then the whole state (a copy of it needs no `-wal` beside it).
         self.store.checkpoint()?;
-        let record = RunResult::new(&totals, self.life.total_jobs(), self.store.age(), tally.nodes);
+        let record = RunResult::new(&totals, self.scheduler.total_jobs(), self.store.age(), tally.nodes);
         let line = record.json_line();
         let tmp = self.config.result_file.with_extension("json.tmp");
         let written = std::fs::write(&tmp, format!("{line}\n"))
@@ -514,19 +525,19 @@ impl Engine {
     fn repair_broken_tally(&mut self, reason: &str) -> Result<(), StoreError> {
         self.repairs += 1;
         let doubted = match self.repairs {
-            1 => self.life.doubt_unconfirmed_symmetric(),
-            2 => self.life.doubt_all_symmetric(),
+            1 => self.scheduler.doubt_unconfirmed_symmetric(),
+            2 => self.scheduler.doubt_all_symmetric(),
             _ => Vec::new(),
         };
         if doubted.is_empty() {
-            let jobs = self.life.symmetric_jobs();
+            let jobs = self.scheduler.symmetric_jobs();
             tracing::error!(%reason, jobs = ?jobs, "the final tally breaks the symmetry identities and every job that could explain it was solved again: refusing to write a result. The coordinator keeps serving status; inspect the jobs with `verify --state`");
             self.refused = Some(jobs);
             return Ok(());
         }
         let mut changes = Vec::new();
         for &job_id in &doubted {
-            self.life.doubt(job_id, &mut changes);
+            self.scheduler.doubt(job_id, &mut changes);
         }
         tracing::warn!(%reason, jobs = doubted.len(), round = self.repairs, ids = ?&doubted[..doubted.len().min(20)], "the final tally breaks the symmetry identities: the jobs that can explain it are solved again");
         self.store.apply(&changes, &[])?;
@@ -541,15 +552,15 @@ impl Engine {
     fn status(&self) -> StatusView {
         let now = Instant::now();
         let elapsed = self.started.elapsed().as_secs_f64().max(1e-3);
-        let jobs = self.life.by_state();
+        let jobs = self.scheduler.by_state();
         let done = jobs.get(JobState::Done);
         let rate = (done - self.done_at_start.min(done)) as f64 / elapsed;
         let quiet = self.last_counted.map_or(elapsed, |t| now.duration_since(t).as_secs_f64());
         let meta = self.store.meta();
         let run = RunName { n: meta.n.into(), fingerprint: &meta.fingerprint };
         let progress =
-            Progress::new(run, &jobs, Some(rate), quiet, self.life.conflicts_total(), None);
-        let last_deadline = self.life.last_lease_deadline();
+            Progress::new(run, &jobs, Some(rate), quiet, self.scheduler.conflicts_total(), None);
+        let last_deadline = self.scheduler.last_lease_deadline();
         let mut workers: Vec<WorkerView> = self
             .workers
             .values()
@@ -562,8 +573,8 @@ impl Engine {
                 results: w.results,
                 conflicts: w.conflicts,
                 last_seen_seconds_ago: now.duration_since(w.last_seen).as_secs_f64(),
-                jobs_leased: self.life.leased_by(WorkerId::new(w.row.id)),
-                untrusted: self.life.is_untrusted(WorkerId::new(w.row.id)),
+                jobs_leased: self.scheduler.leased_by(WorkerId::new(w.row.id)),
+                untrusted: self.scheduler.is_untrusted(WorkerId::new(w.row.id)),
                 credential: w.row.credential.clone(),
                 device: w.device.clone(),
                 counted_per_second: w
@@ -573,14 +584,16 @@ impl Engine {
                     .map(|(_, k)| *k as f64)
                     .sum::<f64>()
                     / self.lease_duration.as_secs_f64(),
+                trust: self.scheduler.standing_of(WorkerId::new(w.row.id)).into(),
+                lease_size: w.last_lease_size as u64,
             })
             .collect();
         workers.sort_by_key(|w| w.worker_id);
         StatusView {
             progress,
             source: Source::Coordinator(String::new()),
-            untrusted_workers: self.life.untrusted_count(),
-            lease_expiries: Some(self.life.lease_expiries()),
+            untrusted_workers: self.scheduler.untrusted_count(),
+            lease_expiries: Some(self.scheduler.lease_expiries()),
             leases_expire_in_seconds: last_deadline
                 .map(|d| d.saturating_duration_since(now).as_secs_f64()),
             // Summed from the committed rows by the caller, off this thread.

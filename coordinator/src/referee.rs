@@ -45,7 +45,10 @@ pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> mpsc::Sender<JobId> {
                     }
                 }
                 Err(e) => {
-                    tracing::error!(job = %job_id, error = %e, "referee cannot solve the job")
+                    tracing::error!(job = %job_id, error = %e, "referee cannot solve the job");
+                    if !engine.send(Command::RefereeFailed { job_id }) {
+                        return;
+                    }
                 }
             }
         }

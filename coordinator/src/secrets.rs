@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 // The digests, secrets and credential names the state file shares: one copy, in the store.
 pub use nqueens_store::credentials::{digest, new_secret, same_digest, OPEN, SHARED};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// The credential a call was made under, as the token check found it.
@@ -60,22 +61,34 @@ impl Credential {
     }
 }
 
-/// Registrations allowed per credential in any minute.
+/// Registrations allowed per credential and source address in any minute.
 pub const REGISTRATIONS_PER_MINUTE: u32 = 60;
 
-/// Caps registrations per credential: a token bucket of [`REGISTRATIONS_PER_MINUTE`], refilled
-/// continuously. Honest workers register once per connection; a flood of identities is refused.
+/// Caps registrations per credential *and source address*: a token bucket of
+/// [`REGISTRATIONS_PER_MINUTE`] for each pair, refilled continuously. Honest workers register once
+/// per connection; a flood of identities from one host empties only its own bucket, so other
+/// hosts of the same credential still get in. (The buckets are bounded: the oldest idle ones are
+/// dropped past [`MAX_BUCKETS`].)
 #[derive(Debug, Default)]
 pub struct RegistrationLimiter {
-    buckets: HashMap<String, (f64, Instant)>,
+    buckets: HashMap<(String, Option<IpAddr>), (f64, Instant)>,
 }
 
+/// Buckets kept at most; full (idle) ones are dropped first, being the same as a new one.
+pub const MAX_BUCKETS: usize = 65_536;
+
 impl RegistrationLimiter {
-    /// Takes one registration of `credential` at `now`, if the bucket has one left.
-    pub fn allow(&mut self, credential: &str, now: Instant) -> bool {
+    /// Takes one registration of `credential` from `peer` at `now`, if its bucket has one left.
+    pub fn allow(&mut self, credential: &str, peer: Option<IpAddr>, now: Instant) -> bool {
         let per_second = REGISTRATIONS_PER_MINUTE as f64 / 60.0;
         let full = REGISTRATIONS_PER_MINUTE as f64;
-        let (tokens, last) = self.buckets.entry(credential.to_owned()).or_insert((full, now));
+        if self.buckets.len() >= MAX_BUCKETS {
+            self.buckets.retain(|_, (tokens, last)| {
+                *tokens + now.saturating_duration_since(*last).as_secs_f64() * per_second < full
+            });
+        }
+        let key = (credential.to_owned(), peer);
+        let (tokens, last) = self.buckets.entry(key).or_insert((full, now));
         let refill = now.saturating_duration_since(*last).as_secs_f64() * per_second;
         *tokens = (*tokens + refill).min(full);
         *last = now;
@@ -110,10 +123,13 @@ mod tests {
     fn registrations_are_capped_per_credential_and_refill() {
         let mut limit = RegistrationLimiter::default();
         let t0 = Instant::now();
-        let allowed = (0..1000).filter(|_| limit.allow("evil", t0)).count();
+        let flood: Option<IpAddr> = Some([10, 0, 0, 1].into());
+        let honest: Option<IpAddr> = Some([10, 0, 0, 2].into());
+        let allowed = (0..1000).filter(|_| limit.allow("evil", flood, t0)).count();
         assert_eq!(allowed, REGISTRATIONS_PER_MINUTE as usize);
-        assert!(limit.allow("good", t0), "another credential has its own bucket");
-        assert!(!limit.allow("evil", t0 + Duration::from_millis(100)));
-        assert!(limit.allow("evil", t0 + Duration::from_secs(2)));
+        assert!(limit.allow("good", flood, t0), "another credential has its own bucket");
+        assert!(limit.allow("evil", honest, t0), "another host of the credential gets in");
+        assert!(!limit.allow("evil", flood, t0 + Duration::from_millis(100)));
+        assert!(limit.allow("evil", flood, t0 + Duration::from_secs(2)));
     }
 }

@@ -42,6 +42,11 @@ pub struct WorkerView {
     pub device: String,
     /// Its counted results per second over the last lease period (live coordinators only).
     pub counted_per_second: f64,
+    /// Its credential's standing: `probation`, `trusted` or `untrusted` (live coordinators only,
+    /// else empty or `untrusted`).
+    pub trust: String,
+    /// Jobs its last lease call was sized for (live coordinators only).
+    pub lease_size: u64,
 }
 
 impl From<WorkerRecord> for WorkerView {
@@ -62,6 +67,8 @@ impl From<WorkerRecord> for WorkerView {
             credential: Credential::from_stored(&r.credential).name,
             device: String::new(),
             counted_per_second: 0.0,
+            trust: if r.untrusted { "untrusted".into() } else { String::new() },
+            lease_size: 0,
         }
     }
 }
@@ -452,7 +459,10 @@ impl StatusView {
                     if w.device.is_empty() {
                         String::new()
                     } else {
-                        format!("  on {} at {:.1} results/s", w.device, w.counted_per_second)
+                        format!(
+                            "  on {} at {:.1} results/s, {}, leases of {}",
+                            w.device, w.counted_per_second, w.trust, w.lease_size
+                        )
                     },
                     if w.untrusted { "  UNTRUSTED" } else { "" }
                 );

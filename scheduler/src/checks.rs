@@ -84,12 +84,45 @@ impl Scheduler {
 
     /// Asks for the coordinator's own answer to a job (once per job and process; at most
     /// `max_referee_queue` wait at a time, the rest are settled by workers).
-    pub(crate) fn refer(&mut self, job_id: JobId) {
+    pub(crate) fn refer(&mut self, job_id: JobId) -> bool {
         let checks = &mut self.checks;
-        if checks.referee_queue.len() < self.config.max_referee_queue
-            && checks.refereed.insert(job_id)
-        {
+        let sent = checks.referee_queue.len() < self.config.max_referee_queue
+            && checks.refereed.insert(job_id);
+        if sent {
             checks.referee_queue.push(job_id);
+        }
+        sent
+    }
+
+    /// Sends a job `worker_id` gave an opinion on to the coordinator, where it can solve jobs
+    /// itself: always for a job that needs two answers (a verification, or one in conflict
+    /// before), and for a group on probation as long as its checks asked and passed fall short
+    /// of probation. Each answer it checks is one the group gave among others, chosen after the
+    /// fact: the group cannot tell which will be checked.
+    pub(crate) fn ask_coordinator(&mut self, job_id: JobId, worker_id: WorkerId) {
+        if !self.config.coordinator_checks {
+            return;
+        }
+        if self.jobs.entry(job_id).agreeing_needed() > 1 {
+            let _ = self.refer(job_id);
+            return;
+        }
+        if !self.on_probation(worker_id) {
+            return;
+        }
+        let group = self.group(worker_id);
+        let verified = self.trust.verified.get(&group).copied().unwrap_or(0);
+        let asked = self.trust.checks_asked.get(&group).copied().unwrap_or(0);
+        if asked + verified < self.trust.probation && self.refer(job_id) {
+            *self.trust.checks_asked.entry(group).or_default() += 1;
+        }
+    }
+
+    /// A counted job drawn for a secret re-check: the coordinator solves it itself where it can,
+    /// else a worker of another group is given it beside a lease ([`Scheduler::draw_recheck`]).
+    pub(crate) fn recheck(&mut self, job_id: JobId) {
+        if !self.config.coordinator_checks || !self.refer(job_id) {
+            self.checks.rechecks.push_back(job_id);
         }
     }
 
@@ -174,6 +207,9 @@ impl Scheduler {
         for (worker_id, counts) in answers {
             if self.is_untrusted(worker_id) {
                 continue;
+            }
+            if let Some(asked) = self.trust.checks_asked.get_mut(&self.trust.group(worker_id)) {
+                *asked = asked.saturating_sub(1);
             }
             if counts.same_answer(&answer) {
                 self.trust.agreed(worker_id);

@@ -6,7 +6,8 @@ use std::time::Duration;
 /// After this many reported solver errors, from at least [`MIN_ERROR_GROUPS`] independent
 /// workers, a job is marked failed and left alone.
 pub const MAX_ERRORS: u32 = 3;
-/// Errors from one credential (or one worker under the shared token) never fail a job alone.
+/// Errors fail a job (short of the coordinator's own failed attempt) only from this many per-host
+/// credentials; identities under the shared token never fail a job by their errors alone.
 pub const MIN_ERROR_GROUPS: usize = 2;
 /// A worker that reported at least this many solver errors, and errors on more than a quarter of
 /// what it answered, is untrusted: honest solvers all but never fail.
@@ -18,19 +19,22 @@ pub const MAX_CONFLICTS: u32 = 3;
 /// untrusts it. (Each worker's first lease carries one as well: the check at registration.)
 pub const SPOT_CHECK_RATE: f64 = 0.005;
 /// A job leased for longer than this many times its expected time (plus one lease duration) is
-/// also given to another worker, and the first agreeing answer counts: heartbeats alone cannot
-/// hold a job forever.
+/// also given to another worker, and the first agreeing answer counts; past twice that its
+/// holder's lease ends, whatever it heartbeats. The expected time comes from the coordinator's
+/// own clock (lease to result), never from what a worker reports.
 pub const OVERDUE_FACTOR: f64 = 4.0;
 /// How many extra workers one overdue job is given to at most. A copy that is itself overdue
 /// (its holder stalls too) is followed by another, on the same rule.
 pub const MAX_COPIES: u32 = 4;
 /// Jobs in conflict waiting for the coordinator's own answer at most (more wait for workers).
 pub const MAX_REFEREE_QUEUE: usize = 256;
-/// How many of a new worker's answers must agree with another worker's before one of its results
-/// is believed alone (while another worker is around to compare with).
+/// How many of a new credential's answers must be verified (by the coordinator's own answer or
+/// another credential's agreeing one) before one of its results is believed alone.
 pub const PROBATION_RESULTS: u32 = 10;
-/// The most jobs one lease gives a worker on probation (one per thread, at most this many).
-pub const PROBATION_LEASE: u32 = 64;
+/// The most jobs a credential on probation holds at once, over all its identities and leases.
+/// A trusted credential holds at most twice what it delivered in the last lease period (and
+/// never less than this).
+pub const PROBATION_HOLD: u32 = 16;
 /// The most jobs one lease gives any worker, however fast it has shown itself to be.
 pub const MAX_LEASE: usize = 65_536;
 /// How long a lease lasts without a heartbeat (the coordinator's default `--lease-seconds`).
@@ -62,17 +66,22 @@ pub struct SchedulerConfig {
     pub max_copies: u32,
     /// See [`MAX_REFEREE_QUEUE`].
     pub max_referee_queue: usize,
-    /// A worker with fewer agreements than this is on probation: while another worker is around
-    /// to compare with, each of its results waits for a second worker's (adaptive replication).
-    /// 0 turns probation off. See [`PROBATION_RESULTS`].
+    /// A group with fewer verified answers than this is on probation: each of its results waits
+    /// for the coordinator's check or another group's agreement (adaptive replication). 0 turns
+    /// probation off. See [`PROBATION_RESULTS`].
     pub probation_results: u32,
-    /// See [`PROBATION_LEASE`].
-    pub probation_lease: u32,
+    /// See [`PROBATION_HOLD`].
+    pub probation_hold: u32,
     /// See [`MAX_LEASE`].
     pub max_lease: usize,
-    /// The fraction of counted jobs drawn for a secret re-check: each is given once more, beside
-    /// a lease, to a worker of a group that did not answer it (0 to 1; 0 turns re-checks off).
+    /// The fraction of answers counted on one trusted group's word drawn for a secret re-check:
+    /// the coordinator solves each itself (with `coordinator_checks`), or gives it once more,
+    /// beside a lease, to a worker of a group that did not answer it (0 to 1; 0 turns re-checks
+    /// off). A turncoat with L such answers wrong goes unnoticed with probability (1 - f)^L.
     pub recheck_fraction: f64,
+    /// Whether the coordinator solves this run's jobs itself (its referee): answers of groups on
+    /// probation, re-checks and jobs trusted workers failed are then sent to it.
+    pub coordinator_checks: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -89,9 +98,10 @@ impl Default for SchedulerConfig {
             max_copies: MAX_COPIES,
             max_referee_queue: MAX_REFEREE_QUEUE,
             probation_results: PROBATION_RESULTS,
-            probation_lease: PROBATION_LEASE,
+            probation_hold: PROBATION_HOLD,
             max_lease: MAX_LEASE,
             recheck_fraction: 0.0,
+            coordinator_checks: false,
         }
     }
 }

@@ -23,10 +23,11 @@ impl Scheduler {
         self.lease_checked(worker_id, max_jobs, others, false, now, changes)
     }
 
-    /// Leases up to `max_jobs` jobs to `worker_id`: pending ones, longest first; when none is left,
-    /// copies of jobs leased far past their expected time. A job awaiting another opinion goes to
-    /// a worker that has not given one yet: this worker gets it back only when none of the
-    /// `others` (the other live, trusted workers) could give a fresh opinion.
+    /// Leases up to `max_jobs` jobs to `worker_id`, within the room its group's cap leaves (see
+    /// [`Scheduler::group_cap`]): pending ones, longest first; when none is left, copies of jobs
+    /// leased far past their expected time. A job awaiting another opinion goes to a group that
+    /// has not given one yet: this worker's group gets it back only when it is trusted and none
+    /// of the `others` (the other workers delivering verified work) could give a fresh opinion.
     ///
     /// With `spot_checks`, the worker's first lease and about `spot_check_rate` of the jobs it
     /// is given afterwards are jobs whose answer is already known, in place of a pending job and
@@ -40,6 +41,7 @@ impl Scheduler {
         now: Instant,
         changes: &mut Vec<Change>,
     ) -> Option<(LeaseId, Vec<JobId>)> {
+        let max_jobs = max_jobs.min(self.room(worker_id, now));
         if self.is_untrusted(worker_id) || max_jobs == 0 {
             return None;
         }
@@ -74,13 +76,15 @@ impl Scheduler {
 
     /// Up to `max_jobs` pending jobs for `worker_id`, longest first, taken off the queue. A job
     /// on which `worker_id`'s group gave an opinion is left for one of the `others` that has
-    /// not, while there is one.
+    /// not, while there is one, and never given back to a group on probation (its second answer
+    /// would prove nothing).
     fn pick_pending(
         &mut self,
         worker_id: WorkerId,
         max_jobs: usize,
         others: &[WorkerId],
     ) -> Vec<JobId> {
+        let probation = self.on_probation(worker_id);
         let mut picked = Vec::new();
         let mut set_aside = Vec::new();
         while picked.len() < max_jobs {
@@ -92,7 +96,7 @@ impl Scheduler {
             // Whether someone of `w`'s group has given an opinion: a group confirms nothing alone.
             let gave =
                 |w: WorkerId| job.opinions.iter().any(|(o, _)| self.group(*o) == self.group(w));
-            if gave(worker_id) && others.iter().any(|&o| !gave(o)) {
+            if gave(worker_id) && (probation || others.iter().any(|&o| !gave(o))) {
                 set_aside.push(id);
                 continue;
             }
@@ -131,8 +135,11 @@ impl Scheduler {
         }
     }
 
-    /// Extends `lease_ids` of `worker_id`. A lease that expired but whose jobs are still pending is
-    /// re-attached (the worker is still on them); one with nothing left is reported lost.
+    /// Extends `lease_ids` of `worker_id`: each job still held under them gets a new deadline,
+    /// one lease duration away but never past its hard deadline (twice its overdue time at the
+    /// measured rate): heartbeats keep a lease alive, they cannot hold a job for ever. A job that
+    /// left the lease (expired, answered, taken back) is not re-attached. A lease with nothing
+    /// left is reported lost.
     pub fn heartbeat(
         &mut self,
         worker_id: WorkerId,
@@ -140,38 +147,34 @@ impl Scheduler {
         now: Instant,
         changes: &mut Vec<Change>,
     ) -> Vec<LeaseId> {
-        let deadline = now + self.config.lease_duration;
+        let _ = changes; // nothing durable changes: deadlines are not stored
+        let renewal = now + self.config.lease_duration;
         let mut lost = Vec::new();
         for &lease_id in lease_ids {
             let Some(lease) = self.leases.get(lease_id) else {
                 lost.push(lease_id);
                 continue;
             };
-            if lease.worker_id != worker_id || self.is_untrusted(worker_id) {
+            if lease.worker_id != worker_id || self.is_untrusted(worker_id) || !lease.active {
                 lost.push(lease_id);
                 continue;
             }
             let mut holds_any = false;
             let extra = lease.extra.clone();
             for id in lease.job_ids.clone() {
-                if self.jobs.renew(id, lease_id, deadline) {
-                    holds_any = true;
-                    continue;
-                }
                 let job = self.jobs.entry(id);
-                match job.standing() {
-                    Standing::Pending if !job.opinions.iter().any(|(w, _)| *w == worker_id) => {
-                        let leased = Standing::Leased { lease_id, worker_id, deadline, since: now };
-                        self.jobs.set_state(id, leased, changes);
-                        holds_any = true;
+                if let Standing::Leased { lease_id: l, since, .. } = job.standing() {
+                    if l == lease_id {
+                        let hard = self.hard_deadline(job.estimate, since);
+                        let deadline = hard.map_or(renewal, |h| h.min(renewal));
+                        holds_any |= self.jobs.renew(id, lease_id, deadline);
+                        continue;
                     }
-                    // A spot check or an overdue copy: held until answered (or given up).
-                    Standing::Done | Standing::Leased { .. }
-                        if extra.contains(&id) && !self.answered(worker_id, id) =>
-                    {
-                        holds_any = true;
-                    }
-                    _ => {}
+                }
+                // A spot check or an overdue copy: held until answered (or given up).
+                let open = matches!(job.standing(), Standing::Done | Standing::Leased { .. });
+                if open && extra.contains(&id) && !self.answered(worker_id, id) {
+                    holds_any = true;
                 }
             }
             if let Some(lease) = self.leases.get_mut(lease_id) {

@@ -33,13 +33,15 @@ mod trust;
 pub use checks::{implausible, MAX_JOB_NODES, MAX_SOLUTIONS_PER_NODE};
 pub use config::{
     SchedulerConfig, ERROR_UNTRUST_MIN, LEASE_DURATION, MAX_CONFLICTS, MAX_COPIES, MAX_ERRORS,
-    MAX_LEASE, MAX_REFEREE_QUEUE, MIN_ERROR_GROUPS, OVERDUE_FACTOR, PROBATION_LEASE,
+    MAX_LEASE, MAX_REFEREE_QUEUE, MIN_ERROR_GROUPS, OVERDUE_FACTOR, PROBATION_HOLD,
     PROBATION_RESULTS, SPOT_CHECK_RATE,
 };
 pub use ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 pub use outcome::{Change, Finding, Verdict};
+pub use pace::ACTIVE_LEASES;
 pub use state::{JobState, JobsByState, ResultKind};
 pub use stored::{StoredJob, StoredLease};
+pub use trust::CREDENTIAL_GROUPS;
 
 use checks::Checks;
 use jobs::{JobTable, Standing};

@@ -1,57 +1,87 @@
-//! Pace: how long jobs take, and what follows from it. Each worker's seconds per unit of cost
-//! estimate (learnt from its counted results) give a job's expected time; a job leased far
-//! longer than that is copied to another worker; and a lease's size follows the observed job
-//! time and what the worker has shown it can finish.
+//! Pace: how long jobs take, as the coordinator measured it, and what follows from it. Every
+//! figure here comes from the coordinator's own clock: the time from a lease to each of its
+//! results, and the answers each group delivered within the last lease period. What a worker
+//! reports about its speed (its job seconds, its thread count) is never believed: a claimed
+//! thread count only ever makes a lease smaller.
+//!
+//! From them: a job's expected time (the lower median of the trusted groups' seconds per unit of
+//! cost estimate), the overdue copies of jobs held far past it and the hard end of a lease that
+//! heartbeats cannot push back, and how many jobs a group may hold at once.
 
 use crate::config::SchedulerConfig;
 use crate::ids::{JobId, WorkerId};
 use crate::jobs::Standing;
 use crate::Scheduler;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// Reported solve times are clamped to this (a week) before they teach the duration model.
-pub(crate) const MAX_REPORTED_SECONDS: f64 = 7.0 * 86_400.0;
+/// A group counts as active while it delivered verified work within this many lease periods.
+pub const ACTIVE_LEASES: u32 = 3;
 
-/// What the scheduler knows of the workers' speed.
+/// What the scheduler measured of the groups' speed.
 #[derive(Debug, Default)]
 pub(crate) struct Pace {
-    /// Per worker: seconds per unit of cost estimate, from its counted results. A job's expected
-    /// time comes from the lower median over trusted workers ([`Scheduler::seconds_per_estimate`]).
-    worker_rates: HashMap<WorkerId, f64>,
-    /// A moving average of job seconds, from workers past probation: sizes batches.
+    /// Per group: seconds per unit of cost estimate, lease to result on the coordinator's clock,
+    /// from its counted and verified answers.
+    group_rates: HashMap<u64, f64>,
+    /// Per group: answers counted or verified, per second of arrival (oldest first).
+    delivered: HashMap<u64, VecDeque<(Instant, u32)>>,
+    /// Per group: when it last delivered an answer that counted or was verified.
+    last_verified: HashMap<u64, Instant>,
+    /// A moving average of lease-to-result seconds of trusted groups' jobs: sizes batches.
     mean_job_seconds: Option<f64>,
     /// No scan for overdue jobs before this (they are looked for at most once a second).
     next_overdue_scan: Option<Instant>,
 }
 
-/// The jobs of one lease: `base` (the batch for `claimed` threads at the observed job time) for a
-/// worker on probation, at most one per thread and `probation_lease`; afterwards it grows with
-/// `earned` (results counted in the last lease period), a quarter of it at a time, but never
-/// past `earned` (or one job per thread), nor `max_lease`.
-pub(crate) fn sized_lease(
-    config: &SchedulerConfig,
-    claimed: u32,
-    base: usize,
-    on_probation: bool,
-    earned: usize,
-) -> usize {
-    if on_probation {
-        return base.min(claimed.min(config.probation_lease) as usize);
-    }
-    base.max(earned / 4).min((claimed as usize).max(earned)).min(config.max_lease)
+/// The jobs of one lease: the batch for `claimed` slots (`base`), at most the `room` left under
+/// the group's cap, and never more than `max_lease`.
+pub(crate) fn sized_lease(config: &SchedulerConfig, base: usize, room: usize) -> usize {
+    base.min(room).min(config.max_lease)
 }
 
 impl Scheduler {
-    /// Learns from one counted result how long a unit of cost estimate takes on `worker_id`,
-    /// and (from workers past probation) how long a job takes. Only results that count teach
-    /// it (never duplicates); times are clamped, and each sample moves the worker's figure a
-    /// little and by at most a factor of ten.
-    pub(crate) fn learn_duration(&mut self, job_id: JobId, worker_id: WorkerId, seconds: f64) {
-        if !(seconds.is_finite() && seconds > 0.0) {
-            return;
+    /// Seconds from the lease to this result on the coordinator's clock, when `worker_id` still
+    /// holds the job under `lease_id` (a copy, a spot check or a late result teaches nothing).
+    pub(crate) fn measured_seconds(
+        &self,
+        job_id: JobId,
+        lease_id: crate::LeaseId,
+        worker_id: WorkerId,
+        now: Instant,
+    ) -> Option<f64> {
+        match self.jobs.standing(job_id) {
+            Standing::Leased { lease_id: l, worker_id: w, since, .. }
+                if l == lease_id && w == worker_id =>
+            {
+                Some(now.saturating_duration_since(since).as_secs_f64())
+            }
+            _ => None,
         }
-        let seconds = seconds.min(MAX_REPORTED_SECONDS);
+    }
+
+    /// Learns from one counted or verified answer: the group delivered once more, and (when the
+    /// coordinator timed it) how long a unit of cost estimate takes that group. Each sample moves
+    /// the figure a little and by at most a factor of ten.
+    pub(crate) fn learn_duration(
+        &mut self,
+        job_id: JobId,
+        worker_id: WorkerId,
+        measured: Option<f64>,
+        now: Instant,
+    ) {
+        let group = self.group(worker_id);
+        self.pace.last_verified.insert(group, now);
+        let window = self.config.lease_duration;
+        let delivered = self.pace.delivered.entry(group).or_default();
+        while delivered.front().is_some_and(|(t, _)| now.saturating_duration_since(*t) > window) {
+            delivered.pop_front();
+        }
+        match delivered.back_mut() {
+            Some((t, k)) if now.saturating_duration_since(*t) < Duration::from_secs(1) => *k += 1,
+            _ => delivered.push_back((now, 1)),
+        }
+        let Some(seconds) = measured.filter(|s| s.is_finite() && *s > 0.0) else { return };
         if !self.on_probation(worker_id) {
             let mean = self.pace.mean_job_seconds.get_or_insert(seconds);
             *mean = *mean * 0.95 + seconds * 0.05;
@@ -61,23 +91,72 @@ impl Scheduler {
             return;
         }
         let sample = seconds / estimate as f64;
-        let rate = self.pace.worker_rates.entry(worker_id).or_insert(sample);
+        let rate = self.pace.group_rates.entry(group).or_insert(sample);
         *rate = *rate * 0.98 + sample.clamp(*rate / 10.0, *rate * 10.0) * 0.02;
     }
 
-    /// Seconds per unit of cost estimate: the lower median of the trusted workers' own figures.
-    /// One worker cannot move it past an honest one's: a slow claim (to hide a hoarder's overdue
-    /// jobs) loses to the faster figure, and a fast one only makes copies sooner, a few per job.
+    /// Answers `worker_id`'s group had counted or verified within the last lease period.
+    pub fn delivered_recently(&self, worker_id: WorkerId, now: Instant) -> usize {
+        let window = self.config.lease_duration;
+        self.pace.delivered.get(&self.group(worker_id)).map_or(0, |d| {
+            d.iter()
+                .filter(|(t, _)| now.saturating_duration_since(*t) <= window)
+                .map(|(_, k)| *k as usize)
+                .sum()
+        })
+    }
+
+    /// Whether `worker_id` is trusted at all and its group delivered an answer that counted or
+    /// was verified within the last [`ACTIVE_LEASES`] lease periods: "active" as the coordinator
+    /// sees it. Registering and heartbeating do not make a worker active.
+    pub fn delivering(&self, worker_id: WorkerId, now: Instant) -> bool {
+        let patience = self.config.lease_duration * ACTIVE_LEASES;
+        !self.is_untrusted(worker_id)
+            && self
+                .pace
+                .last_verified
+                .get(&self.group(worker_id))
+                .is_some_and(|t| now.saturating_duration_since(*t) <= patience)
+    }
+
+    /// Seconds per unit of cost estimate: the lower median over the trusted groups' measured
+    /// figures. One group cannot move it past an honest one's: answering slowly on purpose (to
+    /// hide a hoarder's overdue jobs) loses to the faster figure.
     pub(crate) fn seconds_per_estimate(&self) -> Option<f64> {
         let mut rates: Vec<f64> = self
             .pace
-            .worker_rates
+            .group_rates
             .iter()
-            .filter(|(w, _)| !self.is_untrusted(**w))
+            .filter(|(g, _)| {
+                !self.trust.group_on_probation(**g) && !self.group_is_untrusted(**g)
+            })
             .map(|(_, r)| *r)
             .collect();
         rates.sort_by(f64::total_cmp);
         rates.get(rates.len().checked_sub(1)? / 2).copied()
+    }
+
+    /// Whether every known worker of `group` is untrusted (a group without known workers: no).
+    fn group_is_untrusted(&self, group: u64) -> bool {
+        let mut members = self.trust.groups.iter().filter(|(_, g)| **g == group).peekable();
+        if members.peek().is_none() {
+            return self.trust.untrusted.contains(&WorkerId::new(group));
+        }
+        members.all(|(w, _)| self.trust.untrusted.contains(w))
+    }
+
+    /// How long a job of `estimate` should take, from the measured rates.
+    fn expected_seconds(&self, estimate: u64) -> Option<f64> {
+        Some(self.seconds_per_estimate()? * estimate as f64)
+    }
+
+    /// When a job leased at `since` must be answered by, whatever its holder heartbeats: twice
+    /// its overdue time (see [`Scheduler::overdue_copies`]). None while nothing was measured.
+    pub(crate) fn hard_deadline(&self, estimate: u64, since: Instant) -> Option<Instant> {
+        let expected = self.expected_seconds(estimate)?;
+        let grace = self.config.lease_duration.as_secs_f64();
+        let limit = 2.0 * (self.config.overdue_factor * expected + grace);
+        Some(since + Duration::from_secs_f64(limit.min(1e9)))
     }
 
     /// Up to `room` jobs leased to other workers for much longer than their expected time, each
@@ -95,6 +174,7 @@ impl Scheduler {
         }
         self.pace.next_overdue_scan = Some(now + Duration::from_secs(1));
         let grace = self.config.lease_duration.as_secs_f64();
+        let group = self.group(worker_id);
         for id in self.jobs.ids() {
             if out.len() >= room {
                 break;
@@ -103,7 +183,7 @@ impl Scheduler {
             let Standing::Leased { worker_id: holder, since, .. } = job.standing() else {
                 continue;
             };
-            if holder == worker_id
+            if self.group(holder) == group
                 || job.copies >= self.config.max_copies
                 || self.answered(worker_id, id)
             {
@@ -111,10 +191,11 @@ impl Scheduler {
             }
             let expected = rate * job.estimate as f64;
             let overdue = self.config.overdue_factor * expected + grace;
-            let held = now.duration_since(since).as_secs_f64();
+            let held = now.saturating_duration_since(since).as_secs_f64();
             // The last copy's holder gets the same time as the first holder before another.
-            let copy_overdue =
-                job.last_copy.is_none_or(|t| now.duration_since(t).as_secs_f64() > overdue);
+            let copy_overdue = job
+                .last_copy
+                .is_none_or(|t| now.saturating_duration_since(t).as_secs_f64() > overdue);
             if held > overdue && copy_overdue {
                 tracing::info!(
                     job = %id,
@@ -132,27 +213,52 @@ impl Scheduler {
         }
     }
 
-    /// Batch size for `free_slots` threads: jobs per slot such that one slot's share lasts about
-    /// a quarter of a lease at the observed job duration.
-    pub(crate) fn batch_size(&self, free_slots: u32) -> usize {
+    /// Batch size for `slots` free slots: jobs per slot such that one slot's share lasts about
+    /// a quarter of a lease at the measured job time.
+    pub(crate) fn batch_size(&self, slots: u32) -> usize {
         let per_slot = match self.pace.mean_job_seconds {
             Some(s) if s > 0.0 => {
                 ((self.config.lease_duration.as_secs_f64() / 4.0) / s).clamp(1.0, 64.0) as usize
             }
             _ => 2,
         };
-        (free_slots.max(1) as usize).saturating_mul(per_slot).min(4096)
+        (slots.max(1) as usize).saturating_mul(per_slot)
     }
 
-    /// How many jobs a lease gives `worker_id`, working `claimed` threads, having finished
-    /// `earned` results in the last lease period, at the observed job time. A newcomer on
-    /// probation: one per thread, at most `probation_lease`. Afterwards the batch grows with
-    /// what it has shown it can do, never past what it finished in the last lease period (or one
-    /// job per thread): a slow or lying worker cannot hoard, and a fast one (a GPU) does not
-    /// starve.
-    pub fn lease_size(&self, worker_id: WorkerId, claimed: u32, earned: usize) -> usize {
-        let base = self.batch_size(claimed);
-        sized_lease(&self.config, claimed, base, self.on_probation(worker_id), earned)
+    /// Jobs held now by the workers of `worker_id`'s group, over all their leases.
+    fn group_holds(&self, worker_id: WorkerId) -> usize {
+        let group = self.group(worker_id);
+        let others: u64 = self
+            .trust
+            .groups
+            .iter()
+            .filter(|(w, g)| **g == group && **w != worker_id)
+            .map(|(w, _)| self.jobs.leased_by(*w))
+            .sum();
+        (others + self.jobs.leased_by(worker_id)) as usize
+    }
+
+    /// The most jobs `worker_id`'s group may hold at once: `probation_hold` on probation, over
+    /// all its identities; once trusted, twice what it delivered in the last lease period (never
+    /// less than `probation_hold`). Calls, identities and claimed threads do not raise it.
+    pub fn group_cap(&self, worker_id: WorkerId, now: Instant) -> usize {
+        let floor = self.config.probation_hold as usize;
+        if self.on_probation(worker_id) {
+            return floor;
+        }
+        floor.max(2 * self.delivered_recently(worker_id, now)).min(self.config.max_lease)
+    }
+
+    /// How many more jobs `worker_id` may be leased now: the room under its group's cap.
+    pub(crate) fn room(&self, worker_id: WorkerId, now: Instant) -> usize {
+        self.group_cap(worker_id, now).saturating_sub(self.group_holds(worker_id))
+    }
+
+    /// How many jobs a lease gives `worker_id` asking for `slots` free slots: a batch that keeps
+    /// the slots busy for about a quarter of a lease at the measured job time, within the room
+    /// its group's cap leaves (see [`Scheduler::group_cap`]).
+    pub fn lease_size(&self, worker_id: WorkerId, slots: u32, now: Instant) -> usize {
+        sized_lease(&self.config, self.batch_size(slots), self.room(worker_id, now))
     }
 }
 
@@ -162,22 +268,11 @@ mod tests {
     use crate::config::MAX_LEASE;
 
     #[test]
-    fn leases_grow_with_throughput_after_probation_and_never_past_it() {
+    fn a_lease_is_the_batch_within_the_room_left() {
         let c = SchedulerConfig::default();
-        // A GPU worker claims one thread; on probation it gets one job per lease.
-        assert_eq!(sized_lease(&c, 1, 2, true, 50_000), 1);
-        // After probation its leases follow what it finished in the last lease period.
-        assert_eq!(sized_lease(&c, 1, 2, false, 0), 1);
-        assert_eq!(sized_lease(&c, 1, 2, false, 40), 10);
-        assert_eq!(sized_lease(&c, 1, 2, false, 60_000), 15_000);
-        assert_eq!(sized_lease(&c, 1, 2, false, 1 << 30), MAX_LEASE);
-        for earned in [0, 1, 3, 100, 10_000, 1 << 20] {
-            for claimed in [1, 8, 64, 1024] {
-                let size = sized_lease(&c, claimed, 4 * claimed as usize, false, earned);
-                assert!(size <= (claimed as usize).max(earned), "{claimed} {earned} -> {size}");
-                assert!(size <= MAX_LEASE);
-                assert!(sized_lease(&c, claimed, 4 * claimed as usize, true, earned) <= 64);
-            }
-        }
+        assert_eq!(sized_lease(&c, 2, 16), 2);
+        assert_eq!(sized_lease(&c, 4096, 16), 16);
+        assert_eq!(sized_lease(&c, 4096, 0), 0);
+        assert_eq!(sized_lease(&c, 1 << 30, 1 << 30), MAX_LEASE);
     }
 }

@@ -10,6 +10,7 @@ use crate::outcome::{Change, Finding, Verdict};
 use crate::state::ResultKind;
 use crate::Scheduler;
 use nqueens_core::JobCounts;
+use std::time::Instant;
 
 /// One solved job as a worker reported it.
 #[derive(Debug, Clone, Copy)]
@@ -18,7 +19,11 @@ struct Answer {
     lease_id: LeaseId,
     job_id: JobId,
     counts: JobCounts,
+    /// What the worker says it took (stored for people, never believed).
     seconds: f64,
+    /// Lease to result on the coordinator's clock, where the job was still under this lease.
+    measured: Option<f64>,
+    now: Instant,
 }
 
 impl Answer {
@@ -37,22 +42,24 @@ impl Answer {
 }
 
 impl Scheduler {
-    /// Takes one result. Unknown jobs and leases that never covered the job are refused without
-    /// any change. `others` are the other active, trusted workers: a worker on probation is
-    /// believed alone only when none of another group is around to compare with.
+    /// Takes one result, at `now` on the coordinator's clock (which times the job: the seconds a
+    /// worker reports are stored, never believed). Unknown jobs and leases that never covered the
+    /// job are refused without any change.
     ///
-    /// Agreement counts only between groups (credentials): two identities under one credential
-    /// never confirm each other while a worker of another group is active.
+    /// An answer counts when another group (credential) gave the same one, when it agrees with
+    /// the coordinator's own, or when its group is trusted (it earned that from verified answers)
+    /// and nobody says otherwise. Nothing else makes an answer count: not that no other worker
+    /// is around. Two identities under one credential never confirm each other.
     pub fn result(
         &mut self,
         worker_id: WorkerId,
         lease_id: LeaseId,
         job_id: JobId,
         finding: Finding,
-        others: &[WorkerId],
+        now: Instant,
         changes: &mut Vec<Change>,
     ) -> Verdict {
-        let outcome = self.take_result(worker_id, lease_id, job_id, finding, others, changes);
+        let outcome = self.take_result(worker_id, lease_id, job_id, finding, now, changes);
         self.checked("result");
         outcome
     }
@@ -63,7 +70,7 @@ impl Scheduler {
         lease_id: LeaseId,
         job_id: JobId,
         finding: Finding,
-        others: &[WorkerId],
+        now: Instant,
         changes: &mut Vec<Change>,
     ) -> Verdict {
         if let Some(refusal) = self.refusal(worker_id, lease_id, job_id) {
@@ -86,7 +93,8 @@ impl Scheduler {
                 return self.failed_check(ids, (counts, seconds), known, changes);
             }
         }
-        let answer = Answer { worker_id, lease_id, job_id, counts, seconds };
+        let measured = self.measured_seconds(job_id, lease_id, worker_id, now);
+        let answer = Answer { worker_id, lease_id, job_id, counts, seconds, measured, now };
         if let Some(counted) = self.jobs.entry(job_id).counted {
             return self.against_counted(answer, counted, changes);
         }
@@ -94,7 +102,7 @@ impl Scheduler {
             // The coordinator's own answer agrees (a differing one was refused above).
             return self.against_reference(answer, changes);
         }
-        self.against_opinions(answer, others, changes)
+        self.against_opinions(answer, changes)
     }
 
     /// Why a result is refused before anything is looked at, if it is.
@@ -134,7 +142,7 @@ impl Scheduler {
                     self.trust.agreed(w);
                 }
             }
-            self.learn_duration(a.job_id, a.worker_id, a.seconds);
+            self.learn_duration(a.job_id, a.worker_id, a.measured, a.now);
             self.pool(a.job_id);
             return Verdict::Confirmed;
         }
@@ -164,57 +172,47 @@ impl Scheduler {
         self.jobs.entry_mut(a.job_id).counted = Some((a.worker_id, a.counts));
         self.jobs.set_state(a.job_id, Standing::Done, changes);
         self.trust.agreed(a.worker_id);
-        self.learn_duration(a.job_id, a.worker_id, a.seconds);
+        self.learn_duration(a.job_id, a.worker_id, a.measured, a.now);
         Verdict::Confirmed
     }
 
-    /// An answer for a job not counted yet: counted when it needs no other, or agrees with an
-    /// independent one; otherwise kept as an opinion (and a conflict when it contradicts one).
-    fn against_opinions(
-        &mut self,
-        a: Answer,
-        others: &[WorkerId],
-        changes: &mut Vec<Change>,
-    ) -> Verdict {
+    /// An answer for a job not counted yet: counted when another group agrees, or when its own
+    /// group is trusted and nobody disagrees; otherwise kept as an opinion (a conflict when it
+    /// contradicts one) and, where the coordinator can, sent to it for checking.
+    fn against_opinions(&mut self, a: Answer, changes: &mut Vec<Change>) -> Verdict {
         let group = self.group(a.worker_id);
-        let comparable = others.iter().any(|&o| o != a.worker_id && self.group(o) != group);
         let job = self.jobs.entry(a.job_id);
-        // The scheduler gave this job back to the same worker after its first opinion (only done
-        // when no other worker could give a fresh one). A replay of the first opinion carries the
-        // old lease and stays a duplicate.
+        // A job given back to the same worker after its first opinion (its group is trusted
+        // now, or nobody else could answer): the answer is new. A replay of the first opinion
+        // under the old lease stays a duplicate.
         let solved_again = job.held_by(a.lease_id, a.worker_id);
-        if !solved_again
-            && job.opinions.iter().any(|(w, c)| *w == a.worker_id && c.same_answer(&a.counts))
-        {
+        let said_before =
+            job.opinions.iter().any(|(w, c)| *w == a.worker_id && c.same_answer(&a.counts));
+        if said_before && !solved_again {
             return Verdict::Duplicate;
         }
-        let needed =
-            if self.on_probation(a.worker_id) && comparable { 2 } else { job.agreeing_needed() };
-        let trusted = |w: &WorkerId| !self.is_untrusted(*w);
+        let live = |w: &WorkerId| !self.is_untrusted(*w);
         let disagrees: Option<WorkerId> = job
             .opinions
             .iter()
-            .find(|(w, c)| trusted(w) && !c.same_answer(&a.counts))
+            .find(|(w, c)| live(w) && !c.same_answer(&a.counts))
             .map(|(w, _)| *w);
-        // A worker solving again may confirm its own answer only where no trusted worker says
-        // otherwise (a verification with one worker around). In a dispute it takes another
-        // worker's agreement: repeating one side of it is one more conflict. Within a group,
-        // agreement counts only while no worker of another group is around.
-        let self_confirms = solved_again && disagrees.is_none();
-        let agrees = job.opinions.iter().any(|(w, c)| {
-            let independent =
-                self.group(*w) != group || (!comparable && (*w != a.worker_id || self_confirms));
-            trusted(w) && independent && c.same_answer(&a.counts)
-        });
-        // An answer that contradicts another trusted one is never counted alone.
-        if (needed == 1 && disagrees.is_none()) || agrees {
+        let agrees = job
+            .opinions
+            .iter()
+            .any(|(w, c)| live(w) && self.group(*w) != group && c.same_answer(&a.counts));
+        let alone =
+            !self.on_probation(a.worker_id) && job.agreeing_needed() == 1 && disagrees.is_none();
+        if agrees || alone {
             return self.count_answer(a, agrees, changes);
         }
         changes.push(a.row(
             false,
             if disagrees.is_some() { ResultKind::Conflict } else { ResultKind::Opinion },
         ));
-        self.jobs.entry_mut(a.job_id).opinions.push((a.worker_id, a.counts));
+        if !said_before {
+            self.jobs.entry_mut(a.job_id).opinions.push((a.worker_id, a.counts));
+        }
         if let Some(other) = disagrees {
             changes.push(Change::Conflict {
                 job_id: a.job_id,
@@ -224,33 +222,32 @@ impl Scheduler {
             });
             return self.mark_conflict(a.job_id, changes);
         }
-        // First opinion of a verified job: a different worker must now solve it too.
+        // An opinion: the job waits for another group's answer or the coordinator's.
         if self.jobs.standing(a.job_id) != Standing::Pending {
             self.jobs.set_state(a.job_id, Standing::Pending, changes);
         }
+        self.ask_coordinator(a.job_id, a.worker_id);
         Verdict::Accepted
     }
 
-    /// Counts an answer (`agrees`: it agreed with an independent one, which settles the
-    /// verification and untrusts whoever said otherwise).
+    /// Counts an answer (`agrees`: it agreed with another group's, which settles the
+    /// verification and untrusts whoever said otherwise). An answer counted on one trusted
+    /// group's word is drawn for a secret re-check at `recheck_fraction`.
     fn count_answer(&mut self, a: Answer, agrees: bool, changes: &mut Vec<Change>) -> Verdict {
         changes.push(a.row(true, if agrees { ResultKind::Verified } else { ResultKind::First }));
         self.jobs.entry_mut(a.job_id).counted = Some((a.worker_id, a.counts));
         self.jobs.set_state(a.job_id, Standing::Done, changes);
-        self.learn_duration(a.job_id, a.worker_id, a.seconds);
+        self.learn_duration(a.job_id, a.worker_id, a.measured, a.now);
         if agrees {
             self.credit_agreement(a.job_id, a.worker_id, a.counts);
             self.untrust_dissenters(a.job_id, a.worker_id, a.counts, changes);
             self.pool(a.job_id);
+            return Verdict::Confirmed;
         }
         if self.config.recheck_fraction > 0.0 && self.rng.unit() < self.config.recheck_fraction {
-            self.checks.rechecks.push_back(a.job_id);
+            self.recheck(a.job_id);
         }
-        if agrees {
-            Verdict::Confirmed
-        } else {
-            Verdict::Accepted
-        }
+        Verdict::Accepted
     }
 
     /// One more conflict on the job: it goes back to pending (held after `max_conflicts`), and

@@ -127,28 +127,33 @@ impl Scheduler {
             job.errors = row.errors;
             job.conflicts = row.conflicts;
             conflicts_total += job.conflicts as u64;
-            // A counted answer another group gave too was agreed on: it credits both, and the
-            // job is a spot check from now on.
+            // A counted answer another group (or the coordinator) gave too was verified: it
+            // credits each group once, and the job is a spot check from now on.
             if let Some((counted_by, counted)) = job.counted {
-                let mut agreeing: Vec<WorkerId> = job
+                let mut agreeing: Vec<u64> = job
                     .opinions
                     .iter()
                     .filter(|(w, c)| {
                         trust.group(*w) != trust.group(counted_by) && c.same_answer(&counted)
                     })
-                    .map(|(w, _)| *w)
+                    .map(|(w, _)| trust.group(*w))
                     .collect();
                 agreeing.sort_unstable();
                 agreeing.dedup();
                 if !agreeing.is_empty() {
-                    for w in agreeing.into_iter().chain([counted_by]) {
-                        *trust.agreements.entry(w).or_default() += 1;
+                    for group in agreeing.into_iter().chain([trust.group(counted_by)]) {
+                        *trust.verified.entry(group).or_default() += 1;
                     }
                     job.pooled = true;
                     checks.known.push(row.id);
                 }
             }
             entries.push(job);
+        }
+        // A credential one of whose identities was caught earns its trust again from nothing.
+        let caught: Vec<u64> = trust.untrusted.iter().map(|&w| trust.group(w)).collect();
+        for group in caught {
+            trust.verified.remove(&group);
         }
         let rng = SplitMix64::new(config.seed);
         let scheduler = Scheduler {

@@ -1,8 +1,16 @@
-//! Trust: which workers are believed, and how far. Workers of one group (credential) never
-//! confirm each other; a newcomer is on probation until its answers agreed with other groups'
-//! often enough; a worker that loses a settled verification, fails a check or floods solver
-//! errors is untrusted, and everything it counted is solved again. Solver errors are recorded
-//! here too: they fail a job only when they come from several groups.
+//! Trust: which parties are believed, and how far. A party is a *group*: every identity of one
+//! per-host credential, or one identity under the shared token (which cannot tell its holders
+//! apart). Identities of one group never confirm each other.
+//!
+//! Trust is earned only from evidence the coordinator has itself: a group on probation becomes
+//! trusted after [`SchedulerConfig::probation_results`](crate::SchedulerConfig) of its answers
+//! were verified, by the coordinator's own answer (a spot check, or a re-solve of one of its
+//! answers on the referee) or by an agreeing answer from another group. Nobody is believed alone
+//! because nobody else happens to be around. A failed check untrusts the worker, and every
+//! identity of its credential with it; everything they counted is solved again.
+//!
+//! Solver errors are recorded here too: a job fails only when the coordinator's own attempt fails
+//! as well, or trusted workers of two per-host credentials failed it.
 
 use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::jobs::Standing;
@@ -11,25 +19,30 @@ use crate::Scheduler;
 use nqueens_core::JobCounts;
 use std::collections::{HashMap, HashSet};
 
-/// The trust the scheduler puts in each worker.
+/// Group ids at and above this are per-host credentials (the coordinator numbers them so); below
+/// it a group is one worker identity (its own id).
+pub const CREDENTIAL_GROUPS: u64 = 1 << 62;
+
+/// The trust the scheduler puts in each worker and group.
 #[derive(Debug, Default)]
 pub(crate) struct Trust {
-    /// Workers that disagreed with a settled verification. Their opinions no longer count as
-    /// agreement or disagreement, and they get no leases.
+    /// Workers caught giving a wrong answer (or flooding errors). Their opinions no longer count
+    /// as agreement or disagreement, and they get no leases.
     pub(crate) untrusted: HashSet<WorkerId>,
-    /// Per worker: the jobs on which another trusted worker gave the same answer.
-    pub(crate) agreements: HashMap<WorkerId, u32>,
-    /// A worker with fewer agreements than this is on probation (0: nobody is).
+    /// Per group: its answers verified by the coordinator or by another group.
+    pub(crate) verified: HashMap<u64, u32>,
+    /// Per group: its answers sent to the coordinator for checking and not answered yet.
+    pub(crate) checks_asked: HashMap<u64, u32>,
+    /// A group with fewer verified answers than this is on probation (0: nobody is).
     pub(crate) probation: u32,
-    /// Per worker: the group whose members never confirm each other (its credential). A worker
-    /// without an entry is a group of its own (the shared token: see `docs/threat-model.md`).
+    /// Per worker: its group (credential). A worker without an entry is a group of its own.
     pub(crate) groups: HashMap<WorkerId, u64>,
     /// Per worker: solver errors reported, and answers given.
     pub(crate) error_record: HashMap<WorkerId, (u32, u32)>,
 }
 
 impl Trust {
-    /// Nobody untrusted yet; `probation` agreements take a worker off probation.
+    /// Nobody untrusted yet; `probation` verified answers take a group off probation.
     pub(crate) fn new(probation: u32, groups: HashMap<WorkerId, u64>) -> Self {
         Trust { probation, groups, ..Trust::default() }
     }
@@ -37,14 +50,31 @@ impl Trust {
     pub(crate) fn group(&self, worker_id: WorkerId) -> u64 {
         self.groups.get(&worker_id).copied().unwrap_or(worker_id.get())
     }
-    /// `worker_id` agreed with another group once more.
+    /// One more answer of `worker_id`'s group was verified.
     pub(crate) fn agreed(&mut self, worker_id: WorkerId) {
-        *self.agreements.entry(worker_id).or_default() += 1;
+        *self.verified.entry(self.group(worker_id)).or_default() += 1;
+    }
+    /// Whether the group `group` has yet to earn trust.
+    pub(crate) fn group_on_probation(&self, group: u64) -> bool {
+        self.verified.get(&group).copied().unwrap_or(0) < self.probation
+    }
+    /// The workers known to be in `group` (`worker_id` included).
+    fn members(&self, group: u64, worker_id: WorkerId) -> Vec<WorkerId> {
+        let mut members: Vec<WorkerId> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| **g == group)
+            .map(|(w, _)| *w)
+            .chain([worker_id])
+            .collect();
+        members.sort_unstable();
+        members.dedup();
+        members
     }
 }
 
 impl Scheduler {
-    /// Whether `worker_id` lost a verification or a check: nothing it sends is taken.
+    /// Whether `worker_id` was caught: nothing it sends is taken.
     pub fn is_untrusted(&self, worker_id: WorkerId) -> bool {
         self.trust.untrusted.contains(&worker_id)
     }
@@ -52,12 +82,27 @@ impl Scheduler {
     pub fn untrusted_count(&self) -> u64 {
         self.trust.untrusted.len() as u64
     }
-    /// Whether `worker_id` has yet to agree with others often enough to be believed alone.
+    /// Whether `worker_id`'s group has yet to earn trust: its answers count only once verified.
     pub fn on_probation(&self, worker_id: WorkerId) -> bool {
-        self.trust.agreements.get(&worker_id).copied().unwrap_or(0) < self.trust.probation
+        self.trust.group_on_probation(self.group(worker_id))
+    }
+    /// `worker_id`'s standing in words, as status shows it: `untrusted`, `probation` or
+    /// `trusted`.
+    pub fn standing_of(&self, worker_id: WorkerId) -> &'static str {
+        if self.is_untrusted(worker_id) {
+            "untrusted"
+        } else if self.on_probation(worker_id) {
+            "probation"
+        } else {
+            "trusted"
+        }
+    }
+    /// How many of the answers of `worker_id`'s group were verified so far.
+    pub fn verified_answers(&self, worker_id: WorkerId) -> u32 {
+        self.trust.verified.get(&self.group(worker_id)).copied().unwrap_or(0)
     }
     /// Puts `worker_id` in `group`: workers of one group (one credential) never confirm each
-    /// other's answers, nor take each other off probation.
+    /// other's answers, share its trust and share its cap on held jobs.
     pub fn set_group(&mut self, worker_id: WorkerId, group: u64) {
         self.trust.groups.insert(worker_id, group);
     }
@@ -66,7 +111,8 @@ impl Scheduler {
         self.trust.group(worker_id)
     }
 
-    /// `worker_id` and every other trusted worker that gave `agreed` for the job agreed once more.
+    /// `worker_id` and every other trusted worker that gave `agreed` for the job are credited,
+    /// once per group, when at least two groups agree.
     pub(crate) fn credit_agreement(
         &mut self,
         job_id: JobId,
@@ -82,12 +128,9 @@ impl Scheduler {
             .map(|(w, _)| *w)
             .chain([worker_id])
             .collect();
-        agreeing.sort_unstable();
-        agreeing.dedup();
-        let mut groups: Vec<u64> = agreeing.iter().map(|&w| self.group(w)).collect();
-        groups.sort_unstable();
-        groups.dedup();
-        if groups.len() < 2 {
+        agreeing.sort_unstable_by_key(|&w| (self.group(w), w));
+        agreeing.dedup_by_key(|w| self.group(*w));
+        if agreeing.len() < 2 {
             return; // a worker (or a credential) confirming itself proves nothing
         }
         for w in agreeing {
@@ -125,9 +168,35 @@ impl Scheduler {
         }
     }
 
-    /// Untrusts `worker_id` for the reason `detail` (found on `job_id`): it is refused from now
-    /// on, its counted results are un-counted and solved again by others, its leases taken back.
+    /// Untrusts `worker_id` for the reason `detail` (found on `job_id`), and with it every other
+    /// identity of its per-host credential (one party): they are refused from now on, their
+    /// counted results are un-counted and solved again by others, their leases taken back, and
+    /// the credential is on probation again for any identity it registers later.
     pub(crate) fn untrust(
+        &mut self,
+        worker_id: WorkerId,
+        job_id: JobId,
+        detail: String,
+        changes: &mut Vec<Change>,
+    ) {
+        let group = self.group(worker_id);
+        let members = if group >= CREDENTIAL_GROUPS {
+            self.trust.members(group, worker_id)
+        } else {
+            vec![worker_id]
+        };
+        self.trust.verified.remove(&group);
+        for member in members {
+            let detail = if member == worker_id {
+                detail.clone()
+            } else {
+                format!("same credential as worker {worker_id}, which {detail}")
+            };
+            self.untrust_one(member, job_id, detail, changes);
+        }
+    }
+
+    fn untrust_one(
         &mut self,
         worker_id: WorkerId,
         job_id: JobId,
@@ -161,10 +230,13 @@ impl Scheduler {
         changes.push(Change::Untrust { worker_id, job_id, detail, requeued });
     }
 
-    /// A solver error from `worker_id`. From a worker on probation it only gives the job back;
-    /// otherwise it counts towards failing the job, which takes `max_errors` errors from at
-    /// least `min_error_groups` groups. A worker whose errors pass `error_untrust_min` and a
-    /// quarter of its answers is untrusted: one participant cannot fail a run's jobs.
+    /// A solver error from `worker_id`. From a group on probation it only gives the job back.
+    /// From a trusted one it counts towards failing the job, and asks the coordinator to solve
+    /// the job itself: the job fails when the coordinator's attempt fails too
+    /// ([`Scheduler::coordinator_failed`]), or after `max_errors` errors from at least
+    /// `min_error_groups` per-host credentials (identities under the shared token cannot tell
+    /// each other apart, so they never fail a job alone). A worker whose errors pass
+    /// `error_untrust_min` and a quarter of its answers is untrusted.
     pub(crate) fn record_error(
         &mut self,
         worker_id: WorkerId,
@@ -194,24 +266,39 @@ impl Scheduler {
         let group = self.group(worker_id);
         let job = self.jobs.entry_mut(job_id);
         job.errors += 1;
-        if !job.error_groups.contains(&group) {
+        if group >= CREDENTIAL_GROUPS && !job.error_groups.contains(&group) {
             job.error_groups.push(group);
         }
         let failed = job.errors >= self.config.max_errors
             && job.error_groups.len() >= self.config.min_error_groups;
         if failed {
             self.jobs.set_state(job_id, Standing::Failed, changes);
-        } else if held_here {
-            self.jobs.set_state(job_id, Standing::Pending, changes);
+        } else {
+            if held_here {
+                self.jobs.set_state(job_id, Standing::Pending, changes);
+            }
+            if self.config.coordinator_checks {
+                self.refer(job_id);
+            }
         }
         Verdict::ErrorRecorded
+    }
+
+    /// The coordinator's own attempt at `job_id` failed too: a job that trusted workers reported
+    /// errors for is failed (a person looks at it; `requeue` puts it back).
+    pub fn coordinator_failed(&mut self, job_id: JobId, changes: &mut Vec<Change>) {
+        let Some(job) = self.jobs.get(job_id) else { return };
+        if job.errors > 0 && matches!(job.standing(), Standing::Pending | Standing::Held) {
+            self.jobs.set_state(job_id, Standing::Failed, changes);
+        }
+        self.checked("coordinator_failed");
     }
 }
 
 #[cfg(test)]
 impl Scheduler {
-    /// Puts every worker on probation until `results` of its answers agreed with another
-    /// worker's (tests change it mid-run; the coordinator sets it in the config).
+    /// Puts every group on probation until `results` of its answers were verified (tests change
+    /// it mid-run; the coordinator sets it in the config).
     pub(crate) fn set_probation(&mut self, results: u32) {
         self.config.probation_results = results;
         self.trust.probation = results;

@@ -232,7 +232,7 @@ impl Run {
                     lease,
                     job,
                     finding.clone(),
-                    &others,
+                    self.now,
                     &mut changes,
                 );
                 if job.get() >= JOBS && !self.scheduler.is_untrusted(worker) {
@@ -256,7 +256,7 @@ impl Run {
                     self.sent[self.rng.below(self.sent.len() as u64) as usize].clone();
                 let others = self.others(worker);
                 let outcome =
-                    self.scheduler.result(worker, lease, job, finding, &others, &mut changes);
+                    self.scheduler.result(worker, lease, job, finding, self.now, &mut changes);
                 *self.outcomes.entry(format!("again {outcome:?}")).or_default() += 1;
             }
             68..=77 => {
@@ -381,7 +381,7 @@ impl Run {
             {
                 for job in jobs {
                     let finding = Finding::Solved { counts: truth(job), seconds: 0.1 };
-                    self.scheduler.result(worker, lease, job, finding, &others, &mut changes);
+                    self.scheduler.result(worker, lease, job, finding, self.now, &mut changes);
                 }
             }
             self.stored.apply(&changes);

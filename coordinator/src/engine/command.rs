@@ -41,6 +41,10 @@ pub enum Command {
         job_id: JobId,
         counts: nqueens_core::JobCounts,
     },
+    /// The coordinator's own attempt at a job failed (see `referee.rs`).
+    RefereeFailed {
+        job_id: JobId,
+    },
     Shutdown,
 }
 
@@ -76,6 +80,9 @@ pub struct Registration {
     pub version: String,
     /// What it solves on, as it says (shown by status; not trusted for anything).
     pub device: String,
+    /// The address the registration came from (registrations are capped per credential and
+    /// address).
+    pub peer: Option<std::net::IpAddr>,
 }
 
 /// One job's result as a worker reported it.

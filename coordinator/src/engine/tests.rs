@@ -54,6 +54,7 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
             cores: 4,
             version: env!("CARGO_PKG_VERSION").into(),
             device: "cpu".into(),
+            peer: None,
         };
         match ask(&engine, |reply| Command::Register { worker, reply }) {
             RegisterReply::Registered { worker_id, secret, .. } => {

@@ -9,10 +9,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// A worker that has not delivered a result for this many lease durations (and registered longer
-/// ago than that) is not waited for: its opinion is not awaited, and it does not keep a newcomer
-/// on probation. An identity that only heartbeats cannot stall a run.
-const INACTIVE_AFTER_LEASES: u32 = 3;
 
 /// Refused calls naming a worker without its secret are logged at most this often.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
@@ -23,26 +19,16 @@ pub(super) struct WorkerState {
     /// What it solves on, as it registered.
     pub(super) device: String,
     pub(super) last_seen: Instant,
-    /// When it registered with this process, and when it last delivered a counted result.
-    pub(super) registered: Instant,
-    pub(super) last_delivery: Option<Instant>,
     /// Results counted in the last lease period, per second (oldest first): its throughput.
     pub(super) recent: VecDeque<(Instant, u32)>,
     pub(super) results: u64,
     pub(super) conflicts: u64,
+    /// Jobs its last lease call was sized for (what the scheduler allowed it).
+    pub(super) last_lease_size: usize,
 }
 
 impl WorkerState {
-    /// Results it delivered within `window` before `now`.
-    pub(super) fn delivered_within(&mut self, now: Instant, window: Duration) -> usize {
-        while self.recent.front().is_some_and(|(t, _)| now.duration_since(*t) > window) {
-            self.recent.pop_front();
-        }
-        self.recent.iter().map(|(_, k)| *k as usize).sum()
-    }
-
     pub(super) fn delivered(&mut self, now: Instant) {
-        self.last_delivery = Some(now);
         match self.recent.back_mut() {
             Some((t, k)) if now.duration_since(*t) < Duration::from_secs(1) => *k += 1,
             _ => self.recent.push_back((now, 1)),
@@ -60,8 +46,8 @@ impl Engine {
         now: Instant,
         worker_rows: &mut Vec<WorkerRow>,
     ) -> Option<(WorkerId, String)> {
-        if !self.registrations.allow(&worker.credential.name, now) {
-            tracing::warn!(credential = %worker.credential.name, name = %worker.name, "registration refused: too many under this credential in the last minute");
+        if !self.registrations.allow(&worker.credential.name, worker.peer, now) {
+            tracing::warn!(credential = %worker.credential.name, peer = ?worker.peer, name = %worker.name, "registration refused: too many under this credential from this address in the last minute");
             return None;
         }
         let proven = worker.previous_worker_id.and_then(|id| {
@@ -90,7 +76,7 @@ impl Engine {
             secret_digest: digest(&secret).to_vec(),
         };
         if let Some(group) = worker.credential.group(&mut self.credential_groups) {
-            self.life.set_group(worker_id, group);
+            self.scheduler.set_group(worker_id, group);
         }
         tracing::info!(%worker_id, name = %row.name, host = %row.host, cores = row.cores, credential = %row.credential, reconnect = proven.is_some(), "worker registered");
         worker_rows.push(row.clone());
@@ -100,11 +86,10 @@ impl Engine {
             row: row.clone(),
             device: device.clone(),
             last_seen: now,
-            registered: now,
-            last_delivery: None,
             recent: VecDeque::new(),
             results: 0,
             conflicts: 0,
+            last_lease_size: 0,
         });
         entry.row = row;
         entry.device = device;
@@ -142,20 +127,16 @@ impl Engine {
         self.workers.values().filter(|w| self.live(w.last_seen, now)).count()
     }
 
-    /// The live, trusted workers other than `worker_id` that deliver (or only just came): who
-    /// else could give a job an opinion. One that heartbeats but has not delivered a result for
-    /// [`INACTIVE_AFTER_LEASES`] lease durations is not waited for.
+    /// The live workers other than `worker_id` whose credential delivered verified work lately
+    /// (see [`nqueens_scheduler::Scheduler::delivering`]): who else could give a job an opinion.
+    /// An identity that only registers or heartbeats is not among them: it holds nothing up.
     pub(super) fn other_active_workers(&self, worker_id: WorkerId, now: Instant) -> Vec<WorkerId> {
-        let patience = self.lease_duration * INACTIVE_AFTER_LEASES;
         self.workers
             .iter()
             .filter(|(&id, w)| {
-                let delivering =
-                    now.duration_since(w.last_delivery.unwrap_or(w.registered)) <= patience;
                 id != worker_id
                     && self.live(w.last_seen, now)
-                    && delivering
-                    && !self.life.is_untrusted(id)
+                    && self.scheduler.delivering(id, now)
             })
             .map(|(&id, _)| id)
             .collect()

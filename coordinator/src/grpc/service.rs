@@ -238,6 +238,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterResponse>, Status> {
         let credential = credential_of(&request);
+        let peer = request.remote_addr().map(|a| a.ip());
         let req = request.into_inner();
         if req.run.is_some() {
             self.check_run(req.run.as_ref())?;
@@ -262,7 +263,8 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 format!("the worker's solver self-test failed: {:?}", req.self_test),
             ));
         }
-        let worker = Registration::from_wire(req, credential).map_err(invalid)?;
+        let mut worker = Registration::from_wire(req, credential).map_err(invalid)?;
+        worker.peer = peer;
         let reply = self.ask(|reply| Command::Register { worker, reply }).await?;
         match reply {
             RegisterReply::Registered { worker_id, secret, run_complete } => {

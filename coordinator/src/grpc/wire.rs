@@ -102,6 +102,7 @@ impl Registration {
             device: bounded_name("device", req.device)?,
             cores: req.cores.clamp(1, MAX_CORES),
             version: req.version,
+            peer: None,
         })
     }
 }
@@ -304,6 +305,8 @@ impl StatusView {
                     credential: w.credential.clone(),
                     device: w.device.clone(),
                     results_per_second: w.counted_per_second,
+                    trust: w.trust.clone(),
+                    lease_size: w.lease_size,
                 })
                 .collect(),
             lease_expiries: self.lease_expiries.unwrap_or(0),
@@ -365,6 +368,8 @@ impl StatusView {
                     credential: w.credential,
                     device: w.device,
                     counted_per_second: w.results_per_second,
+                    trust: w.trust,
+                    lease_size: w.lease_size,
                 })
                 .collect(),
             uptime_seconds: Some(r.uptime_seconds),

@@ -99,7 +99,7 @@ fn worker_rows(s: &PageStatus) -> String {
         let name = format!("{}{}", v.name, if v.untrusted { " (untrusted)" } else { "" });
         let _ = write!(
             out,
-            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ago</td><td>{}</td></tr>",
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ago</td><td>{}</td></tr>",
             if v.untrusted || v.conflicts > 0 { " class=\"bad\"" } else { "" },
             v.worker_id,
             escape_html(&name),
@@ -108,6 +108,8 @@ fn worker_rows(s: &PageStatus) -> String {
             v.results,
             rate(w.results_per_second, 2),
             v.jobs_leased,
+            escape_html(&v.trust),
+            v.lease_size,
             seconds(Some(v.last_seen_seconds_ago)),
             v.conflicts
         );
@@ -200,6 +202,8 @@ mod tests {
                     credential: "shared".into(),
                     device: "cpu (2 threads)".into(),
                     counted_per_second: 1.5,
+                    trust: "trusted".into(),
+                    lease_size: 64,
                 },
                 results_per_second: Some(1.25),
             }],

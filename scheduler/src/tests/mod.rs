@@ -70,11 +70,11 @@ fn leases_longest_first_and_completes() {
     let (lease, ids) = l.lease(w(1), 2, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[4, 3]));
     assert_eq!(l.leased_by(w(1)), 2);
-    assert_eq!(l.result(w(1), lease, j(4), solved(counts(1)), &[], &mut ch), Verdict::Accepted);
+    assert_eq!(l.result(w(1), lease, j(4), solved(counts(1)), Instant::now(), &mut ch), Verdict::Accepted);
     assert_eq!(l.leased_by(w(1)), 1);
-    assert_eq!(l.result(w(1), lease, j(4), solved(counts(1)), &[], &mut ch), Verdict::Duplicate);
-    assert_eq!(l.result(w(1), lease, j(2), solved(counts(1)), &[], &mut ch), Verdict::UnknownLease);
-    assert_eq!(l.result(w(1), lease, j(99), solved(counts(1)), &[], &mut ch), Verdict::UnknownJob);
+    assert_eq!(l.result(w(1), lease, j(4), solved(counts(1)), Instant::now(), &mut ch), Verdict::Duplicate);
+    assert_eq!(l.result(w(1), lease, j(2), solved(counts(1)), Instant::now(), &mut ch), Verdict::UnknownLease);
+    assert_eq!(l.result(w(1), lease, j(99), solved(counts(1)), Instant::now(), &mut ch), Verdict::UnknownJob);
     assert_eq!(l.count(JobState::Done), 1);
     assert_eq!(l.count(JobState::Leased), 1);
     assert_eq!(l.count(JobState::Pending), 3);
@@ -97,13 +97,13 @@ fn conflicting_duplicate_reruns_job() {
     let mut l = life(1, false);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Accepted);
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(6)), &[], &mut ch), Verdict::Conflict);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(6)), Instant::now(), &mut ch), Verdict::Conflict);
     assert_eq!(l.count(JobState::Pending), 1);
     // Needs two agreeing workers now; worker 2 agrees with the first result.
     let (b, ids) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[0]));
-    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), &[], &mut ch), Verdict::Confirmed);
+    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -112,14 +112,14 @@ fn verified_job_needs_a_second_worker() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Accepted);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
     assert!(!l.is_complete());
     assert!(
         l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).is_none(),
         "same worker may not verify"
     );
     let (b, _) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), &[], &mut ch), Verdict::Confirmed);
+    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -129,10 +129,10 @@ fn results_that_differ_only_in_work_done_agree() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Accepted);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
     let (b, _) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
     let other_version = JobCounts { nodes: 7, ..counts(5) };
-    assert_eq!(l.result(w(2), b, j(0), solved(other_version), &[], &mut ch), Verdict::Confirmed);
+    assert_eq!(l.result(w(2), b, j(0), solved(other_version), Instant::now(), &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
     assert_eq!(l.conflicts_total(), 0);
 }
@@ -150,16 +150,31 @@ fn release_all_returns_every_job_of_the_worker() {
 }
 
 #[test]
-fn a_lone_worker_verifies_its_own_job_but_a_replay_does_not() {
+fn a_lone_worker_never_verifies_its_own_job_and_the_coordinator_settles_it() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Accepted);
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Duplicate);
-    assert!(!l.is_complete());
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Duplicate);
+    // Solving it again itself proves nothing.
     let (b, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), b, j(0), solved(counts(5)), &[], &mut ch), Verdict::Confirmed);
+    assert_eq!(l.result(w(1), b, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert!(!l.is_complete());
+    // Where the coordinator can solve jobs, it is asked, and its answer settles the job.
+    let mut l = Scheduler::restore(
+        SchedulerConfig { coordinator_checks: true, ..config() },
+        vec![stored(0, 0, true)],
+        Vec::new(),
+        HashMap::new(),
+        [],
+        Instant::now(),
+    );
+    let (a, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(l.take_referee_jobs(), js(&[0]));
+    l.add_reference(j(0), counts(5), &mut ch);
     assert!(l.is_complete());
+    assert_eq!(l.counted(j(0)), Some((COORDINATOR, counts(5))));
 }
 
 #[test]
@@ -169,20 +184,20 @@ fn two_disputing_workers_alone_solve_again_and_only_the_other_side_settles() {
     let mut l = life(1, false);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Accepted);
+    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
     // B re-solves the done job (a lease lost in a restart, say) and disagrees.
     l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), &[], &mut ch), Verdict::Conflict);
+    assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), Instant::now(), &mut ch), Verdict::Conflict);
     // A third worker would get the job; with none, both may solve it again.
     assert!(l.lease(w(A), 1, &ws(&[B, NOBODY]), Instant::now(), &mut ch).is_none());
     let (a2, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     // Repeating its own side of the dispute settles nothing: one more conflict.
-    assert_eq!(l.result(w(A), a2, j(0), solved(counts(5)), &[], &mut ch), Verdict::Conflict);
+    assert_eq!(l.result(w(A), a2, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Conflict);
     assert_eq!(l.count(JobState::Pending), 1);
     // Agreeing with the other worker settles it.
     let (b2, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(B), b2, j(0), solved(counts(5)), &[], &mut ch), Verdict::Confirmed);
+    assert_eq!(l.result(w(B), b2, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
     assert_eq!(l.jobs.entry(j(0)).counted.map(|(_, c)| c.solutions), Some(5));
 }
@@ -196,19 +211,19 @@ fn a_requeued_held_job_is_not_settled_by_one_worker_alone() {
     for (worker, answer) in [(A, 5), (2, 6), (3, 7), (4, 8)] {
         l.jobs.set_state(j(0), Standing::Pending, &mut ch);
         let (lease, _) = l.lease(w(worker), 1, &[], Instant::now(), &mut ch).unwrap();
-        l.result(w(worker), lease, j(0), solved(counts(answer)), &[], &mut ch);
+        l.result(w(worker), lease, j(0), solved(counts(answer)), Instant::now(), &mut ch);
     }
     assert_eq!(l.count(JobState::Held), 1);
     // Requeued by an operator, with only A around: A's repeat of its own answer holds it again.
     l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (a, _) = l.lease(w(A), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), &[], &mut ch), Verdict::Conflict);
+    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Conflict);
     assert_eq!(l.count(JobState::Held), 1);
     assert!(!l.is_complete());
     // Requeued again: agreeing with another worker's answer settles it.
     l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (a, _) = l.lease(w(A), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(A), a, j(0), solved(counts(7)), &[], &mut ch), Verdict::Confirmed);
+    assert_eq!(l.result(w(A), a, j(0), solved(counts(7)), Instant::now(), &mut ch), Verdict::Confirmed);
     assert!(l.is_complete());
 }
 
@@ -227,25 +242,25 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     // A solves the verification job wrongly, then three plain jobs that are counted.
     let (a1, ids) = l.lease(w(A), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[3]));
-    assert_eq!(l.result(w(A), a1, j(3), solved(counts(99)), &[], &mut ch), Verdict::Accepted);
+    assert_eq!(l.result(w(A), a1, j(3), solved(counts(99)), Instant::now(), &mut ch), Verdict::Accepted);
     let (a2, ids) = l.lease(w(A), 3, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[2, 1, 0]));
     for id in [2, 1, 0] {
-        assert_eq!(l.result(w(A), a2, j(id), solved(counts(id)), &[], &mut ch), Verdict::Accepted);
+        assert_eq!(l.result(w(A), a2, j(id), solved(counts(id)), Instant::now(), &mut ch), Verdict::Accepted);
     }
     assert_eq!(l.count(JobState::Done), 3);
 
     // B disagrees: a conflict, still no one untrusted.
     let (b1, ids) = l.lease(w(B), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[3]));
-    assert_eq!(l.result(w(B), b1, j(3), solved(counts(5)), &[], &mut ch), Verdict::Conflict);
+    assert_eq!(l.result(w(B), b1, j(3), solved(counts(5)), Instant::now(), &mut ch), Verdict::Conflict);
     assert!(!l.is_untrusted(w(A)) && !l.is_untrusted(w(B)));
 
     // C agrees with B: settled, A is untrusted and its counted jobs are re-run.
     let (c1, ids) = l.lease(w(C), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[3]));
     ch.clear();
-    assert_eq!(l.result(w(C), c1, j(3), solved(counts(5)), &[], &mut ch), Verdict::Confirmed);
+    assert_eq!(l.result(w(C), c1, j(3), solved(counts(5)), Instant::now(), &mut ch), Verdict::Confirmed);
     assert!(l.is_untrusted(w(A)));
     assert!(!l.is_untrusted(w(B)) && !l.is_untrusted(w(C)));
     assert_eq!(l.untrusted_count(), 1);
@@ -269,34 +284,54 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     // A is refused; the others re-solve its jobs.
     ch.clear();
     assert!(l.lease(w(A), 3, &ws(&[NOBODY]), now, &mut ch).is_none());
-    assert_eq!(l.result(w(A), a2, j(0), solved(counts(0)), &[], &mut ch), Verdict::UntrustedWorker);
+    assert_eq!(l.result(w(A), a2, j(0), solved(counts(0)), Instant::now(), &mut ch), Verdict::UntrustedWorker);
     assert_eq!(l.heartbeat(w(A), &[a2], now, &mut ch), vec![a2]);
     assert!(ch.is_empty(), "refusals change nothing");
     let (b2, ids) = l.lease(w(B), 3, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[2, 1, 0]));
     for id in [2, 1, 0] {
-        assert_eq!(l.result(w(B), b2, j(id), solved(counts(id)), &[], &mut ch), Verdict::Accepted);
+        assert_eq!(l.result(w(B), b2, j(id), solved(counts(id)), Instant::now(), &mut ch), Verdict::Accepted);
     }
     assert!(l.is_complete());
 }
 
 #[test]
-fn errors_fail_a_job_only_from_two_groups() {
+fn errors_fail_a_job_only_from_two_credentials_or_the_coordinator() {
+    // Two identities under the shared token (groups of their own) never fail a job.
     let mut l = life(1, false);
     let mut ch = Vec::new();
-    // One worker's errors alone never fail the job, however many.
-    for _ in 0..MAX_ERRORS + 2 {
-        let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
+    for worker in [1, 2, 1, 2, 1, 2] {
+        let (a, _) = l.lease(w(worker), 1, &[], Instant::now(), &mut ch).unwrap();
         assert_eq!(
-            l.result(w(1), a, j(0), Finding::SolverError("boom".into()), &[], &mut ch),
+            l.result(w(worker), a, j(0), Finding::SolverError("boom".into()), Instant::now(), &mut ch),
             Verdict::ErrorRecorded
         );
     }
     assert_eq!(l.count(JobState::Failed), 0);
     assert_eq!(l.count(JobState::Pending), 1);
-    // A second, independent worker's error does.
-    let (b, _) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    l.result(w(2), b, j(0), Finding::SolverError("boom".into()), &[], &mut ch);
+    // Two per-host credentials do.
+    let mut l = life(1, false);
+    l.set_group(w(1), crate::CREDENTIAL_GROUPS);
+    l.set_group(w(2), crate::CREDENTIAL_GROUPS + 1);
+    for worker in [1, 1, 2] {
+        let (a, _) = l.lease(w(worker), 1, &[], Instant::now(), &mut ch).unwrap();
+        l.result(w(worker), a, j(0), Finding::SolverError("boom".into()), Instant::now(), &mut ch);
+    }
+    assert_eq!(l.count(JobState::Failed), 1);
+    // So does the coordinator's own failed attempt, after a trusted worker's error.
+    let mut l = Scheduler::restore(
+        SchedulerConfig { coordinator_checks: true, ..config() },
+        vec![stored(0, 0, false)],
+        Vec::new(),
+        HashMap::new(),
+        [],
+        Instant::now(),
+    );
+    let (a, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
+    l.result(w(1), a, j(0), Finding::SolverError("boom".into()), Instant::now(), &mut ch);
+    assert_eq!(l.take_referee_jobs(), js(&[0]));
+    assert_eq!(l.count(JobState::Failed), 0);
+    l.coordinator_failed(j(0), &mut ch);
     assert_eq!(l.count(JobState::Failed), 1);
 }
 
@@ -312,7 +347,7 @@ fn errors_from_a_newcomer_only_release_and_a_flood_untrusts_it() {
             break;
         };
         for id in ids {
-            l.result(w(1), a, j(id), Finding::SolverError("boom".into()), &[], &mut ch);
+            l.result(w(1), a, j(id), Finding::SolverError("boom".into()), Instant::now(), &mut ch);
         }
     }
     assert!(refused && l.is_untrusted(w(1)), "the flooding newcomer was not untrusted");
@@ -331,7 +366,7 @@ fn two_workers_of_one_group_never_confirm_each_other_while_another_group_is_arou
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(A), 1, &ws(&[B, C]), Instant::now(), &mut ch).unwrap();
     assert_eq!(
-        l.result(w(A), a, j(2), solved(counts(9)), &ws(&[B, C]), &mut ch),
+        l.result(w(A), a, j(2), solved(counts(9)), Instant::now(), &mut ch),
         Verdict::Accepted
     );
     // The job waits for another group: B (A's group) is not given it while C could be.
@@ -343,7 +378,7 @@ fn two_workers_of_one_group_never_confirm_each_other_while_another_group_is_arou
     let (b, ids) = l.lease(w(B), 3, &ws(&[A]), Instant::now(), &mut ch).unwrap();
     assert!(ids.contains(&j(2)));
     assert_eq!(
-        l.result(w(B), b, j(2), solved(counts(9)), &ws(&[A, C]), &mut ch),
+        l.result(w(B), b, j(2), solved(counts(9)), Instant::now(), &mut ch),
         Verdict::Accepted
     );
     assert_eq!(l.jobs.entry(j(2)).counted, None, "one group confirmed itself");
@@ -352,7 +387,7 @@ fn two_workers_of_one_group_never_confirm_each_other_while_another_group_is_arou
     let (c, ids) = l.lease(w(C), 3, &ws(&[A, B]), Instant::now(), &mut ch).unwrap();
     assert!(ids.contains(&j(2)));
     assert_eq!(
-        l.result(w(C), c, j(2), solved(counts(9)), &ws(&[A, B]), &mut ch),
+        l.result(w(C), c, j(2), solved(counts(9)), Instant::now(), &mut ch),
         Verdict::Confirmed
     );
     assert_eq!(l.known_answer(j(2)), Some(counts(9)));
@@ -365,9 +400,9 @@ fn a_dispute_is_settled_by_the_referee_and_the_liar_untrusted() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
-    l.result(w(A), a, j(0), solved(counts(5)), &ws(&[B]), &mut ch);
+    l.result(w(A), a, j(0), solved(counts(5)), Instant::now(), &mut ch);
     let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), &ws(&[A]), &mut ch), Verdict::Conflict);
+    assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), Instant::now(), &mut ch), Verdict::Conflict);
     assert_eq!(l.take_referee_jobs(), js(&[0]));
     l.add_reference(j(0), counts(5), &mut ch);
     assert!(l.is_untrusted(w(B)) && !l.is_untrusted(w(A)));
@@ -376,23 +411,26 @@ fn a_dispute_is_settled_by_the_referee_and_the_liar_untrusted() {
 }
 
 #[test]
-fn the_duration_model_takes_the_lower_median_and_ignores_duplicates() {
+fn job_times_are_the_coordinators_own_and_reported_seconds_teach_nothing() {
     let mut l = life(6, false);
     let mut ch = Vec::new();
-    let (a, _) = l.lease(w(1), 3, &[], Instant::now(), &mut ch).unwrap();
-    let fast = Finding::Solved { counts: counts(1), seconds: 0.5 };
-    l.result(w(1), a, j(5), fast.clone(), &[], &mut ch);
+    let t0 = Instant::now();
+    let (a, _) = l.lease(w(1), 3, &[], t0, &mut ch).unwrap();
+    // Job 5 (estimate 5) answered 0.5 s after its lease, claiming 1e300 s: 0.1 s per unit.
+    let poison = Finding::Solved { counts: counts(1), seconds: 1e300 };
+    let t = t0 + Duration::from_millis(500);
+    l.result(w(1), a, j(5), poison.clone(), t, &mut ch);
     let rate = l.seconds_per_estimate().unwrap();
-    // A replay claiming 1e300 seconds changes nothing.
+    assert!((rate - 0.1).abs() < 1e-9, "{rate}");
+    // Replays change nothing.
     for _ in 0..600 {
-        let poison = Finding::Solved { counts: counts(1), seconds: 1e300 };
-        assert_eq!(l.result(w(1), a, j(5), poison, &[], &mut ch), Verdict::Duplicate);
+        assert_eq!(l.result(w(1), a, j(5), poison.clone(), t, &mut ch), Verdict::Duplicate);
     }
     assert_eq!(l.seconds_per_estimate(), Some(rate));
-    // A second worker claiming huge times does not move the lower median either.
-    let (b, _) = l.lease(w(2), 2, &[], Instant::now(), &mut ch).unwrap();
-    let slow = Finding::Solved { counts: counts(1), seconds: 1e300 };
-    l.result(w(2), b, j(2), slow, &[], &mut ch);
+    // A second group answering slowly on purpose does not move the lower median.
+    let (b, ids) = l.lease(w(2), 1, &[], t0, &mut ch).unwrap();
+    let slow = Finding::Solved { counts: counts(1), seconds: 0.001 };
+    l.result(w(2), b, ids[0], slow, t0 + Duration::from_secs(1000), &mut ch);
     assert_eq!(l.seconds_per_estimate(), Some(rate));
 }
 
@@ -407,18 +445,18 @@ fn a_new_worker_is_believed_alone_only_after_agreeing_with_others() {
     // A is new and B is around: A's answer waits for B's.
     let (a, ids) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     let job = ids[0];
-    assert_eq!(l.result(w(A), a, j(job), solved(counts(5)), &ws(&[B]), &mut ch), Verdict::Accepted);
+    assert_eq!(l.result(w(A), a, j(job), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
     assert_eq!(l.count(JobState::Done), 0);
     let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
     assert_eq!(
-        l.result(w(B), b, j(job), solved(counts(5)), &ws(&[A]), &mut ch),
+        l.result(w(B), b, j(job), solved(counts(5)), Instant::now(), &mut ch),
         Verdict::Confirmed
     );
     assert!(!l.on_probation(w(A)) && !l.on_probation(w(B)));
     // Proven, A's next answer counts at once.
     let (a, ids) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     assert_eq!(
-        l.result(w(A), a, j(ids[0]), solved(counts(1)), &ws(&[B]), &mut ch),
+        l.result(w(A), a, j(ids[0]), solved(counts(1)), Instant::now(), &mut ch),
         Verdict::Accepted
     );
     assert_eq!(l.count(JobState::Done), 2);
@@ -426,20 +464,20 @@ fn a_new_worker_is_believed_alone_only_after_agreeing_with_others() {
     let (c, ids) = l.lease(w(C), 1, &ws(&[A, B]), Instant::now(), &mut ch).unwrap();
     let job = ids[0];
     assert_eq!(
-        l.result(w(C), c, j(job), solved(counts(9)), &ws(&[A, B]), &mut ch),
+        l.result(w(C), c, j(job), solved(counts(9)), Instant::now(), &mut ch),
         Verdict::Accepted
     );
     let (b, ids) = l.lease(w(B), 4, &ws(&[A, C]), Instant::now(), &mut ch).unwrap();
     assert!(ids.contains(&job));
     assert_eq!(
-        l.result(w(B), b, j(job), solved(counts(8)), &ws(&[A, C]), &mut ch),
+        l.result(w(B), b, j(job), solved(counts(8)), Instant::now(), &mut ch),
         Verdict::Conflict
     );
     l.release(w(B), b, &[], &mut ch);
     let (a, ids) = l.lease(w(A), 4, &ws(&[B, C]), Instant::now(), &mut ch).unwrap();
     assert!(ids.contains(&job));
     assert_eq!(
-        l.result(w(A), a, j(job), solved(counts(8)), &ws(&[B, C]), &mut ch),
+        l.result(w(A), a, j(job), solved(counts(8)), Instant::now(), &mut ch),
         Verdict::Confirmed
     );
     assert!(l.is_untrusted(w(C)) && !l.is_untrusted(w(A)) && !l.is_untrusted(w(B)));
@@ -447,49 +485,88 @@ fn a_new_worker_is_believed_alone_only_after_agreeing_with_others() {
 }
 
 #[test]
-fn a_worker_alone_is_believed_while_nobody_can_compare() {
-    let mut l = life(2, false);
-    l.set_probation(10);
+fn a_lone_newcomer_is_never_believed_alone_and_earns_trust_from_the_coordinators_checks() {
+    let jobs = (0..40).map(|i| stored(i, i, false)).collect();
+    let config = SchedulerConfig { probation_results: 3, coordinator_checks: true, ..config() };
+    let mut l = Scheduler::restore(config, jobs, Vec::new(), HashMap::new(), [], Instant::now());
     let mut ch = Vec::new();
-    let (a, ids) = l.lease(w(1), 2, &[], Instant::now(), &mut ch).unwrap();
-    for id in ids {
-        assert_eq!(
-            l.result(w(1), a, j(id), solved(counts(id.get())), &[], &mut ch),
-            Verdict::Accepted
-        );
+    let now = Instant::now();
+    // On probation the credential holds PROBATION_HOLD jobs at most, however it asks.
+    let (a, ids) = l.lease(w(1), 1000, &[], now, &mut ch).unwrap();
+    assert_eq!(ids.len(), crate::PROBATION_HOLD as usize);
+    assert!(l.lease(w(1), 1000, &[], now, &mut ch).is_none(), "no room left under its cap");
+    for &id in &ids {
+        assert_eq!(l.result(w(1), a, id, solved(counts(id.get())), now, &mut ch), Verdict::Accepted);
     }
-    assert!(l.is_complete());
-    assert!(l.on_probation(w(1)), "agreeing with itself proves nothing");
+    assert_eq!(l.count(JobState::Done), 0, "nobody else around is no reason to believe it");
+    // The coordinator was asked to check three of its answers, chosen after the fact.
+    let asked = l.take_referee_jobs();
+    assert_eq!(asked.len(), 3);
+    for id in asked {
+        l.add_reference(id, counts(id.get()), &mut ch);
+    }
+    assert!(!l.on_probation(w(1)));
+    assert_eq!(l.count(JobState::Done), 3, "the checked jobs count under the coordinator");
+    // Trusted, it now counts alone; its own earlier opinions come back to it.
+    let (a, ids) = l.lease(w(1), 100, &[], now, &mut ch).unwrap();
+    for &id in &ids {
+        assert_eq!(l.result(w(1), a, id, solved(counts(id.get())), now, &mut ch), Verdict::Accepted);
+    }
+    assert_eq!(l.count(JobState::Done), 3 + ids.len() as u64);
 }
 
 #[test]
-fn batches_follow_the_job_time_learnt_from_workers_past_probation() {
-    // Leases of 10 s: a slot's share should last a quarter of one, 2.5 s.
-    let mut l = life(8, false);
+fn a_lone_liar_is_caught_by_the_coordinators_checks_before_anything_counts() {
+    let jobs = (0..40).map(|i| stored(i, i, false)).collect();
+    let config = SchedulerConfig { probation_results: 10, coordinator_checks: true, ..config() };
+    let mut l = Scheduler::restore(config, jobs, Vec::new(), HashMap::new(), [], Instant::now());
     let mut ch = Vec::new();
+    let now = Instant::now();
+    let (a, ids) = l.lease(w(1), 16, &[], now, &mut ch).unwrap();
+    // Right on all but one job: that one is among those the coordinator checks or not; once all
+    // its answers are checked, the lie is found.
+    for &id in &ids {
+        let lie = if id == ids[5] { 1 } else { 0 };
+        l.result(w(1), a, id, solved(counts(id.get() + lie)), now, &mut ch);
+    }
+    assert_eq!(l.count(JobState::Done), 0);
+    for id in l.take_referee_jobs() {
+        l.add_reference(id, counts(id.get()), &mut ch);
+    }
+    for &id in &ids {
+        l.add_reference(id, counts(id.get()), &mut ch);
+    }
+    assert!(l.is_untrusted(w(1)));
+    assert!(l.jobs.ids().all(|id| l.counted(id).is_none_or(|(by, _)| by == COORDINATOR)));
+}
+
+#[test]
+fn leases_follow_the_measured_throughput_of_the_group_within_its_cap() {
+    // Leases of 10 s: a slot's share should last a quarter of one, 2.5 s.
+    let mut l = life(200, false);
+    let mut ch = Vec::new();
+    let t0 = Instant::now();
     // No job time yet: two jobs a slot.
     assert_eq!(l.batch_size(4), 8);
-    let (a, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
-    let half_second = Finding::Solved { counts: counts(1), seconds: 0.5 };
-    l.result(w(1), a, j(7), half_second, &[], &mut ch);
-    // 0.5 s a job: five jobs a slot; the lease still never passes what the worker finished
-    // in the last lease period (or one job a thread).
+    let (a, ids) = l.lease(w(1), 1, &[], t0, &mut ch).unwrap();
+    l.result(w(1), a, ids[0], solved(counts(1)), t0 + Duration::from_millis(500), &mut ch);
+    // 0.5 s a job: five jobs a slot.
     assert_eq!(l.batch_size(4), 20);
-    assert_eq!(l.lease_size(w(1), 4, 0), 4);
-    assert_eq!(l.lease_size(w(1), 4, 60), 20);
-
-    // A worker on probation teaches nothing: its 100 s jobs leave the batches as they are.
-    let mut l = Scheduler::restore(
-        SchedulerConfig { probation_results: 3, ..config() },
-        (0..8).map(|i| stored(i, i, false)).collect(),
-        Vec::new(),
-        HashMap::new(),
-        [],
-        Instant::now(),
-    );
-    let (b, _) = l.lease(w(2), 1, &[], Instant::now(), &mut ch).unwrap();
-    let slow = Finding::Solved { counts: counts(1), seconds: 100.0 };
-    l.result(w(2), b, j(7), slow, &[], &mut ch);
-    assert!(l.on_probation(w(2)));
-    assert_eq!(l.batch_size(4), 8, "two jobs a slot, as before any time was learnt");
+    // The group delivered one answer in the last lease period: its cap is the floor.
+    let t = t0 + Duration::from_secs(1);
+    assert_eq!(l.group_cap(w(1), t), crate::PROBATION_HOLD as usize);
+    assert_eq!(l.lease_size(w(1), 4, t), 16);
+    // Forty delivered: a cap of 80, and the batch decides.
+    let (a, ids) = l.lease(w(1), 16, &[], t, &mut ch).unwrap();
+    for &id in &ids {
+        l.result(w(1), a, id, solved(counts(1)), t + Duration::from_millis(500), &mut ch);
+    }
+    let (a, ids) = l.lease(w(1), 24, &[], t, &mut ch).unwrap();
+    for &id in &ids {
+        l.result(w(1), a, id, solved(counts(1)), t + Duration::from_millis(500), &mut ch);
+    }
+    assert_eq!(l.delivered_recently(w(1), t + Duration::from_secs(1)), 41);
+    assert_eq!(l.group_cap(w(1), t + Duration::from_secs(1)), 82);
+    // Past the lease period the deliveries age out and the cap falls back.
+    assert_eq!(l.group_cap(w(1), t + Duration::from_secs(30)), 16);
 }
