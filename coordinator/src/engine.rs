@@ -344,7 +344,8 @@ impl Engine {
                 };
                 self.count_outcome(&result, outcome, now);
                 replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply.send(ReportReply { outcome, run_complete: e.scheduler.is_complete() });
+                    let _ = reply
+                        .send(ReportReply { outcome, run_complete: e.scheduler.is_complete() });
                 }));
             }
             Command::Reference { job_id, counts } => {
@@ -497,7 +498,8 @@ impl Engine {
         };
         // The `.db` alone is then the whole state (a copy of it needs no `-wal` beside it).
         self.store.checkpoint()?;
-        let record = RunResult::new(&totals, self.scheduler.total_jobs(), self.store.age(), tally.nodes);
+        let record =
+            RunResult::new(&totals, self.scheduler.total_jobs(), self.store.age(), tally.nodes);
         let line = record.json_line();
         let tmp = self.config.result_file.with_extension("json.tmp");
         let written = std::fs::write(&tmp, format!("{line}\n"))

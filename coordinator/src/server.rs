@@ -59,6 +59,10 @@ pub struct ServeConfig {
     pub insecure: bool,
     /// Check workers against known answers (see `spot_checks.rs` and `Scheduler::lease_checked`).
     pub spot_checks: bool,
+    /// The coordinator solves jobs itself to check workers (its referee, N <= 22): newcomers'
+    /// answers, re-checks, disputes, jobs trusted workers failed. Off: all of that waits for
+    /// other credentials.
+    pub coordinator_checks: bool,
     /// The fraction of counted jobs secretly solved again by a worker of another credential.
     pub recheck_fraction: f64,
     /// Serve the HTTP port (metrics, status page) without the token even off loopback; its
@@ -81,6 +85,7 @@ impl Default for ServeConfig {
             tls: None,
             insecure: false,
             spot_checks: true,
+            coordinator_checks: true,
             recheck_fraction: 0.01,
             public_status: false,
             grpc_limits: GrpcLimits::default(),
@@ -313,7 +318,7 @@ async fn serve_inner(
         result_file: result_file(&config.state),
         heartbeat: Duration::from_secs(heartbeat_seconds as u64),
         spot_checks: config.spot_checks,
-        jobs: Some(jobs.clone()),
+        jobs: config.coordinator_checks.then(|| jobs.clone()),
         recheck_fraction: config.recheck_fraction,
     };
     let (engine, mut complete_rx, engine_ended, engine_thread) = Engine::start(

@@ -127,9 +127,7 @@ impl Scheduler {
             .pace
             .group_rates
             .iter()
-            .filter(|(g, _)| {
-                !self.trust.group_on_probation(**g) && !self.group_is_untrusted(**g)
-            })
+            .filter(|(g, _)| !self.trust.group_on_probation(**g) && !self.group_is_untrusted(**g))
             .map(|(_, r)| *r)
             .collect();
         rates.sort_by(f64::total_cmp);

@@ -20,6 +20,26 @@ pub async fn connect(port: u16, token: Option<&str>) -> pb::Client {
     panic!("coordinator at {url} never came up");
 }
 
+/// A gRPC client of the coordinator on 127.0.0.1:`port` whose connection comes from the
+/// loopback address `source` (say 127.0.0.2): another host, as the coordinator sees it.
+pub async fn connect_from(
+    port: u16,
+    source: std::net::Ipv4Addr,
+    token: Option<&str>,
+) -> pb::Client {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect_timeout(Duration::from_secs(5));
+    let connector = tower::service_fn(move |_uri: tonic::transport::Uri| async move {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind((source, 0).into())?;
+        let stream = socket.connect(([127, 0, 0, 1], port).into()).await?;
+        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+    });
+    let channel = endpoint.connect_with_connector(connector).await.unwrap();
+    pb::client(channel, token).unwrap()
+}
+
 /// The typed reason the coordinator put in a refusal's details.
 pub fn reason(status: &tonic::Status) -> Reason {
     Reason::try_from(

@@ -66,6 +66,11 @@ pub struct ServeArgs {
     /// (saves about 0.5% of the work on a cluster you fully trust).
     #[arg(long, env = "NQ_NO_SPOT_CHECKS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub no_spot_checks: bool,
+    /// The coordinator solves no job itself to check workers: a newcomer's answers wait for
+    /// another credential's, and so do disputes and re-checks (for a coordinator host too weak
+    /// to re-solve a few jobs; above N=22 it never does).
+    #[arg(long, env = "NQ_NO_COORDINATOR_CHECKS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_coordinator_checks: bool,
     /// Fraction of counted jobs secretly solved again by a worker of another credential (a lie
     /// told through two identities under one shared token is found with this chance per job).
     #[arg(long, env = "NQ_RECHECK_FRACTION", default_value_t = 0.01)]
@@ -149,6 +154,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
         tls,
         insecure: args.insecure,
         spot_checks: !args.no_spot_checks,
+        coordinator_checks: !args.no_coordinator_checks,
         recheck_fraction: args.recheck_fraction,
         public_status: args.public_status,
         grpc_limits: GrpcLimits {

@@ -9,7 +9,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-
 /// Refused calls naming a worker without its secret are logged at most this often.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -134,9 +133,7 @@ impl Engine {
         self.workers
             .iter()
             .filter(|(&id, w)| {
-                id != worker_id
-                    && self.live(w.last_seen, now)
-                    && self.scheduler.delivering(id, now)
+                id != worker_id && self.live(w.last_seen, now) && self.scheduler.delivering(id, now)
             })
             .map(|(&id, _)| id)
             .collect()

@@ -11,9 +11,15 @@ fn a_wrong_answer_to_a_reference_job_untrusts_the_worker_at_once() {
     assert!(ch.is_empty(), "nobody has answered yet");
     let (a, ids) = l.lease_checked(w(A), 3, &ws(&[NOBODY]), true, Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[2, 1, 0]));
-    assert_eq!(l.result(w(A), a, j(2), solved(counts(2)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(
+        l.result(w(A), a, j(2), solved(counts(2)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
     ch.clear();
-    assert_eq!(l.result(w(A), a, j(1), solved(counts(8)), Instant::now(), &mut ch), Verdict::Conflict);
+    assert_eq!(
+        l.result(w(A), a, j(1), solved(counts(8)), Instant::now(), &mut ch),
+        Verdict::Conflict
+    );
     assert!(l.is_untrusted(w(A)));
     // Its earlier counted job is solved again; the reference job was never counted.
     assert!(ch.contains(&Change::Uncount { job_id: j(2) }));
@@ -26,7 +32,10 @@ fn a_wrong_answer_to_a_reference_job_untrusts_the_worker_at_once() {
     // A right answer is counted at once, as verified.
     let (b, _) = l.lease(w(2), 3, &[], Instant::now(), &mut ch).unwrap();
     ch.clear();
-    assert_eq!(l.result(w(2), b, j(1), solved(counts(7)), Instant::now(), &mut ch), Verdict::Confirmed);
+    assert_eq!(
+        l.result(w(2), b, j(1), solved(counts(7)), Instant::now(), &mut ch),
+        Verdict::Confirmed
+    );
     assert!(ch.iter().any(|c| matches!(
         c,
         Change::Result { job_id: JobId(1), counted: true, kind: ResultKind::Verified, .. }
@@ -62,7 +71,10 @@ fn the_first_lease_carries_a_spot_check_in_place_of_a_job() {
     l.add_reference(j(5), counts(50), &mut ch);
     let (b, ids) = l.lease(w(B), 1, &[], Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[5]));
-    assert_eq!(l.result(w(B), b, j(5), solved(counts(50)), Instant::now(), &mut ch), Verdict::Confirmed);
+    assert_eq!(
+        l.result(w(B), b, j(5), solved(counts(50)), Instant::now(), &mut ch),
+        Verdict::Confirmed
+    );
     // A's first lease: two jobs, one of them the done job 5, sorted by cost like the others.
     let (a, ids) = l.lease_checked(w(A), 2, &ws(&[B]), true, Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[5, 4]));
@@ -71,7 +83,10 @@ fn the_first_lease_carries_a_spot_check_in_place_of_a_job() {
     // The check is held by heartbeats like any job until answered.
     assert!(l.heartbeat(w(A), &[a], Instant::now(), &mut ch).is_empty());
     ch.clear();
-    assert_eq!(l.result(w(A), a, j(5), solved(counts(51)), Instant::now(), &mut ch), Verdict::Conflict);
+    assert_eq!(
+        l.result(w(A), a, j(5), solved(counts(51)), Instant::now(), &mut ch),
+        Verdict::Conflict
+    );
     assert!(l.is_untrusted(w(A)));
     assert_eq!(
         l.jobs.entry(j(5)).counted,
@@ -92,12 +107,18 @@ fn a_right_spot_check_answer_is_an_agreement() {
     let mut ch = Vec::new();
     l.add_reference(j(2), counts(20), &mut ch);
     let (b, _) = l.lease(w(B), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(B), b, j(2), solved(counts(20)), Instant::now(), &mut ch), Verdict::Confirmed);
+    assert_eq!(
+        l.result(w(B), b, j(2), solved(counts(20)), Instant::now(), &mut ch),
+        Verdict::Confirmed
+    );
     assert!(!l.on_probation(w(B)), "agreeing with the coordinator counts");
     assert!(l.on_probation(w(A)));
     let (a, ids) = l.lease_checked(w(A), 1, &ws(&[B]), true, Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[2]));
-    assert_eq!(l.result(w(A), a, j(2), solved(counts(20)), Instant::now(), &mut ch), Verdict::Confirmed);
+    assert_eq!(
+        l.result(w(A), a, j(2), solved(counts(20)), Instant::now(), &mut ch),
+        Verdict::Confirmed
+    );
     assert!(!l.on_probation(w(A)));
 }
 

@@ -70,11 +70,23 @@ fn leases_longest_first_and_completes() {
     let (lease, ids) = l.lease(w(1), 2, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[4, 3]));
     assert_eq!(l.leased_by(w(1)), 2);
-    assert_eq!(l.result(w(1), lease, j(4), solved(counts(1)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(
+        l.result(w(1), lease, j(4), solved(counts(1)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
     assert_eq!(l.leased_by(w(1)), 1);
-    assert_eq!(l.result(w(1), lease, j(4), solved(counts(1)), Instant::now(), &mut ch), Verdict::Duplicate);
-    assert_eq!(l.result(w(1), lease, j(2), solved(counts(1)), Instant::now(), &mut ch), Verdict::UnknownLease);
-    assert_eq!(l.result(w(1), lease, j(99), solved(counts(1)), Instant::now(), &mut ch), Verdict::UnknownJob);
+    assert_eq!(
+        l.result(w(1), lease, j(4), solved(counts(1)), Instant::now(), &mut ch),
+        Verdict::Duplicate
+    );
+    assert_eq!(
+        l.result(w(1), lease, j(2), solved(counts(1)), Instant::now(), &mut ch),
+        Verdict::UnknownLease
+    );
+    assert_eq!(
+        l.result(w(1), lease, j(99), solved(counts(1)), Instant::now(), &mut ch),
+        Verdict::UnknownJob
+    );
     assert_eq!(l.count(JobState::Done), 1);
     assert_eq!(l.count(JobState::Leased), 1);
     assert_eq!(l.count(JobState::Pending), 3);
@@ -97,13 +109,22 @@ fn conflicting_duplicate_reruns_job() {
     let mut l = life(1, false);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(6)), Instant::now(), &mut ch), Verdict::Conflict);
+    assert_eq!(
+        l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
+    assert_eq!(
+        l.result(w(1), a, j(0), solved(counts(6)), Instant::now(), &mut ch),
+        Verdict::Conflict
+    );
     assert_eq!(l.count(JobState::Pending), 1);
     // Needs two agreeing workers now; worker 2 agrees with the first result.
     let (b, ids) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
     assert_eq!(ids, js(&[0]));
-    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Confirmed);
+    assert_eq!(
+        l.result(w(2), b, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Confirmed
+    );
     assert!(l.is_complete());
 }
 
@@ -112,14 +133,20 @@ fn verified_job_needs_a_second_worker() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(
+        l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
     assert!(!l.is_complete());
     assert!(
         l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).is_none(),
         "same worker may not verify"
     );
     let (b, _) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(2), b, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Confirmed);
+    assert_eq!(
+        l.result(w(2), b, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Confirmed
+    );
     assert!(l.is_complete());
 }
 
@@ -129,10 +156,16 @@ fn results_that_differ_only_in_work_done_agree() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(
+        l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
     let (b, _) = l.lease(w(2), 1, &ws(&[NOBODY]), Instant::now(), &mut ch).unwrap();
     let other_version = JobCounts { nodes: 7, ..counts(5) };
-    assert_eq!(l.result(w(2), b, j(0), solved(other_version), Instant::now(), &mut ch), Verdict::Confirmed);
+    assert_eq!(
+        l.result(w(2), b, j(0), solved(other_version), Instant::now(), &mut ch),
+        Verdict::Confirmed
+    );
     assert!(l.is_complete());
     assert_eq!(l.conflicts_total(), 0);
 }
@@ -154,11 +187,20 @@ fn a_lone_worker_never_verifies_its_own_job_and_the_coordinator_settles_it() {
     let mut l = life(1, true);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Duplicate);
+    assert_eq!(
+        l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
+    assert_eq!(
+        l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Duplicate
+    );
     // Solving it again itself proves nothing.
     let (b, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), b, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(
+        l.result(w(1), b, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
     assert!(!l.is_complete());
     // Where the coordinator can solve jobs, it is asked, and its answer settles the job.
     let mut l = Scheduler::restore(
@@ -170,7 +212,10 @@ fn a_lone_worker_never_verifies_its_own_job_and_the_coordinator_settles_it() {
         Instant::now(),
     );
     let (a, _) = l.lease(w(1), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(
+        l.result(w(1), a, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
     assert_eq!(l.take_referee_jobs(), js(&[0]));
     l.add_reference(j(0), counts(5), &mut ch);
     assert!(l.is_complete());
@@ -184,20 +229,32 @@ fn two_disputing_workers_alone_solve_again_and_only_the_other_side_settles() {
     let mut l = life(1, false);
     let mut ch = Vec::new();
     let (a, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(
+        l.result(w(A), a, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
     // B re-solves the done job (a lease lost in a restart, say) and disagrees.
     l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), Instant::now(), &mut ch), Verdict::Conflict);
+    assert_eq!(
+        l.result(w(B), b, j(0), solved(counts(6)), Instant::now(), &mut ch),
+        Verdict::Conflict
+    );
     // A third worker would get the job; with none, both may solve it again.
     assert!(l.lease(w(A), 1, &ws(&[B, NOBODY]), Instant::now(), &mut ch).is_none());
     let (a2, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     // Repeating its own side of the dispute settles nothing: one more conflict.
-    assert_eq!(l.result(w(A), a2, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Conflict);
+    assert_eq!(
+        l.result(w(A), a2, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Conflict
+    );
     assert_eq!(l.count(JobState::Pending), 1);
     // Agreeing with the other worker settles it.
     let (b2, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(B), b2, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Confirmed);
+    assert_eq!(
+        l.result(w(B), b2, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Confirmed
+    );
     assert!(l.is_complete());
     assert_eq!(l.jobs.entry(j(0)).counted.map(|(_, c)| c.solutions), Some(5));
 }
@@ -217,13 +274,19 @@ fn a_requeued_held_job_is_not_settled_by_one_worker_alone() {
     // Requeued by an operator, with only A around: A's repeat of its own answer holds it again.
     l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (a, _) = l.lease(w(A), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(A), a, j(0), solved(counts(5)), Instant::now(), &mut ch), Verdict::Conflict);
+    assert_eq!(
+        l.result(w(A), a, j(0), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Conflict
+    );
     assert_eq!(l.count(JobState::Held), 1);
     assert!(!l.is_complete());
     // Requeued again: agreeing with another worker's answer settles it.
     l.jobs.set_state(j(0), Standing::Pending, &mut ch);
     let (a, _) = l.lease(w(A), 1, &[], Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(A), a, j(0), solved(counts(7)), Instant::now(), &mut ch), Verdict::Confirmed);
+    assert_eq!(
+        l.result(w(A), a, j(0), solved(counts(7)), Instant::now(), &mut ch),
+        Verdict::Confirmed
+    );
     assert!(l.is_complete());
 }
 
@@ -242,25 +305,37 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     // A solves the verification job wrongly, then three plain jobs that are counted.
     let (a1, ids) = l.lease(w(A), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[3]));
-    assert_eq!(l.result(w(A), a1, j(3), solved(counts(99)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(
+        l.result(w(A), a1, j(3), solved(counts(99)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
     let (a2, ids) = l.lease(w(A), 3, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[2, 1, 0]));
     for id in [2, 1, 0] {
-        assert_eq!(l.result(w(A), a2, j(id), solved(counts(id)), Instant::now(), &mut ch), Verdict::Accepted);
+        assert_eq!(
+            l.result(w(A), a2, j(id), solved(counts(id)), Instant::now(), &mut ch),
+            Verdict::Accepted
+        );
     }
     assert_eq!(l.count(JobState::Done), 3);
 
     // B disagrees: a conflict, still no one untrusted.
     let (b1, ids) = l.lease(w(B), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[3]));
-    assert_eq!(l.result(w(B), b1, j(3), solved(counts(5)), Instant::now(), &mut ch), Verdict::Conflict);
+    assert_eq!(
+        l.result(w(B), b1, j(3), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Conflict
+    );
     assert!(!l.is_untrusted(w(A)) && !l.is_untrusted(w(B)));
 
     // C agrees with B: settled, A is untrusted and its counted jobs are re-run.
     let (c1, ids) = l.lease(w(C), 1, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[3]));
     ch.clear();
-    assert_eq!(l.result(w(C), c1, j(3), solved(counts(5)), Instant::now(), &mut ch), Verdict::Confirmed);
+    assert_eq!(
+        l.result(w(C), c1, j(3), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Confirmed
+    );
     assert!(l.is_untrusted(w(A)));
     assert!(!l.is_untrusted(w(B)) && !l.is_untrusted(w(C)));
     assert_eq!(l.untrusted_count(), 1);
@@ -284,13 +359,19 @@ fn losing_a_verification_untrusts_the_worker_and_reruns_its_jobs() {
     // A is refused; the others re-solve its jobs.
     ch.clear();
     assert!(l.lease(w(A), 3, &ws(&[NOBODY]), now, &mut ch).is_none());
-    assert_eq!(l.result(w(A), a2, j(0), solved(counts(0)), Instant::now(), &mut ch), Verdict::UntrustedWorker);
+    assert_eq!(
+        l.result(w(A), a2, j(0), solved(counts(0)), Instant::now(), &mut ch),
+        Verdict::UntrustedWorker
+    );
     assert_eq!(l.heartbeat(w(A), &[a2], now, &mut ch), vec![a2]);
     assert!(ch.is_empty(), "refusals change nothing");
     let (b2, ids) = l.lease(w(B), 3, &ws(&[NOBODY]), now, &mut ch).unwrap();
     assert_eq!(ids, js(&[2, 1, 0]));
     for id in [2, 1, 0] {
-        assert_eq!(l.result(w(B), b2, j(id), solved(counts(id)), Instant::now(), &mut ch), Verdict::Accepted);
+        assert_eq!(
+            l.result(w(B), b2, j(id), solved(counts(id)), Instant::now(), &mut ch),
+            Verdict::Accepted
+        );
     }
     assert!(l.is_complete());
 }
@@ -303,7 +384,14 @@ fn errors_fail_a_job_only_from_two_credentials_or_the_coordinator() {
     for worker in [1, 2, 1, 2, 1, 2] {
         let (a, _) = l.lease(w(worker), 1, &[], Instant::now(), &mut ch).unwrap();
         assert_eq!(
-            l.result(w(worker), a, j(0), Finding::SolverError("boom".into()), Instant::now(), &mut ch),
+            l.result(
+                w(worker),
+                a,
+                j(0),
+                Finding::SolverError("boom".into()),
+                Instant::now(),
+                &mut ch
+            ),
             Verdict::ErrorRecorded
         );
     }
@@ -402,7 +490,10 @@ fn a_dispute_is_settled_by_the_referee_and_the_liar_untrusted() {
     let (a, _) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     l.result(w(A), a, j(0), solved(counts(5)), Instant::now(), &mut ch);
     let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(l.result(w(B), b, j(0), solved(counts(6)), Instant::now(), &mut ch), Verdict::Conflict);
+    assert_eq!(
+        l.result(w(B), b, j(0), solved(counts(6)), Instant::now(), &mut ch),
+        Verdict::Conflict
+    );
     assert_eq!(l.take_referee_jobs(), js(&[0]));
     l.add_reference(j(0), counts(5), &mut ch);
     assert!(l.is_untrusted(w(B)) && !l.is_untrusted(w(A)));
@@ -445,7 +536,10 @@ fn a_new_worker_is_believed_alone_only_after_agreeing_with_others() {
     // A is new and B is around: A's answer waits for B's.
     let (a, ids) = l.lease(w(A), 1, &ws(&[B]), Instant::now(), &mut ch).unwrap();
     let job = ids[0];
-    assert_eq!(l.result(w(A), a, j(job), solved(counts(5)), Instant::now(), &mut ch), Verdict::Accepted);
+    assert_eq!(
+        l.result(w(A), a, j(job), solved(counts(5)), Instant::now(), &mut ch),
+        Verdict::Accepted
+    );
     assert_eq!(l.count(JobState::Done), 0);
     let (b, _) = l.lease(w(B), 1, &ws(&[A]), Instant::now(), &mut ch).unwrap();
     assert_eq!(
@@ -496,7 +590,10 @@ fn a_lone_newcomer_is_never_believed_alone_and_earns_trust_from_the_coordinators
     assert_eq!(ids.len(), crate::PROBATION_HOLD as usize);
     assert!(l.lease(w(1), 1000, &[], now, &mut ch).is_none(), "no room left under its cap");
     for &id in &ids {
-        assert_eq!(l.result(w(1), a, id, solved(counts(id.get())), now, &mut ch), Verdict::Accepted);
+        assert_eq!(
+            l.result(w(1), a, id, solved(counts(id.get())), now, &mut ch),
+            Verdict::Accepted
+        );
     }
     assert_eq!(l.count(JobState::Done), 0, "nobody else around is no reason to believe it");
     // The coordinator was asked to check three of its answers, chosen after the fact.
@@ -510,7 +607,10 @@ fn a_lone_newcomer_is_never_believed_alone_and_earns_trust_from_the_coordinators
     // Trusted, it now counts alone; its own earlier opinions come back to it.
     let (a, ids) = l.lease(w(1), 100, &[], now, &mut ch).unwrap();
     for &id in &ids {
-        assert_eq!(l.result(w(1), a, id, solved(counts(id.get())), now, &mut ch), Verdict::Accepted);
+        assert_eq!(
+            l.result(w(1), a, id, solved(counts(id.get())), now, &mut ch),
+            Verdict::Accepted
+        );
     }
     assert_eq!(l.count(JobState::Done), 3 + ids.len() as u64);
 }

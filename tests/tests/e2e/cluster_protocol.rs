@@ -239,7 +239,14 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
             12,
             &state,
             port,
-            &["--lease-seconds", "60", "--verify-fraction", "1", "--no-spot-checks"],
+            &[
+                "--lease-seconds",
+                "60",
+                "--verify-fraction",
+                "1",
+                "--no-spot-checks",
+                "--no-coordinator-checks",
+            ],
         ),
         dir.path().join("coordinator.log"),
     );
@@ -297,7 +304,7 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
     }
     // New workers get one job per free thread: B takes two, A four (B's two and two new ones).
     let lease = |client: &mut pb::Client, worker_id: u64| {
-        let free_slots = if worker_id == a { 4 } else { 2 };
+        let free_slots = if worker_id == b { 2 } else { 4 };
         let req = pb::LeaseRequest {
             run: Some(run.clone()),
             worker_id,
@@ -342,14 +349,16 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
         confirmed.len() as i64
     );
 
-    // B disagrees with A on V: a conflict, which the coordinator settles itself (the referee
-    // solves V), against A. C is not needed.
-    let _ = c;
+    // B disagrees with A on V: a conflict. With the coordinator's own checks off, a third
+    // credential settles it: C agrees with B, against A.
     let lb2 = lease(&mut client, b).await.unwrap().into_inner();
     assert!(lb2.jobs.iter().any(|s| s.job_id == v), "V goes to B");
     send(result(b, lb2.lease_id, v, false)).await;
     assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Conflict);
-    referee_settles(&state, v).await;
+    let lc = lease(&mut client, c).await.unwrap().into_inner();
+    assert!(lc.jobs.iter().any(|s| s.job_id == v), "V goes to C");
+    send(result(c, lc.lease_id, v, false)).await;
+    assert_eq!(pb::Outcome::try_from(ack!().outcome).unwrap(), pb::Outcome::Confirmed);
 
     assert_eq!(
         query_count(

@@ -28,3 +28,4 @@ mod state_integrity;
 mod status_page;
 mod store_faults;
 mod trust;
+mod trust_evidence;
