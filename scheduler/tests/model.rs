@@ -226,7 +226,6 @@ impl Run {
                     _ => {}
                 }
                 let finding = self.answer(worker, job);
-                let others = self.others(worker);
                 let outcome = self.scheduler.result(
                     worker,
                     lease,
@@ -254,7 +253,6 @@ impl Run {
                 }
                 let (worker, lease, job, finding) =
                     self.sent[self.rng.below(self.sent.len() as u64) as usize].clone();
-                let others = self.others(worker);
                 let outcome =
                     self.scheduler.result(worker, lease, job, finding, self.now, &mut changes);
                 *self.outcomes.entry(format!("again {outcome:?}")).or_default() += 1;
