@@ -52,7 +52,12 @@ impl Trust {
     }
     /// One more answer of `worker_id`'s group was verified.
     pub(crate) fn agreed(&mut self, worker_id: WorkerId) {
-        *self.verified.entry(self.group(worker_id)).or_default() += 1;
+        let group = self.group(worker_id);
+        let verified = self.verified.entry(group).or_default();
+        *verified += 1;
+        if *verified == self.probation {
+            tracing::info!(%worker_id, group, verified = *verified, "credential trusted: enough of its answers were verified (by the coordinator or another credential); its answers now count alone, re-checked at random");
+        }
     }
     /// Whether the group `group` has yet to earn trust.
     pub(crate) fn group_on_probation(&self, group: u64) -> bool {

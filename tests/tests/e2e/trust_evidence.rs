@@ -361,3 +361,29 @@ async fn fast_heartbeats_do_not_hold_a_verification_from_the_other_worker() {
     beating.abort();
     drop(honest);
 }
+
+/// One honest worker alone, as the README starts it: its first answers wait while the
+/// coordinator checks some of them itself, then its credential is trusted and its answers count
+/// alone. The run ends exact, nearly every job counted from the worker's own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_honest_worker_leaves_probation_through_the_coordinators_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let port = free_port();
+    let coordinator = spawn_coordinator(
+        dir.path(),
+        13,
+        port,
+        &["--exit-when-done", "--token", TOKEN],
+        "coordinator.log",
+    );
+    let log = coordinator.log.clone();
+    let worker = spawn_worker(dir.path(), port, "alone", TOKEN);
+    finishes_exact(coordinator, &state).await;
+    drop(worker);
+    let text = std::fs::read_to_string(log).unwrap();
+    assert!(text.contains("credential trusted"), "the lone worker never left probation");
+    let jobs = query_count(&state, "SELECT COUNT(*) FROM jobs");
+    let own = query_count(&state, "SELECT COUNT(*) FROM results WHERE counted=1 AND worker_id<>0");
+    assert!(own * 10 >= jobs * 9, "only {own} of {jobs} jobs counted from the worker's answers");
+}
