@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+mod apply;
 mod checkpoint;
 mod checksum;
 pub mod credentials;
