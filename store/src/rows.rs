@@ -228,41 +228,60 @@ impl Store {
 
     /// Reloads jobs, their results and the leases issued so far.
     pub fn load(&self) -> Result<Loaded, StoreError> {
+        let mut jobs = self.load_jobs()?;
+        self.load_results(&mut jobs)?;
+        let leases = self.load_leases()?;
+        let next_worker_id: i64 = self
+            .conn
+            .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM workers", [], |r| r.get(0))
+            .map_err(self.sql())?;
+        let untrusted = self.untrusted_workers()?;
+        let untrusted = untrusted.into_iter().map(WorkerId::new).collect();
+        Ok(Loaded { jobs, leases, next_worker_id: next_worker_id as u64, untrusted })
+    }
+
+    /// Every job row, by id, without its results. The worker and deadline of a leased job come
+    /// from its lease (see `restore`).
+    fn load_jobs(&self) -> Result<Vec<StoredJob>, StoreError> {
         let sql = self.sql();
         let mut jobs = Vec::with_capacity(self.meta.job_count as usize);
-        {
-            let mut q = self.conn.prepare("SELECT id, estimate, verify, state, lease_id, errors, conflicts, weight FROM jobs ORDER BY id").map_err(&sql)?;
-            let mut rows = q.query([]).map_err(&sql)?;
-            while let Some(r) = rows.next().map_err(&sql)? {
-                let id: i64 = r.get(0).map_err(&sql)?;
-                if id as usize != jobs.len() {
-                    return Err(StoreError::Corrupt {
-                        path: self.path.clone(),
-                        reason: format!("job ids not contiguous at {id}"),
-                    });
-                }
-                let state: String = r.get(3).map_err(&sql)?;
-                let Some(state) = JobState::parse(&state) else {
-                    return Err(StoreError::Corrupt {
-                        path: self.path.clone(),
-                        reason: format!("unknown job state {state}"),
-                    });
-                };
-                let lease: Option<i64> = r.get(4).map_err(&sql)?;
-                let mut job = StoredJob::new(
-                    JobId::new(id as u64),
-                    r.get::<_, i64>(1).map_err(&sql)? as u64,
-                    r.get(7).map_err(&sql)?,
-                    r.get(2).map_err(&sql)?,
-                );
-                job.state = state;
-                // The worker and deadline of a leased job come from its lease (see `restore`).
-                job.lease = lease.map(|l| LeaseId::new(l as u64));
-                job.errors = r.get(5).map_err(&sql)?;
-                job.conflicts = r.get(6).map_err(&sql)?;
-                jobs.push(job);
+        let mut q = self.conn.prepare("SELECT id, estimate, verify, state, lease_id, errors, conflicts, weight FROM jobs ORDER BY id").map_err(&sql)?;
+        let mut rows = q.query([]).map_err(&sql)?;
+        while let Some(r) = rows.next().map_err(&sql)? {
+            let id: i64 = r.get(0).map_err(&sql)?;
+            if id as usize != jobs.len() {
+                return Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("job ids not contiguous at {id}"),
+                });
             }
+            let state: String = r.get(3).map_err(&sql)?;
+            let Some(state) = JobState::parse(&state) else {
+                return Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("unknown job state {state}"),
+                });
+            };
+            let lease: Option<i64> = r.get(4).map_err(&sql)?;
+            let mut job = StoredJob::new(
+                JobId::new(id as u64),
+                r.get::<_, i64>(1).map_err(&sql)? as u64,
+                r.get(7).map_err(&sql)?,
+                r.get(2).map_err(&sql)?,
+            );
+            job.state = state;
+            job.lease = lease.map(|l| LeaseId::new(l as u64));
+            job.errors = r.get(5).map_err(&sql)?;
+            job.conflicts = r.get(6).map_err(&sql)?;
+            jobs.push(job);
         }
+        Ok(jobs)
+    }
+
+    /// Gives each job its result rows: its counted answer and the opinions awaiting a second
+    /// worker. Rows that fail their checksum are left out, and a done job left without a counted
+    /// row is pending again (solved again), with a warning that lists them.
+    fn load_results(&self, jobs: &mut [StoredJob]) -> Result<(), StoreError> {
         let mut bad = Vec::new();
         for row in self.results()? {
             let Some(job) = jobs.get_mut(row.job_id as usize) else {
@@ -297,38 +316,35 @@ impl Store {
                 "result rows fail their checksum (damaged or edited): they are not counted, and their done jobs are solved again"
             );
         }
+        Ok(())
+    }
+
+    /// Every lease issued so far, its jobs parsed from their stored list.
+    fn load_leases(&self) -> Result<Vec<StoredLease>, StoreError> {
+        let sql = self.sql();
         let mut leases = Vec::new();
-        {
-            let mut q =
-                self.conn.prepare("SELECT id, worker_id, job_ids FROM leases").map_err(&sql)?;
-            let mut rows = q.query([]).map_err(&sql)?;
-            while let Some(r) = rows.next().map_err(&sql)? {
-                let id = r.get::<_, i64>(0).map_err(&sql)? as u64;
-                let worker_id = r.get::<_, i64>(1).map_err(&sql)? as u64;
-                let text: String = r.get(2).map_err(&sql)?;
-                let job_ids = text
-                    .split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(|s| s.parse::<u64>().map(JobId::new))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| StoreError::Corrupt {
-                        path: self.path.clone(),
-                        reason: format!("bad job list of lease {id}"),
-                    })?;
-                leases.push(StoredLease {
-                    id: LeaseId::new(id),
-                    worker: WorkerId::new(worker_id),
-                    jobs: job_ids,
-                });
-            }
+        let mut q = self.conn.prepare("SELECT id, worker_id, job_ids FROM leases").map_err(&sql)?;
+        let mut rows = q.query([]).map_err(&sql)?;
+        while let Some(r) = rows.next().map_err(&sql)? {
+            let id = r.get::<_, i64>(0).map_err(&sql)? as u64;
+            let worker_id = r.get::<_, i64>(1).map_err(&sql)? as u64;
+            let text: String = r.get(2).map_err(&sql)?;
+            let job_ids = text
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse::<u64>().map(JobId::new))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("bad job list of lease {id}"),
+                })?;
+            leases.push(StoredLease {
+                id: LeaseId::new(id),
+                worker: WorkerId::new(worker_id),
+                jobs: job_ids,
+            });
         }
-        let next_worker_id: i64 = self
-            .conn
-            .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM workers", [], |r| r.get(0))
-            .map_err(&sql)?;
-        let untrusted = self.untrusted_workers()?;
-        let untrusted = untrusted.into_iter().map(WorkerId::new).collect();
-        Ok(Loaded { jobs, leases, next_worker_id: next_worker_id as u64, untrusted })
+        Ok(leases)
     }
 
     /// The weighted sums of the counted (committed) results whose checksum holds. Each row is
