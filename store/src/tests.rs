@@ -36,9 +36,22 @@ fn checkpoint_resumes_and_refuses_other_runs() {
         LocalCheckpoint::open(&path, &other, PROTOCOL),
         Err(StoreError::OtherRun { .. })
     ));
-    // An untrusted mark and the un-counting of its worker's row survive reopening.
+    untrust_and_uncount_survive_reopening(&path, &list);
+    one_writer_at_a_time(&path, &list);
+    held_and_failed_jobs_are_requeued(&path, &list);
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, b"this is not a database at all, not even close, really not").unwrap();
+    assert!(
+        matches!(LocalCheckpoint::open(&junk, &list, PROTOCOL), Err(StoreError::NotOurs { .. })),
+        "{:?}",
+        LocalCheckpoint::open(&junk, &list, PROTOCOL).err()
+    );
+}
+
+/// An untrusted mark and the un-counting of its worker's row survive reopening.
+fn untrust_and_uncount_survive_reopening(path: &Path, list: &JobList) {
     {
-        let mut store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+        let mut store = Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local).unwrap();
         let job = &list.jobs[0];
         store
             .apply(
@@ -63,30 +76,35 @@ fn checkpoint_resumes_and_refuses_other_runs() {
             )
             .unwrap();
     }
-    let store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+    let store = Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local).unwrap();
     assert_eq!(store.untrusted_workers().unwrap(), vec![7]);
     let loaded = store.load().unwrap();
     assert_eq!(loaded.untrusted, vec![WorkerId::new(7)]);
     assert_eq!(loaded.jobs[0].state, JobState::Pending);
     assert!(loaded.jobs[0].counted.is_none());
     assert_eq!(store.tally().unwrap().jobs, list.jobs.len() as u64 - 1);
-    assert_eq!(Store::open_existing(&path).unwrap().summary().unwrap().untrusted_workers, 1);
+    assert_eq!(Store::open_existing(path).unwrap().summary().unwrap().untrusted_workers, 1);
     drop(store);
-    // One writer at a time; readers are welcome; the lock goes with its store.
-    let writer = LocalCheckpoint::open(&path, &list, PROTOCOL).unwrap();
-    assert!(matches!(LocalCheckpoint::open(&path, &list, PROTOCOL), Err(StoreError::InUse { .. })));
+}
+
+/// One writer at a time; readers are welcome; the lock goes with its store.
+fn one_writer_at_a_time(path: &Path, list: &JobList) {
+    let writer = LocalCheckpoint::open(path, list, PROTOCOL).unwrap();
+    assert!(matches!(LocalCheckpoint::open(path, list, PROTOCOL), Err(StoreError::InUse { .. })));
     assert!(matches!(
-        Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local),
+        Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local),
         Err(StoreError::InUse { .. })
     ));
-    assert!(Store::open_existing(&path).is_ok());
-    assert!(matches!(Store::open_existing_for_update(&path), Err(StoreError::InUse { .. })));
+    assert!(Store::open_existing(path).is_ok());
+    assert!(matches!(Store::open_existing_for_update(path), Err(StoreError::InUse { .. })));
     drop(writer);
-    LocalCheckpoint::open(&path, &list, PROTOCOL).unwrap();
+    LocalCheckpoint::open(path, list, PROTOCOL).unwrap();
+}
 
-    // Held and failed jobs go back to the queue, offline, keeping their counters.
+/// Held and failed jobs go back to the queue, offline, keeping their counters.
+fn held_and_failed_jobs_are_requeued(path: &Path, list: &JobList) {
     {
-        let mut store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+        let mut store = Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local).unwrap();
         let state = |job_id, state, errors, conflicts| Change::JobState {
             job_id,
             state,
@@ -106,8 +124,8 @@ fn checkpoint_resumes_and_refuses_other_runs() {
             )
             .unwrap();
     }
-    let mut store = Store::open_existing_for_update(&path).unwrap();
-    assert!(matches!(LocalCheckpoint::open(&path, &list, PROTOCOL), Err(StoreError::InUse { .. })));
+    let mut store = Store::open_existing_for_update(path).unwrap();
+    assert!(matches!(LocalCheckpoint::open(path, list, PROTOCOL), Err(StoreError::InUse { .. })));
     assert_eq!(store.requeue(Requeue::Held).unwrap(), Requeued { held: 2, failed: 0 });
     assert_eq!(store.requeue(Requeue::Both).unwrap(), Requeued { held: 0, failed: 1 });
     let loaded = store.load().unwrap();
@@ -116,13 +134,6 @@ fn checkpoint_resumes_and_refuses_other_runs() {
     }
     assert_eq!((loaded.jobs[1].conflicts, loaded.jobs[2].errors), (3, 3));
     drop(store);
-    let junk = dir.path().join("junk.db");
-    std::fs::write(&junk, b"this is not a database at all, not even close, really not").unwrap();
-    assert!(
-        matches!(LocalCheckpoint::open(&junk, &list, PROTOCOL), Err(StoreError::NotOurs { .. })),
-        "{:?}",
-        LocalCheckpoint::open(&junk, &list, PROTOCOL).err()
-    );
 }
 
 /// Every file beside `path` (the state file itself excluded): `-wal`, `-shm`, `.lock`, ...
