@@ -284,7 +284,7 @@ impl StoredRun {
             });
         }
         let rows = store.results()?;
-        let workers = store.workers()?.into_iter().map(|w| (w.id, w)).collect();
+        let workers = store.workers()?.into_iter().map(|w| (w.row.id, w.row)).collect();
         let checksums = store.has_checksums();
         Ok(StoredRun { meta, list, rows, workers, checksums })
     }

@@ -3,7 +3,7 @@
 
 use super::checksum::RowClaim;
 use super::error::StoreError;
-use super::{stored_counts, Loaded, Store, Summary, WorkerRow};
+use super::{stored_counts, Loaded, Store, Summary};
 use nqueens_core::{JobCounts, Tally, Totals};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::{JobId, LeaseId, StoredJob, StoredLease, WorkerId};
@@ -106,35 +106,6 @@ impl Store {
             out.push(row);
         }
         Ok(out)
-    }
-
-    /// The workers that registered with the run.
-    pub fn workers(&self) -> Result<Vec<WorkerRow>, StoreError> {
-        let sql = self.sql();
-        let mut q = self
-            .conn
-            .prepare(if self.has_column("workers", "secret_digest")? {
-                "SELECT id, name, host, cores, version, credential, secret_digest FROM workers ORDER BY id"
-            } else {
-                "SELECT id, name, host, cores, version, NULL, NULL FROM workers ORDER BY id"
-            })
-            .map_err(&sql)?;
-        let rows = q
-            .query_map([], |r| {
-                Ok(WorkerRow {
-                    id: r.get::<_, i64>(0)? as u64,
-                    name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                    host: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                    cores: r.get::<_, Option<u32>>(3)?.unwrap_or_default(),
-                    version: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
-                    credential: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-                    secret_digest: r.get::<_, Option<Vec<u8>>>(6)?.unwrap_or_default(),
-                })
-            })
-            .map_err(&sql)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(&sql)?;
-        Ok(rows)
     }
 
     /// Whether `table` has a column `column` (files of older schemas, read as they are, lack some).
