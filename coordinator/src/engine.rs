@@ -111,7 +111,7 @@ impl Engine {
     ) -> Result<Started, StoreError> {
         let loaded = store.load()?;
         let known_workers: HashMap<u64, WorkerRow> =
-            store.workers()?.into_iter().map(|w| (w.id, w)).collect();
+            store.workers()?.into_iter().map(|w| (w.row.id, w.row)).collect();
         let mut credential_groups = HashMap::new();
         let groups: HashMap<WorkerId, u64> = known_workers
             .values()

@@ -54,17 +54,17 @@ impl From<WorkerRecord> for WorkerView {
     /// is left empty.
     fn from(r: WorkerRecord) -> Self {
         WorkerView {
-            worker_id: r.worker_id,
-            name: r.name,
-            host: r.host,
-            cores: r.cores,
-            version: r.version,
+            worker_id: r.row.id,
+            name: r.row.name,
+            host: r.row.host,
+            cores: r.row.cores,
+            version: r.row.version,
             results: r.results,
             conflicts: r.conflicts,
             jobs_leased: r.jobs_leased,
             last_seen_seconds_ago: r.last_seen_seconds_ago,
             untrusted: r.untrusted,
-            credential: Credential::from_stored(&r.credential).name,
+            credential: Credential::from_stored(&r.row.credential).name,
             device: String::new(),
             counted_per_second: 0.0,
             trust: if r.untrusted { "untrusted".into() } else { String::new() },
@@ -75,7 +75,7 @@ impl From<WorkerRecord> for WorkerView {
 
 /// Every worker of the run in `store`, as its rows record them.
 pub fn worker_views(store: &Store) -> Result<Vec<WorkerView>, StoreError> {
-    Ok(store.worker_records()?.into_iter().map(WorkerView::from).collect())
+    Ok(store.workers()?.into_iter().map(WorkerView::from).collect())
 }
 
 /// A read-only connection to the state file that sums committed rows for the status call, so that

@@ -6,8 +6,8 @@
 //! give the file's run fingerprint. The checksums (see the `store` module) catch damage to rows;
 //! this catches what the checksums cannot: a worker that computed, and reported, a wrong count.
 
-use nqueens_core::{job_list, JobCounts, SplitParams};
-use nqueens_store::{run_fingerprint, Store, StoreError, WorkerRow};
+use nqueens_core::{job_list, JobCounts, JobList, SplitParams};
+use nqueens_store::{run_fingerprint, RunMeta, Store, StoreError, StoredResult, WorkerRow};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -231,26 +231,68 @@ pub fn verify_state(
     threads: usize,
 ) -> Result<VerifyReport, VerifyError> {
     let started = Instant::now();
-    let store = Store::open_existing(path)?;
-    let meta = store.meta().clone();
-    let list = job_list(meta.n as u32, &SplitParams { target_jobs: meta.target_jobs })
-        .map_err(|source| VerifyError::JobList { path: path.into(), source })?;
-    let rebuilt = run_fingerprint(&list, nqueens_proto::PROTOCOL_MAJOR);
-    if rebuilt != meta.fingerprint {
-        return Err(VerifyError::Fingerprint {
-            path: path.into(),
-            stored: meta.fingerprint,
-            rebuilt,
-        });
-    }
-    let rows = store.results()?;
-    let workers: HashMap<u64, WorkerRow> =
-        store.workers()?.into_iter().map(|w| (w.id, w)).collect();
-    let checksums = store.has_checksums();
-    drop(store);
+    let run = StoredRun::read(path)?;
+    let bad_rows = bad_rows(&run.rows);
+    let (counted, counted_jobs) = sampled_jobs(&run.rows, run.list.jobs.len(), sample);
+    let (agreements, mismatches) = solve_again(&run.list, &counted, threads)?;
+    let workers = culprits(&mismatches, &bad_rows, &run.workers);
+    Ok(VerifyReport {
+        state: path.display().to_string(),
+        n: run.meta.n as u32,
+        fingerprint: run.meta.fingerprint,
+        checksums: run.checksums,
+        counted_jobs,
+        checked: counted.len() as u64,
+        agreements,
+        mismatches,
+        bad_rows,
+        workers,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
 
-    let bad_rows: Vec<BadRow> = rows
-        .iter()
+/// A counted job to check: its id, the worker whose counted row it is, and the stored counts.
+type CountedJob = (u64, u64, JobCounts);
+
+/// What `verify` reads of a run; the state file is closed once it is read.
+struct StoredRun {
+    meta: RunMeta,
+    /// The job list rebuilt from the file's N and split (its fingerprint checked).
+    list: JobList,
+    /// Every result row, its checksum checked.
+    rows: Vec<StoredResult>,
+    /// The workers' rows, by id.
+    workers: HashMap<u64, WorkerRow>,
+    /// The file's rows carry checksums.
+    checksums: bool,
+}
+
+impl StoredRun {
+    /// Reads the run in `path` and rebuilds its job list, which must give the file's run
+    /// fingerprint.
+    fn read(path: &Path) -> Result<StoredRun, VerifyError> {
+        let store = Store::open_existing(path)?;
+        let meta = store.meta().clone();
+        let list = job_list(meta.n as u32, &SplitParams { target_jobs: meta.target_jobs })
+            .map_err(|source| VerifyError::JobList { path: path.into(), source })?;
+        let rebuilt = run_fingerprint(&list, nqueens_proto::PROTOCOL_MAJOR);
+        if rebuilt != meta.fingerprint {
+            return Err(VerifyError::Fingerprint {
+                path: path.into(),
+                stored: meta.fingerprint,
+                rebuilt,
+            });
+        }
+        let rows = store.results()?;
+        let workers = store.workers()?.into_iter().map(|w| (w.row.id, w.row)).collect();
+        let checksums = store.has_checksums();
+        Ok(StoredRun { meta, list, rows, workers, checksums })
+    }
+}
+
+/// The result rows whose checksum fails.
+fn bad_rows(rows: &[StoredResult]) -> Vec<BadRow> {
+    rows.iter()
         .filter(|r| !r.intact)
         .map(|r| BadRow {
             row_id: r.row_id,
@@ -258,10 +300,15 @@ pub fn verify_state(
             worker_id: r.worker_id,
             counted: r.counted,
         })
-        .collect();
-    let mut counted: Vec<(u64, u64, JobCounts)> = rows
+        .collect()
+}
+
+/// The counted rows (whose checksum holds, of jobs in the list of `jobs` jobs) to solve again,
+/// in the fixed sampling order and cut to `sample`, and how many counted rows there are in all.
+fn sampled_jobs(rows: &[StoredResult], jobs: usize, sample: Sample) -> (Vec<CountedJob>, u64) {
+    let mut counted: Vec<CountedJob> = rows
         .iter()
-        .filter(|r| r.intact && r.counted && (r.job_id as usize) < list.jobs.len())
+        .filter(|r| r.intact && r.counted && (r.job_id as usize) < jobs)
         .map(|r| (r.job_id, r.worker_id, r.counts))
         .collect();
     let counted_jobs = counted.len() as u64;
@@ -269,6 +316,16 @@ pub fn verify_state(
     if let Sample::Jobs(k) = sample {
         counted.truncate(k);
     }
+    (counted, counted_jobs)
+}
+
+/// Solves the `counted` jobs of `list` again on `threads` threads: how many agree with their
+/// stored counts, and the mismatches, by job id.
+fn solve_again(
+    list: &JobList,
+    counted: &[CountedJob],
+    threads: usize,
+) -> Result<(u64, Vec<Mismatch>), VerifyError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("verify-{i}"))
@@ -294,15 +351,23 @@ pub fn verify_state(
         }
     }
     mismatches.sort_by_key(|m| m.job_id);
+    Ok((agreements, mismatches))
+}
 
+/// The workers behind `mismatches` and `bad_rows`, by id, named from their rows in `workers`.
+fn culprits(
+    mismatches: &[Mismatch],
+    bad_rows: &[BadRow],
+    workers: &HashMap<u64, WorkerRow>,
+) -> Vec<Culprit> {
     let mut blame: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    for m in &mismatches {
+    for m in mismatches {
         blame.entry(m.worker_id).or_default().0 += 1;
     }
-    for b in &bad_rows {
+    for b in bad_rows {
         blame.entry(b.worker_id).or_default().1 += 1;
     }
-    let culprits = blame
+    blame
         .into_iter()
         .map(|(worker_id, (mismatches, bad_rows))| {
             let (name, host) = match workers.get(&worker_id) {
@@ -313,18 +378,5 @@ pub fn verify_state(
             };
             Culprit { worker_id, name, host, mismatches, bad_rows }
         })
-        .collect();
-    Ok(VerifyReport {
-        state: path.display().to_string(),
-        n: meta.n as u32,
-        fingerprint: meta.fingerprint,
-        checksums,
-        counted_jobs,
-        checked: counted.len() as u64,
-        agreements,
-        mismatches,
-        bad_rows,
-        workers: culprits,
-        seconds: started.elapsed().as_secs_f64(),
-    })
+        .collect()
 }

@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+mod apply;
 mod checkpoint;
 mod checksum;
 pub mod credentials;
@@ -206,8 +207,9 @@ impl Store {
     }
 }
 
-/// A worker as stored in the `workers` table.
-#[derive(Debug, Clone)]
+/// A worker as stored in the `workers` table: what it registered as. Written by
+/// [`Store::apply`]; read, with what the worker did, as a [`WorkerRecord`] by [`Store::workers`].
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkerRow {
     /// Its id in the run.
     pub id: u64,

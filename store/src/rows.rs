@@ -1,13 +1,13 @@
-//! Reading and writing a run's rows: reloading the scheduler, committing its changes, and the
-//! totals and summaries summed from committed rows.
+//! Reading a run's rows: reloading the scheduler, requeueing blocked jobs, and the totals and
+//! summaries summed from committed rows (committing the scheduler's changes is `apply.rs`).
 
 use super::checksum::RowClaim;
 use super::error::StoreError;
-use super::{now_unix, stored_counts, Loaded, Store, Summary, WorkerRow};
+use super::{stored_counts, Loaded, Store, Summary};
 use nqueens_core::{JobCounts, Tally, Totals};
 use nqueens_scheduler::state::JobState;
-use nqueens_scheduler::{Change, JobId, LeaseId, StoredJob, StoredLease, WorkerId};
-use rusqlite::{params, OptionalExtension};
+use nqueens_scheduler::{JobId, LeaseId, StoredJob, StoredLease, WorkerId};
+use rusqlite::OptionalExtension;
 
 /// One row of `results` and whether its checksum holds.
 #[derive(Debug, Clone)]
@@ -108,35 +108,6 @@ impl Store {
         Ok(out)
     }
 
-    /// The workers that registered with the run.
-    pub fn workers(&self) -> Result<Vec<WorkerRow>, StoreError> {
-        let sql = self.sql();
-        let mut q = self
-            .conn
-            .prepare(if self.has_column("workers", "secret_digest")? {
-                "SELECT id, name, host, cores, version, credential, secret_digest FROM workers ORDER BY id"
-            } else {
-                "SELECT id, name, host, cores, version, NULL, NULL FROM workers ORDER BY id"
-            })
-            .map_err(&sql)?;
-        let rows = q
-            .query_map([], |r| {
-                Ok(WorkerRow {
-                    id: r.get::<_, i64>(0)? as u64,
-                    name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                    host: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                    cores: r.get::<_, Option<u32>>(3)?.unwrap_or_default(),
-                    version: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
-                    credential: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-                    secret_digest: r.get::<_, Option<Vec<u8>>>(6)?.unwrap_or_default(),
-                })
-            })
-            .map_err(&sql)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(&sql)?;
-        Ok(rows)
-    }
-
     /// Whether `table` has a column `column` (files of older schemas, read as they are, lack some).
     pub(super) fn has_column(&self, table: &str, column: &str) -> Result<bool, StoreError> {
         let mut q =
@@ -228,41 +199,60 @@ impl Store {
 
     /// Reloads jobs, their results and the leases issued so far.
     pub fn load(&self) -> Result<Loaded, StoreError> {
+        let mut jobs = self.load_jobs()?;
+        self.load_results(&mut jobs)?;
+        let leases = self.load_leases()?;
+        let next_worker_id: i64 = self
+            .conn
+            .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM workers", [], |r| r.get(0))
+            .map_err(self.sql())?;
+        let untrusted = self.untrusted_workers()?;
+        let untrusted = untrusted.into_iter().map(WorkerId::new).collect();
+        Ok(Loaded { jobs, leases, next_worker_id: next_worker_id as u64, untrusted })
+    }
+
+    /// Every job row, by id, without its results. The worker and deadline of a leased job come
+    /// from its lease (see `restore`).
+    fn load_jobs(&self) -> Result<Vec<StoredJob>, StoreError> {
         let sql = self.sql();
         let mut jobs = Vec::with_capacity(self.meta.job_count as usize);
-        {
-            let mut q = self.conn.prepare("SELECT id, estimate, verify, state, lease_id, errors, conflicts, weight FROM jobs ORDER BY id").map_err(&sql)?;
-            let mut rows = q.query([]).map_err(&sql)?;
-            while let Some(r) = rows.next().map_err(&sql)? {
-                let id: i64 = r.get(0).map_err(&sql)?;
-                if id as usize != jobs.len() {
-                    return Err(StoreError::Corrupt {
-                        path: self.path.clone(),
-                        reason: format!("job ids not contiguous at {id}"),
-                    });
-                }
-                let state: String = r.get(3).map_err(&sql)?;
-                let Some(state) = JobState::parse(&state) else {
-                    return Err(StoreError::Corrupt {
-                        path: self.path.clone(),
-                        reason: format!("unknown job state {state}"),
-                    });
-                };
-                let lease: Option<i64> = r.get(4).map_err(&sql)?;
-                let mut job = StoredJob::new(
-                    JobId::new(id as u64),
-                    r.get::<_, i64>(1).map_err(&sql)? as u64,
-                    r.get(7).map_err(&sql)?,
-                    r.get(2).map_err(&sql)?,
-                );
-                job.state = state;
-                // The worker and deadline of a leased job come from its lease (see `restore`).
-                job.lease = lease.map(|l| LeaseId::new(l as u64));
-                job.errors = r.get(5).map_err(&sql)?;
-                job.conflicts = r.get(6).map_err(&sql)?;
-                jobs.push(job);
+        let mut q = self.conn.prepare("SELECT id, estimate, verify, state, lease_id, errors, conflicts, weight FROM jobs ORDER BY id").map_err(&sql)?;
+        let mut rows = q.query([]).map_err(&sql)?;
+        while let Some(r) = rows.next().map_err(&sql)? {
+            let id: i64 = r.get(0).map_err(&sql)?;
+            if id as usize != jobs.len() {
+                return Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("job ids not contiguous at {id}"),
+                });
             }
+            let state: String = r.get(3).map_err(&sql)?;
+            let Some(state) = JobState::parse(&state) else {
+                return Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("unknown job state {state}"),
+                });
+            };
+            let lease: Option<i64> = r.get(4).map_err(&sql)?;
+            let mut job = StoredJob::new(
+                JobId::new(id as u64),
+                r.get::<_, i64>(1).map_err(&sql)? as u64,
+                r.get(7).map_err(&sql)?,
+                r.get(2).map_err(&sql)?,
+            );
+            job.state = state;
+            job.lease = lease.map(|l| LeaseId::new(l as u64));
+            job.errors = r.get(5).map_err(&sql)?;
+            job.conflicts = r.get(6).map_err(&sql)?;
+            jobs.push(job);
         }
+        Ok(jobs)
+    }
+
+    /// Gives each job its result rows: its counted answer and the opinions awaiting a second
+    /// worker. Rows that fail their checksum are left out, and a done job left without a counted
+    /// row is pending again (solved again), with a warning that lists them.
+    fn load_results(&self, jobs: &mut [StoredJob]) -> Result<(), StoreError> {
         let mut bad = Vec::new();
         for row in self.results()? {
             let Some(job) = jobs.get_mut(row.job_id as usize) else {
@@ -297,235 +287,35 @@ impl Store {
                 "result rows fail their checksum (damaged or edited): they are not counted, and their done jobs are solved again"
             );
         }
-        let mut leases = Vec::new();
-        {
-            let mut q =
-                self.conn.prepare("SELECT id, worker_id, job_ids FROM leases").map_err(&sql)?;
-            let mut rows = q.query([]).map_err(&sql)?;
-            while let Some(r) = rows.next().map_err(&sql)? {
-                let id = r.get::<_, i64>(0).map_err(&sql)? as u64;
-                let worker_id = r.get::<_, i64>(1).map_err(&sql)? as u64;
-                let text: String = r.get(2).map_err(&sql)?;
-                let job_ids = text
-                    .split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(|s| s.parse::<u64>().map(JobId::new))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| StoreError::Corrupt {
-                        path: self.path.clone(),
-                        reason: format!("bad job list of lease {id}"),
-                    })?;
-                leases.push(StoredLease {
-                    id: LeaseId::new(id),
-                    worker: WorkerId::new(worker_id),
-                    jobs: job_ids,
-                });
-            }
-        }
-        let next_worker_id: i64 = self
-            .conn
-            .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM workers", [], |r| r.get(0))
-            .map_err(&sql)?;
-        let untrusted = self.untrusted_workers()?;
-        let untrusted = untrusted.into_iter().map(WorkerId::new).collect();
-        Ok(Loaded { jobs, leases, next_worker_id: next_worker_id as u64, untrusted })
+        Ok(())
     }
 
-    /// Commits `changes` (and the worker rows in `workers`) in one transaction.
-    pub fn apply(&mut self, changes: &[Change], workers: &[WorkerRow]) -> Result<(), StoreError> {
-        if changes.is_empty() && workers.is_empty() {
-            return Ok(());
-        }
-        let path = self.path.clone();
-        let sql = move |error| StoreError::Sqlite { path: path.clone(), error };
-        let at = now_unix();
-        let Some(mac) = self.mac.clone() else {
-            return Err(StoreError::Corrupt {
-                path: self.path.clone(),
-                reason: "no checksum key (a schema 1 file must be opened for writing to migrate)"
-                    .into(),
+    /// Every lease issued so far, its jobs parsed from their stored list.
+    fn load_leases(&self) -> Result<Vec<StoredLease>, StoreError> {
+        let sql = self.sql();
+        let mut leases = Vec::new();
+        let mut q = self.conn.prepare("SELECT id, worker_id, job_ids FROM leases").map_err(&sql)?;
+        let mut rows = q.query([]).map_err(&sql)?;
+        while let Some(r) = rows.next().map_err(&sql)? {
+            let id = r.get::<_, i64>(0).map_err(&sql)? as u64;
+            let worker_id = r.get::<_, i64>(1).map_err(&sql)? as u64;
+            let text: String = r.get(2).map_err(&sql)?;
+            let job_ids = text
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse::<u64>().map(JobId::new))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("bad job list of lease {id}"),
+                })?;
+            leases.push(StoredLease {
+                id: LeaseId::new(id),
+                worker: WorkerId::new(worker_id),
+                jobs: job_ids,
             });
-        };
-        let tx = self.conn.transaction().map_err(&sql)?;
-        {
-            let mut set_state = tx.prepare_cached("UPDATE jobs SET state=?2, lease_id=?3, worker_id=?4, errors=?5, conflicts=?6 WHERE id=?1").map_err(&sql)?;
-            let mut insert_result = tx
-                .prepare_cached(
-                    "INSERT INTO results(job_id, worker_id, lease_id, solutions, sym180, sym90, nodes, seconds, counted, kind, at, checksum)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                )
-                .map_err(&sql)?;
-            let mut uncount_rows = tx
-                .prepare_cached("SELECT id, worker_id, kind, solutions, sym180, sym90, nodes, checksum FROM results WHERE job_id=?1 AND counted=1")
-                .map_err(&sql)?;
-            let mut uncount = tx
-                .prepare_cached("UPDATE results SET counted=0, checksum=?2 WHERE id=?1")
-                .map_err(&sql)?;
-            let mut uncount_bad =
-                tx.prepare_cached("UPDATE results SET counted=0 WHERE id=?1").map_err(&sql)?;
-            let mut insert_lease = tx
-                .prepare_cached(
-                    "INSERT INTO leases(id, worker_id, job_ids, at) VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(&sql)?;
-            let mut insert_conflict = tx.prepare_cached("INSERT INTO conflicts(job_id, worker_a, worker_b, detail, at) VALUES (?1, ?2, ?3, ?4, ?5)").map_err(&sql)?;
-            let mut insert_untrusted = tx
-                .prepare_cached("INSERT OR IGNORE INTO untrusted_workers(worker_id, job_id, detail, requeued, at) VALUES (?1, ?2, ?3, ?4, ?5)")
-                .map_err(&sql)?;
-            let mut upsert_worker = tx
-                .prepare_cached("INSERT OR REPLACE INTO workers(id, name, host, cores, version, registered, credential, secret_digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
-                .map_err(&sql)?;
-            for w in workers {
-                upsert_worker
-                    .execute(params![
-                        w.id as i64,
-                        w.name,
-                        w.host,
-                        w.cores,
-                        w.version,
-                        at,
-                        w.credential,
-                        w.secret_digest
-                    ])
-                    .map_err(&sql)?;
-            }
-            for change in changes {
-                match change {
-                    Change::JobState { job_id, state, lease_id, worker_id, errors, conflicts } => {
-                        set_state
-                            .execute(params![
-                                job_id.get() as i64,
-                                state.as_str(),
-                                lease_id.map(|l| l.get() as i64),
-                                worker_id.map(|w| w.get() as i64),
-                                errors,
-                                conflicts
-                            ])
-                            .map_err(&sql)?;
-                    }
-                    Change::Result {
-                        job_id,
-                        worker_id,
-                        lease_id,
-                        counts,
-                        seconds,
-                        counted,
-                        kind,
-                    } => {
-                        let fit = |field, value: u64| {
-                            i64::try_from(value).map_err(|_| StoreError::CountOutOfRange {
-                                path: self.path.clone(),
-                                job_id: job_id.get(),
-                                field,
-                                value,
-                            })
-                        };
-                        let stored = [
-                            fit("solutions", counts.solutions)?,
-                            fit("sym180", counts.sym180)?,
-                            fit("sym90", counts.sym90)?,
-                            fit("nodes", counts.nodes)?,
-                        ];
-                        let tag = mac.tag(&RowClaim {
-                            job_id: job_id.get(),
-                            worker_id: worker_id.get(),
-                            counted: *counted,
-                            kind: kind.as_str(),
-                            counts: *counts,
-                        });
-                        insert_result
-                            .execute(params![
-                                job_id.get() as i64,
-                                worker_id.get() as i64,
-                                lease_id.get() as i64,
-                                stored[0],
-                                stored[1],
-                                stored[2],
-                                stored[3],
-                                seconds,
-                                counted,
-                                kind.as_str(),
-                                at,
-                                tag
-                            ])
-                            .map_err(&sql)?;
-                    }
-                    Change::Uncount { job_id } => {
-                        // Each row's checksum follows its counted flag; a row that already
-                        // fails keeps failing (its checksum is left as it is).
-                        let mut q =
-                            uncount_rows.query(params![job_id.get() as i64]).map_err(&sql)?;
-                        let mut rows = Vec::new();
-                        while let Some(r) = q.next().map_err(&sql)? {
-                            let kind: String = r.get(2).map_err(&sql)?;
-                            // Counts that are not valid stored counts make a bad row, like a
-                            // failing checksum.
-                            let valid = stored_counts(r, 3).map_err(&sql)?;
-                            let counts = valid.unwrap_or_default();
-                            let worker_id = r.get::<_, i64>(1).map_err(&sql)? as u64;
-                            let claim = RowClaim {
-                                job_id: job_id.get(),
-                                worker_id,
-                                counted: true,
-                                kind: &kind,
-                                counts,
-                            };
-                            let tag = match r.get_ref(7).map_err(&sql)? {
-                                rusqlite::types::ValueRef::Blob(b) => Some(b),
-                                _ => None,
-                            };
-                            let new_tag = (valid.is_some() && mac.verify(&claim, tag))
-                                .then(|| mac.tag(&RowClaim { counted: false, ..claim }));
-                            rows.push((r.get::<_, i64>(0).map_err(&sql)?, new_tag));
-                        }
-                        drop(q);
-                        for (row_id, tag) in rows {
-                            match tag {
-                                Some(tag) => uncount.execute(params![row_id, tag]),
-                                None => uncount_bad.execute(params![row_id]),
-                            }
-                            .map_err(&sql)?;
-                        }
-                    }
-                    Change::Lease { lease_id, worker_id, job_ids } => {
-                        let ids =
-                            job_ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",");
-                        insert_lease
-                            .execute(params![
-                                lease_id.get() as i64,
-                                worker_id.get() as i64,
-                                ids,
-                                at
-                            ])
-                            .map_err(&sql)?;
-                    }
-                    Change::Conflict { job_id, worker_a, worker_b, detail } => {
-                        insert_conflict
-                            .execute(params![
-                                job_id.get() as i64,
-                                worker_a.get() as i64,
-                                worker_b.get() as i64,
-                                detail,
-                                at
-                            ])
-                            .map_err(&sql)?;
-                    }
-                    Change::Untrust { worker_id, job_id, detail, requeued } => {
-                        insert_untrusted
-                            .execute(params![
-                                worker_id.get() as i64,
-                                job_id.get() as i64,
-                                detail,
-                                *requeued as i64,
-                                at
-                            ])
-                            .map_err(&sql)?;
-                    }
-                }
-            }
         }
-        tx.commit().map_err(&sql)?;
-        Ok(())
+        Ok(leases)
     }
 
     /// The weighted sums of the counted (committed) results whose checksum holds. Each row is

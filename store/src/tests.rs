@@ -36,9 +36,22 @@ fn checkpoint_resumes_and_refuses_other_runs() {
         LocalCheckpoint::open(&path, &other, PROTOCOL),
         Err(StoreError::OtherRun { .. })
     ));
-    // An untrusted mark and the un-counting of its worker's row survive reopening.
+    untrust_and_uncount_survive_reopening(&path, &list);
+    one_writer_at_a_time(&path, &list);
+    held_and_failed_jobs_are_requeued(&path, &list);
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, b"this is not a database at all, not even close, really not").unwrap();
+    assert!(
+        matches!(LocalCheckpoint::open(&junk, &list, PROTOCOL), Err(StoreError::NotOurs { .. })),
+        "{:?}",
+        LocalCheckpoint::open(&junk, &list, PROTOCOL).err()
+    );
+}
+
+/// An untrusted mark and the un-counting of its worker's row survive reopening.
+fn untrust_and_uncount_survive_reopening(path: &Path, list: &JobList) {
     {
-        let mut store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+        let mut store = Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local).unwrap();
         let job = &list.jobs[0];
         store
             .apply(
@@ -63,30 +76,35 @@ fn checkpoint_resumes_and_refuses_other_runs() {
             )
             .unwrap();
     }
-    let store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+    let store = Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local).unwrap();
     assert_eq!(store.untrusted_workers().unwrap(), vec![7]);
     let loaded = store.load().unwrap();
     assert_eq!(loaded.untrusted, vec![WorkerId::new(7)]);
     assert_eq!(loaded.jobs[0].state, JobState::Pending);
     assert!(loaded.jobs[0].counted.is_none());
     assert_eq!(store.tally().unwrap().jobs, list.jobs.len() as u64 - 1);
-    assert_eq!(Store::open_existing(&path).unwrap().summary().unwrap().untrusted_workers, 1);
+    assert_eq!(Store::open_existing(path).unwrap().summary().unwrap().untrusted_workers, 1);
     drop(store);
-    // One writer at a time; readers are welcome; the lock goes with its store.
-    let writer = LocalCheckpoint::open(&path, &list, PROTOCOL).unwrap();
-    assert!(matches!(LocalCheckpoint::open(&path, &list, PROTOCOL), Err(StoreError::InUse { .. })));
+}
+
+/// One writer at a time; readers are welcome; the lock goes with its store.
+fn one_writer_at_a_time(path: &Path, list: &JobList) {
+    let writer = LocalCheckpoint::open(path, list, PROTOCOL).unwrap();
+    assert!(matches!(LocalCheckpoint::open(path, list, PROTOCOL), Err(StoreError::InUse { .. })));
     assert!(matches!(
-        Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local),
+        Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local),
         Err(StoreError::InUse { .. })
     ));
-    assert!(Store::open_existing(&path).is_ok());
-    assert!(matches!(Store::open_existing_for_update(&path), Err(StoreError::InUse { .. })));
+    assert!(Store::open_existing(path).is_ok());
+    assert!(matches!(Store::open_existing_for_update(path), Err(StoreError::InUse { .. })));
     drop(writer);
-    LocalCheckpoint::open(&path, &list, PROTOCOL).unwrap();
+    LocalCheckpoint::open(path, list, PROTOCOL).unwrap();
+}
 
-    // Held and failed jobs go back to the queue, offline, keeping their counters.
+/// Held and failed jobs go back to the queue, offline, keeping their counters.
+fn held_and_failed_jobs_are_requeued(path: &Path, list: &JobList) {
     {
-        let mut store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+        let mut store = Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local).unwrap();
         let state = |job_id, state, errors, conflicts| Change::JobState {
             job_id,
             state,
@@ -106,8 +124,8 @@ fn checkpoint_resumes_and_refuses_other_runs() {
             )
             .unwrap();
     }
-    let mut store = Store::open_existing_for_update(&path).unwrap();
-    assert!(matches!(LocalCheckpoint::open(&path, &list, PROTOCOL), Err(StoreError::InUse { .. })));
+    let mut store = Store::open_existing_for_update(path).unwrap();
+    assert!(matches!(LocalCheckpoint::open(path, list, PROTOCOL), Err(StoreError::InUse { .. })));
     assert_eq!(store.requeue(Requeue::Held).unwrap(), Requeued { held: 2, failed: 0 });
     assert_eq!(store.requeue(Requeue::Both).unwrap(), Requeued { held: 0, failed: 1 });
     let loaded = store.load().unwrap();
@@ -116,13 +134,6 @@ fn checkpoint_resumes_and_refuses_other_runs() {
     }
     assert_eq!((loaded.jobs[1].conflicts, loaded.jobs[2].errors), (3, 3));
     drop(store);
-    let junk = dir.path().join("junk.db");
-    std::fs::write(&junk, b"this is not a database at all, not even close, really not").unwrap();
-    assert!(
-        matches!(LocalCheckpoint::open(&junk, &list, PROTOCOL), Err(StoreError::NotOurs { .. })),
-        "{:?}",
-        LocalCheckpoint::open(&junk, &list, PROTOCOL).err()
-    );
 }
 
 /// Every file beside `path` (the state file itself excluded): `-wal`, `-shm`, `.lock`, ...
@@ -433,4 +444,84 @@ fn stored_counts_out_of_range_are_refused() {
         "{result:?}"
     );
     assert_eq!(store.results().unwrap().len() as u64, rows, "nothing written");
+}
+
+#[test]
+fn workers_are_read_one_way_their_rows_with_what_they_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("workers.db");
+    let list = job_list(8, &SplitParams::default()).unwrap();
+    let mut store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Cluster).unwrap();
+    let row = |id: u64| WorkerRow {
+        id,
+        name: format!("w{id}"),
+        host: "lab-1".into(),
+        cores: 4,
+        version: "1.0".into(),
+        credential: "lab".into(),
+        secret_digest: vec![id as u8; 32],
+    };
+    let state = |job_id: u64, state, leased: bool| Change::JobState {
+        job_id: job_id.into(),
+        state,
+        lease_id: leased.then_some(1.into()),
+        worker_id: leased.then_some(1.into()),
+        errors: 0,
+        conflicts: 0,
+    };
+    let changes = [
+        Change::Lease {
+            lease_id: 1.into(),
+            worker_id: 1.into(),
+            job_ids: vec![0.into(), 1.into()],
+        },
+        state(0, JobState::Done, false),
+        state(1, JobState::Leased, true),
+        Change::Result {
+            job_id: 0.into(),
+            worker_id: 1.into(),
+            lease_id: 1.into(),
+            counts: list.jobs[0].solve().unwrap(),
+            seconds: 0.1,
+            counted: true,
+            kind: nqueens_scheduler::state::ResultKind::First,
+        },
+        Change::Conflict {
+            job_id: 2.into(),
+            worker_a: 1.into(),
+            worker_b: 2.into(),
+            detail: "test".into(),
+        },
+        Change::Untrust {
+            worker_id: 2.into(),
+            job_id: 2.into(),
+            detail: "test".into(),
+            requeued: 0,
+        },
+    ];
+    store.apply(&changes, &[row(1), row(2)]).unwrap();
+    for workers in
+        [store.workers().unwrap(), Store::open_existing(&path).unwrap().workers().unwrap()]
+    {
+        // The rows as they registered, secret digests included (the engine's view) ...
+        assert_eq!(workers.iter().map(|w| w.row.clone()).collect::<Vec<_>>(), [row(1), row(2)]);
+        // ... and what each did (the status view).
+        let did = |w: &WorkerRecord| (w.results, w.jobs_leased, w.conflicts, w.untrusted);
+        assert_eq!(did(&workers[0]), (1, 1, 1, false));
+        assert_eq!(did(&workers[1]), (0, 0, 1, true));
+        assert!(workers.iter().all(|w| (0.0..60.0).contains(&w.last_seen_seconds_ago)));
+    }
+    drop(store);
+    // A schema 2 file, read as it is, has neither column: its workers have no credential or digest.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch(
+        "ALTER TABLE workers DROP COLUMN credential; ALTER TABLE workers DROP COLUMN secret_digest;
+         UPDATE meta SET value='2' WHERE key='schema'; PRAGMA user_version=2;",
+    )
+    .unwrap();
+    drop(c);
+    let old = Store::open_existing(&path).unwrap().workers().unwrap();
+    let bare = |id| WorkerRow { credential: String::new(), secret_digest: Vec::new(), ..row(id) };
+    assert_eq!(old.iter().map(|w| w.row.clone()).collect::<Vec<_>>(), [bare(1), bare(2)]);
+    assert_eq!(old[0].results, 1);
 }

@@ -1,24 +1,19 @@
-//! The workers that took part in a run, as its rows record them (for `status --state`, which has
-//! no live coordinator to ask).
+//! The workers that took part in a run, as its rows record them: for the engine, which lets a
+//! worker take its id up again, and for `status --state`, which has no live coordinator to ask.
 
 use super::error::StoreError;
-use super::{now_unix, Store};
+use super::{now_unix, Store, WorkerRow};
 use nqueens_scheduler::state::JobState;
 use std::collections::HashMap;
 
-/// A worker as a run's rows record it: what it registered as, and what it did.
+/// A worker as a run's rows record it: its `workers` row (what it registered as), and what it
+/// did. The one shape workers are read in: the engine takes `row` (to let a worker take its id up
+/// again), `status` all of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerRecord {
-    /// Its id in the run.
-    pub worker_id: u64,
-    /// The name it registered with.
-    pub name: String,
-    /// The host it registered from.
-    pub host: String,
-    /// Its solver threads.
-    pub cores: u32,
-    /// Its version, as it registered.
-    pub version: String,
+    /// Its row as it registered: id, name, host, cores, version, credential (empty in rows from
+    /// before credentials: the shared token) and secret digest.
+    pub row: WorkerRow,
     /// Its counted results.
     pub results: u64,
     /// Conflicts it was party to.
@@ -29,77 +24,84 @@ pub struct WorkerRecord {
     pub last_seen_seconds_ago: f64,
     /// It lost a settled verification.
     pub untrusted: bool,
-    /// The credential (token name) it registered with, as stored: empty in rows from before
-    /// credentials (the shared token).
-    pub credential: String,
 }
 
+/// Per worker id, a count and a time (Unix seconds), as a `per_worker` query sums them.
+type PerWorker = HashMap<u64, (u64, f64)>;
+
 impl Store {
-    /// Every worker that registered with the run: its counted results, conflicts, leased jobs,
-    /// last result and whether it lost a verification.
-    pub fn worker_records(&self) -> Result<Vec<WorkerRecord>, StoreError> {
-        let sql = self.sql();
-        let per_worker = |query: &str| -> Result<HashMap<u64, (u64, f64)>, StoreError> {
-            let mut q = self.conn.prepare(query).map_err(&sql)?;
-            let rows = q
-                .query_map([], |r| {
-                    Ok((r.get::<_, i64>(0)? as u64, (r.get::<_, i64>(1)? as u64, r.get(2)?)))
-                })
-                .map_err(&sql)?;
-            rows.collect::<Result<_, _>>().map_err(&sql)
-        };
-        let results =
-            per_worker("SELECT worker_id, SUM(counted), MAX(at) FROM results GROUP BY worker_id")?;
-        let conflicts = per_worker(
+    /// Every worker that registered with the run, by id: its row as it registered, its counted
+    /// results, conflicts, leased jobs, last result and whether it lost a verification.
+    pub fn workers(&self) -> Result<Vec<WorkerRecord>, StoreError> {
+        let results = self.per_worker(
+            "SELECT worker_id, SUM(counted), MAX(at) FROM results GROUP BY worker_id",
+        )?;
+        let conflicts = self.per_worker(
             "SELECT w, COUNT(*), 0.0 FROM (SELECT worker_a AS w FROM conflicts
              UNION ALL SELECT worker_b FROM conflicts) GROUP BY w",
         )?;
-        let leased = per_worker(&format!(
+        let leased = self.per_worker(&format!(
             "SELECT worker_id, COUNT(*), 0.0 FROM jobs WHERE state='{}' GROUP BY worker_id",
             JobState::Leased.as_str()
         ))?;
         let untrusted = self.untrusted_workers()?;
         let now = now_unix();
-        let mut q = self
-            .conn
-            .prepare(if self.has_column("workers", "credential")? {
-                "SELECT id, name, host, cores, version, registered, credential FROM workers ORDER BY id"
-            } else {
-                "SELECT id, name, host, cores, version, registered, NULL FROM workers ORDER BY id"
-            })
-            .map_err(&sql)?;
-        let rows = q
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)? as u64,
-                    r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                    r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                    r.get::<_, Option<i64>>(3)?.unwrap_or(0) as u32,
-                    r.get::<_, Option<String>>(4)?.unwrap_or_default(),
-                    r.get::<_, Option<f64>>(5)?.unwrap_or(0.0),
-                    r.get::<_, Option<String>>(6)?.unwrap_or_default(),
-                ))
-            })
-            .map_err(&sql)?;
-        let mut records = Vec::new();
-        for row in rows {
-            let (id, name, host, cores, version, registered, credential) = row.map_err(&sql)?;
+        let rows = self.worker_rows()?;
+        let records = rows.into_iter().map(|(row, registered)| {
+            let id = row.id;
             let (counted, last_result) = results.get(&id).copied().unwrap_or((0, registered));
-            records.push(WorkerRecord {
-                worker_id: id,
-                name,
-                host,
-                cores,
-                version,
+            WorkerRecord {
+                row,
                 results: counted,
                 conflicts: conflicts.get(&id).map_or(0, |c| c.0),
                 jobs_leased: leased.get(&id).map_or(0, |c| c.0),
                 last_seen_seconds_ago: (now - last_result.max(registered)).max(0.0),
                 untrusted: untrusted.contains(&id),
-                credential,
-            });
-        }
-        Ok(records)
+            }
+        });
+        Ok(records.collect())
+    }
+
+    /// A `(worker id, count, time)` query's rows, by worker id.
+    fn per_worker(&self, query: &str) -> Result<PerWorker, StoreError> {
+        let sql = self.sql();
+        let mut q = self.conn.prepare(query).map_err(&sql)?;
+        let rows = q
+            .query_map([], |r| {
+                Ok((r.get::<_, i64>(0)? as u64, (r.get::<_, i64>(1)? as u64, r.get(2)?)))
+            })
+            .map_err(&sql)?;
+        rows.collect::<Result<_, _>>().map_err(&sql)
+    }
+
+    /// Every `workers` row, by id, and when it registered (Unix seconds, 0 if unknown). Rows of
+    /// files from before schema 3, read as they are, have no credential or secret digest (empty).
+    fn worker_rows(&self) -> Result<Vec<(WorkerRow, f64)>, StoreError> {
+        let sql = self.sql();
+        let column = |name| -> Result<&str, StoreError> {
+            Ok(if self.has_column("workers", name)? { name } else { "NULL" })
+        };
+        let query = format!(
+            "SELECT id, name, host, cores, version, registered, {}, {} FROM workers ORDER BY id",
+            column("credential")?,
+            column("secret_digest")?
+        );
+        let mut q = self.conn.prepare(&query).map_err(&sql)?;
+        let rows = q
+            .query_map([], |r| {
+                let row = WorkerRow {
+                    id: r.get::<_, i64>(0)? as u64,
+                    name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    host: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    cores: r.get::<_, Option<i64>>(3)?.unwrap_or(0) as u32,
+                    version: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+                    credential: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                    secret_digest: r.get::<_, Option<Vec<u8>>>(7)?.unwrap_or_default(),
+                };
+                Ok((row, r.get::<_, Option<f64>>(5)?.unwrap_or(0.0)))
+            })
+            .map_err(&sql)?;
+        rows.collect::<Result<_, _>>().map_err(&sql)
     }
 }
 
