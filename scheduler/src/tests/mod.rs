@@ -4,7 +4,6 @@
 mod checks;
 
 use super::*;
-use crate::config::MAX_ERRORS;
 use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::jobs::Standing;
 use crate::outcome::{Change, Finding, Verdict};
