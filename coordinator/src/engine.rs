@@ -259,6 +259,7 @@ impl Engine {
         let now = Instant::now();
         match cmd {
             Command::Shutdown => {}
+            Command::WithStore(work) => work(&self.store),
             Command::Register { worker, reply } => {
                 let answer = self.register(worker, now, worker_rows);
                 replies.push(Box::new(move |e: &Engine| {

@@ -3,6 +3,7 @@
 //! re-exported here or through the few public modules.
 
 mod accept;
+pub mod admin;
 mod engine;
 mod grpc;
 mod http;
@@ -19,7 +20,8 @@ pub use grpc::GrpcLimits;
 pub use http::escape_html;
 pub use report::{hms, RunResult};
 pub use server::{
-    check_target_jobs, result_file, serve, ConfigError, ServeConfig, ServeError, MAX_TARGET_JOBS,
+    check_target_jobs, default_http_listen, result_file, serve, ConfigError, ServeConfig,
+    ServeError, DEFAULT_HTTP_PORT, MAX_TARGET_JOBS,
 };
 pub use status::{Progress, Source, StatusReport, StatusView, WorkerView};
 pub use verify::{verify_state, Sample, VerifyError, VerifyReport};

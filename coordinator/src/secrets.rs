@@ -9,7 +9,7 @@ use std::collections::HashMap;
 // The digests, secrets and credential names the state file shares: one copy, in the store.
 pub use nqueens_store::credentials::{digest, new_secret, same_digest, OPEN, SHARED};
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The credential a call was made under, as the token check found it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -101,12 +101,10 @@ impl RegistrationLimiter {
     }
 }
 
-/// How long the coordinator waits before it looks for added or revoked tokens again.
-pub const CREDENTIAL_RELOAD: Duration = Duration::from_secs(2);
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn named_credentials_are_one_group_and_shared_ones_none() {

@@ -6,8 +6,9 @@
 
 use crate::accept::Incoming;
 use crate::engine::{Command, Engine, EngineConfig};
+use crate::grpc::auth::{Credentials, TokenCheck};
 use crate::grpc::connections::{GrpcLimits, GuardedIncoming};
-use crate::grpc::service::{CoordinatorService, Credentials, TokenCheck};
+use crate::grpc::service::CoordinatorService;
 use crate::http::{
     sample_every, serve_http, History, HttpAccess, HttpState, RunInfo, StatusSource,
 };
@@ -20,6 +21,7 @@ use nqueens_proto as pb;
 use nqueens_store::{RunKind, Store, StoreError};
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
@@ -162,6 +164,9 @@ pub enum ServeError {
     /// The engine thread panicked.
     #[error("the engine thread panicked")]
     EnginePanicked,
+    /// The run's admin directory (for `token add|revoke` on the live run) cannot be used.
+    #[error("the admin directory for token changes")]
+    Admin(#[from] crate::admin::AdminError),
 }
 
 /// A setting of [`ServeConfig`] that cannot work, found before anything is opened or logged.
@@ -224,6 +229,21 @@ impl ServeConfig {
         check_target_jobs(self.target_jobs)
     }
 }
+
+/// The HTTP port (`--metrics-listen`) when none is given: port [`DEFAULT_HTTP_PORT`] on the
+/// same loopback address as a loopback gRPC address `grpc` (so a first run on 127.0.0.1 needs no
+/// token for either port), else on every address (0.0.0.0), where it then needs the token.
+pub fn default_http_listen(grpc: std::net::SocketAddr) -> std::net::SocketAddr {
+    let ip = if grpc.ip().is_loopback() { grpc.ip() } else { [0, 0, 0, 0].into() };
+    std::net::SocketAddr::new(ip, DEFAULT_HTTP_PORT)
+}
+
+/// The most bytes of headers one gRPC request may carry (the token among them, see
+/// `grpc/auth.rs`).
+pub const MAX_HEADERS: u32 = 16 * 1024;
+
+/// The HTTP port's default port number.
+pub const DEFAULT_HTTP_PORT: u16 = 9447;
 
 /// The result file of a state file: `<state>.result.json`.
 pub fn result_file(state: &Path) -> PathBuf {
@@ -302,6 +322,13 @@ async fn serve_inner(
         RunKind::Cluster,
     )?;
     let run = pb::RunId { n, fingerprint: store.meta().fingerprint.clone() };
+    // The credentials in force, read before any call can be served: a run with (or that had)
+    // per-host tokens never takes a call without one, not even in its first milliseconds.
+    let credentials = Arc::new(Credentials::new(
+        config.token.as_deref(),
+        store.active_credentials()?,
+        store.had_credentials()?,
+    ));
     tracing::info!(
         n,
         jobs = list.jobs.len(),
@@ -374,6 +401,7 @@ async fn serve_inner(
         heartbeat_seconds,
         stopping: stopping_rx.clone(),
         metrics: metrics.clone(),
+        credentials: credentials.clone(),
     };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
@@ -384,6 +412,7 @@ async fn serve_inner(
     // HTTP/2 keepalive: every connection is pinged, and closed when a ping goes unanswered.
     let limits = config.grpc_limits.consistent();
     let mut builder = tonic::transport::Server::builder()
+        .http2_max_header_list_size(Some(MAX_HEADERS))
         .http2_keepalive_interval(Some(limits.keepalive_interval))
         .http2_keepalive_timeout(Some(limits.keepalive_timeout));
     if let Some((cert, key)) = &config.tls {
@@ -393,12 +422,20 @@ async fn serve_inner(
             .timeout(limits.handshake_timeout);
         builder = builder.tls_config(tls)?;
     }
-    let credentials = Arc::new(Credentials::default());
-    let reload = tokio::spawn(reload_credentials(config.state.clone(), credentials.clone()));
-    let interceptor =
-        TokenCheck::new(config.token.as_deref(), metrics.clone()).with_credentials(credentials);
+    // `token add|revoke` beside this run reach it here (see `admin.rs`).
+    let admin_stop = Arc::new(AtomicBool::new(false));
+    let admin = crate::admin::spawn(
+        &config.state,
+        engine.clone(),
+        credentials.clone(),
+        admin_stop.clone(),
+    )?;
+    let interceptor = TokenCheck::new(credentials, metrics.clone());
+    // No request is decoded past MAX_REQUEST bytes; each field's bound is checked by the service.
+    let coordinator = pb::coordinator_server::CoordinatorServer::new(service)
+        .max_decoding_message_size(pb::bounds::MAX_REQUEST);
     let router = builder.add_service(health_service).add_service(
-        pb::coordinator_server::CoordinatorServer::with_interceptor(service, interceptor),
+        tonic::service::interceptor::InterceptedService::new(coordinator, interceptor),
     );
 
     // Stop on the caller's signal, or after the run completes when asked to exit then.
@@ -452,7 +489,8 @@ async fn serve_inner(
     for task in http_tasks.into_iter().flatten() {
         task.abort();
     }
-    reload.abort();
+    admin_stop.store(true, Ordering::SeqCst);
+    let _ = tokio::task::spawn_blocking(move || admin.join()).await;
     match joined {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(e))) => return Err(ServeError::Engine(e)),
@@ -463,29 +501,22 @@ async fn serve_inner(
     Ok(record)
 }
 
-/// Keeps `credentials` equal to the per-host tokens in force in the state file at `state`: read
-/// at once, then every [`crate::secrets::CREDENTIAL_RELOAD`] on a read-only connection of its own
-/// (so `token add` and `token revoke` act on a live run).
-async fn reload_credentials(state: PathBuf, credentials: Arc<Credentials>) {
-    let mut last: Option<usize> = None;
-    loop {
-        let path = state.clone();
-        let read =
-            tokio::task::spawn_blocking(move || Store::open_existing(&path)?.active_credentials())
-                .await;
-        match read {
-            Ok(Ok(active)) => {
-                if last != Some(active.len()) {
-                    tracing::info!(tokens = active.len(), "per-host tokens in force");
-                    last = Some(active.len());
-                }
-                credentials.set(active);
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "cannot read the per-host tokens; keeping the ones in force")
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot read the per-host tokens"),
-        }
-        tokio::time::sleep(crate::secrets::CREDENTIAL_RELOAD).await;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The HTTP port follows a loopback gRPC address, so a first run on loopback starts without a
+    /// token; off loopback it listens everywhere (and then needs the token).
+    #[test]
+    fn the_http_port_defaults_to_the_grpc_addresss_loopback() {
+        let http = |grpc: &str| default_http_listen(grpc.parse().unwrap()).to_string();
+        assert_eq!(http("127.0.0.1:7447"), "127.0.0.1:9447");
+        assert_eq!(http("[::1]:7447"), "[::1]:9447");
+        assert_eq!(http("0.0.0.0:7447"), "0.0.0.0:9447");
+        assert_eq!(http("10.1.2.3:7447"), "0.0.0.0:9447");
+        let config = ServeConfig::default();
+        let first = default_http_listen("127.0.0.1:7447".parse().unwrap());
+        assert_eq!(config.validate_http(first), Ok(()));
+        assert!(config.validate_http(default_http_listen("10.1.2.3:1".parse().unwrap())).is_err());
     }
 }

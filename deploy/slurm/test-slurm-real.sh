@@ -21,7 +21,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="${NQ_BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}"
 KNOWN="${NQ_KNOWN_COUNTS:-$root/reference/known-counts.tsv}"
-LONG_N="${NQ_TEST_LONG_N:-16}"
+LONG_N="${NQ_TEST_LONG_N:-18}"
 TIMEOUT="${NQ_TEST_TIMEOUT:-600}"
 T0=$SECONDS
 

@@ -10,7 +10,9 @@ pub mod v1 {
 
 pub use v1::*;
 
+pub mod bounds;
 pub mod convert;
+pub use bounds::CheckBounds;
 pub use convert::WireError;
 
 /// Major version of the wire protocol and job semantics; part of every run fingerprint, so a worker

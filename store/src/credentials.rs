@@ -1,7 +1,8 @@
 //! Per-host tokens (`nqueens-coordinator token add NAME --state FILE`): the state file keeps
-//! only their SHA-256 digests. They are added and revoked beside a running coordinator (which
-//! takes the change within seconds), so these calls write through a connection of their own,
-//! without the writer's lock: SQLite serialises the writes, and no other table is touched.
+//! only their SHA-256 digests. Only the writer writes them: offline, `token add|revoke` takes the
+//! writer's lock and writes through its own [`Store`]; beside a running coordinator (which holds
+//! the lock), they ask the coordinator, whose engine writes the row through its own connection
+//! (the coordinator's `admin` module).
 //!
 //! The small pure helpers that the coordinator's token checks share with this table (digests,
 //! new secrets, which names are allowed) live here too, so that there is one copy of each.
@@ -9,10 +10,9 @@
 use super::error::StoreError;
 use super::schema::CREDENTIALS_TABLE;
 use super::{now_unix, Store};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::path::Path;
-use std::time::Duration;
 
 /// The credential name of calls made with the shared `--token`.
 pub const SHARED: &str = "shared";
@@ -59,53 +59,80 @@ pub struct CredentialRow {
     pub revoked_unix: Option<f64>,
 }
 
-/// A write connection for the credentials table of the state file at `path`, which must be one
-/// of ours (checked read-only first).
-fn admin_connection(path: &Path) -> Result<Connection, StoreError> {
-    drop(Store::open_existing(path)?);
-    let sql = |error| StoreError::Sqlite { path: path.into(), error };
-    let conn = Connection::open(path).map_err(sql)?;
-    conn.busy_timeout(Duration::from_secs(10)).map_err(sql)?;
-    conn.execute_batch(CREDENTIALS_TABLE).map_err(sql)?;
-    Ok(conn)
+/// Checks that `name` may be given to `token add`.
+pub fn check_credential_name(name: &str) -> Result<(), StoreError> {
+    if valid_credential_name(name) {
+        Ok(())
+    } else {
+        Err(StoreError::Credential(format!(
+            "{name:?} is not a credential name: 1 to 64 letters, digits, '.', '_' or '-', and not 'shared' or 'open'"
+        )))
+    }
 }
 
 /// Adds the per-host credential `name` to the run in `path` and returns its new token (shown
-/// once: only its digest is kept). Refuses a name in use or not plain.
+/// once: only its digest is kept). Takes the writer's lock: [`StoreError::InUse`] while a
+/// coordinator runs on the file (which then takes the change itself, see the coordinator's
+/// `admin` module). Refuses a name in use or not plain.
 pub fn add_credential(path: &Path, name: &str) -> Result<String, StoreError> {
-    if !valid_credential_name(name) {
-        return Err(StoreError::Credential(format!(
-            "{name:?} is not a credential name: 1 to 64 letters, digits, '.', '_' or '-', and not 'shared' or 'open'"
-        )));
-    }
-    let conn = admin_connection(path)?;
+    check_credential_name(name)?;
+    let store = Store::open_existing_for_update(path)?;
     let token = new_secret();
-    let inserted = conn.execute(
-        "INSERT OR IGNORE INTO credentials(name, digest, created) VALUES (?1, ?2, ?3)",
-        params![name, digest(&token).to_vec(), now_unix()],
-    );
-    match inserted.map_err(|error| StoreError::Sqlite { path: path.into(), error })? {
-        1 => Ok(token),
-        _ => Err(StoreError::Credential(format!(
-            "a credential named {name:?} exists already (revoked ones keep their name)"
-        ))),
-    }
+    store.insert_credential(name, &digest(&token))?;
+    Ok(token)
 }
 
-/// Revokes `name`: its token is refused from then on (within seconds on a live run), and its
-/// workers' calls with it. Returns whether it was in force.
+/// Revokes `name` in the run in `path`: its token is refused from then on. Takes the writer's
+/// lock, like [`add_credential`]. Returns whether it was in force.
 pub fn revoke_credential(path: &Path, name: &str) -> Result<bool, StoreError> {
-    let conn = admin_connection(path)?;
-    let changed = conn
-        .execute(
-            "UPDATE credentials SET revoked=?2 WHERE name=?1 AND revoked IS NULL",
-            params![name, now_unix()],
-        )
-        .map_err(|error| StoreError::Sqlite { path: path.into(), error })?;
-    Ok(changed == 1)
+    Store::open_existing_for_update(path)?.revoke(name)
 }
 
 impl Store {
+    /// Adds the per-host credential `name` with the token digest `digest`, through this writer's
+    /// connection. Refuses a name not plain or in use (revoked names stay taken) and a digest in
+    /// use.
+    pub fn insert_credential(&self, name: &str, digest: &[u8; 32]) -> Result<(), StoreError> {
+        check_credential_name(name)?;
+        let sql = self.sql();
+        self.conn.execute_batch(CREDENTIALS_TABLE).map_err(&sql)?;
+        let inserted = self
+            .conn
+            .execute(
+                "INSERT OR IGNORE INTO credentials(name, digest, created) VALUES (?1, ?2, ?3)",
+                params![name, digest.to_vec(), now_unix()],
+            )
+            .map_err(&sql)?;
+        match inserted {
+            1 => Ok(()),
+            _ => Err(StoreError::Credential(format!(
+                "a credential named {name:?} (or with that token) exists already (revoked ones keep their name)"
+            ))),
+        }
+    }
+
+    /// Revokes the per-host credential `name`, through this writer's connection. Returns whether
+    /// it was in force (a name unknown or already revoked changes nothing).
+    pub fn revoke(&self, name: &str) -> Result<bool, StoreError> {
+        if !self.has_table("credentials")? {
+            return Ok(false);
+        }
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE credentials SET revoked=?2 WHERE name=?1 AND revoked IS NULL",
+                params![name, now_unix()],
+            )
+            .map_err(self.sql())?;
+        Ok(changed == 1)
+    }
+
+    /// Whether the run has, or ever had, a per-host credential: such a run never takes calls
+    /// without a token again, even once every one of them is revoked.
+    pub fn had_credentials(&self) -> Result<bool, StoreError> {
+        Ok(!self.credential_rows()?.is_empty())
+    }
+
     /// Every per-host credential, in force or revoked, by name (none in a file without the table).
     pub fn credential_rows(&self) -> Result<Vec<CredentialRow>, StoreError> {
         if !self.has_table("credentials")? {
@@ -187,5 +214,33 @@ mod tests {
         for bad in ["", "shared", "open", "a b", "x\n", &"y".repeat(65)] {
             assert!(!valid_credential_name(bad), "{bad:?}");
         }
+    }
+
+    /// Offline, `token add|revoke` take the writer's lock; while a writer holds it they are
+    /// refused (the coordinator writes them itself); a revoked run keeps its mark.
+    #[test]
+    fn credentials_are_written_by_the_writer_only_and_remembered_once_revoked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.db");
+        let list = nqueens_core::job_list(6, &nqueens_core::SplitParams::default()).unwrap();
+        let store = Store::open_or_create(&path, &list, 1, 0.0, crate::RunKind::Cluster).unwrap();
+        assert!(!store.had_credentials().unwrap());
+        assert!(matches!(add_credential(&path, "a"), Err(StoreError::InUse { .. })));
+        assert!(matches!(revoke_credential(&path, "a"), Err(StoreError::InUse { .. })));
+        store.insert_credential("a", &digest("t")).unwrap();
+        assert!(store.insert_credential("a", &digest("u")).is_err(), "a name in use");
+        assert!(store.insert_credential("b", &digest("t")).is_err(), "a token in use");
+        assert!(store.insert_credential("shared", &digest("v")).is_err());
+        assert_eq!(store.active_credentials().unwrap(), vec![("a".into(), digest("t"))]);
+        drop(store);
+        let token = add_credential(&path, "b").unwrap();
+        assert!(revoke_credential(&path, "a").unwrap());
+        assert!(!revoke_credential(&path, "a").unwrap(), "already revoked");
+        assert!(!revoke_credential(&path, "nobody").unwrap());
+        assert!(revoke_credential(&path, "b").unwrap());
+        let store = Store::open_existing(&path).unwrap();
+        assert!(store.active_credentials().unwrap().is_empty());
+        assert!(store.had_credentials().unwrap(), "a run that had tokens stays closed");
+        assert_eq!(token.len(), 64);
     }
 }

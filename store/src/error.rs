@@ -83,6 +83,14 @@ pub enum StoreError {
         /// The cause.
         source: std::io::Error,
     },
+    /// `backup` cannot write its copy there.
+    #[error("cannot back up to {path}: {reason}")]
+    BackupTarget {
+        /// The copy asked for.
+        path: PathBuf,
+        /// Why not.
+        reason: String,
+    },
     /// The job list or the sums cannot be made.
     #[error("building the job list")]
     Core(#[from] nqueens_core::CoreError),

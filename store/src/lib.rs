@@ -16,11 +16,15 @@
 #![warn(missing_docs)]
 
 mod apply;
+mod backup;
 mod checkpoint;
 mod checksum;
 pub mod credentials;
+mod descriptors;
 mod error;
 mod lock;
+#[cfg(test)]
+mod lock_tests;
 mod open;
 mod rows;
 mod schema;
@@ -28,8 +32,9 @@ mod schema;
 mod tests;
 mod workers;
 
+pub use backup::backup;
 pub use checkpoint::LocalCheckpoint;
-pub use credentials::{add_credential, revoke_credential, CredentialRow};
+pub use credentials::{add_credential, check_credential_name, revoke_credential, CredentialRow};
 pub use error::StoreError;
 pub use rows::{Requeue, Requeued, StoredResult};
 pub use workers::{BlockedJobs, WorkerRecord};

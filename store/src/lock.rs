@@ -3,25 +3,23 @@
 //! writer), held for as long as the writer's [`Store`](super::Store) lives and dropped by the
 //! kernel when the process dies.
 //!
-//! The lock on the state file is a `flock` on a descriptor this module keeps open for the rest of
-//! the process: closing any descriptor of a SQLite file would drop the POSIX locks SQLite holds on
-//! it (a documented hazard), so a released lock is unlocked, never closed.
+//! The lock on the state file itself is a `flock` on the process's one descriptor of that file
+//! (`descriptors.rs`), which is never closed: closing any descriptor of a SQLite file would drop
+//! the POSIX locks SQLite holds on it, so a released lock is unlocked, never closed.
 
+use super::descriptors::{self, FileKey};
 use super::error::StoreError;
 use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Descriptors of state files this process locked, by (device, inode), and whether a writer of
-/// this process holds the lock now.
-type HeldFiles = HashMap<(u64, u64), (Arc<std::fs::File>, bool)>;
-static FILE_LOCKS: Mutex<Option<HeldFiles>> = Mutex::new(None);
+/// State files (by device and inode) that a writer of this process holds now.
+static LOCKED: Mutex<Option<HashSet<FileKey>>> = Mutex::new(None);
 
 /// The writer's lock on the state file itself (by inode), released on drop.
 struct FileLock {
-    key: (u64, u64),
+    key: FileKey,
     file: Arc<std::fs::File>,
 }
 
@@ -29,21 +27,14 @@ impl FileLock {
     /// Locks the file at `state` (following links) for this writer, without waiting.
     fn acquire(state: &Path, lock: &Path) -> Result<Option<FileLock>, StoreError> {
         let io = |source| StoreError::Lock { path: state.into(), lock: lock.into(), source };
-        let file = match std::fs::File::open(state) {
-            Ok(f) => f,
-            // Nothing to lock yet: the `.lock` file guards the creation.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(e)),
-        };
-        let meta = file.metadata().map_err(io)?;
-        let key = (meta.dev(), meta.ino());
-        let mut held = FILE_LOCKS.lock();
-        let held = held.get_or_insert_with(HashMap::new);
-        let entry = held.entry(key).or_insert_with(|| (Arc::new(file), false));
-        if entry.1 {
+        // Nothing to lock yet: the `.lock` file guards the creation.
+        let Some((key, file)) = descriptors::held(state).map_err(io)? else { return Ok(None) };
+        let mut locked = LOCKED.lock();
+        let locked = locked.get_or_insert_with(HashSet::new);
+        if locked.contains(&key) {
             return Err(StoreError::InUse { path: state.into(), lock: state.into() });
         }
-        match entry.0.try_lock() {
+        match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(StoreError::InUse { path: state.into(), lock: state.into() });
@@ -53,18 +44,16 @@ impl FileLock {
                 return Ok(None);
             }
         }
-        entry.1 = true;
-        Ok(Some(FileLock { key, file: entry.0.clone() }))
+        locked.insert(key);
+        Ok(Some(FileLock { key, file }))
     }
 }
 
 impl Drop for FileLock {
     fn drop(&mut self) {
         let _ = self.file.unlock();
-        if let Some(held) = FILE_LOCKS.lock().as_mut() {
-            if let Some(entry) = held.get_mut(&self.key) {
-                entry.1 = false;
-            }
+        if let Some(locked) = LOCKED.lock().as_mut() {
+            locked.remove(&self.key);
         }
     }
 }

@@ -11,13 +11,13 @@
 //! when opened for writing.
 
 use super::checksum::{from_hex, RowMac, KEY_LEN};
+use super::descriptors::read_header;
 use super::error::{corrupt_or_sql, StoreError};
 use super::lock::WriterLock;
 use super::schema::{APPLICATION_ID, SCHEMA_VERSION, UNTRUSTED_TABLE};
 use super::{now_unix, run_fingerprint, RunKind, RunMeta, Store};
 use nqueens_core::JobList;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -139,6 +139,15 @@ impl Store {
         Self::open_existing_file(path, false)
     }
 
+    /// Opens a copy of a state file read-only and as immutable (`backup` checks its copy so):
+    /// nothing is created beside it, and a `-wal` beside it is ignored.
+    pub(super) fn open_copy(path: &Path) -> Result<Store, StoreError> {
+        match probe(path)? {
+            Probe::Ours | Probe::Unmarked => Self::open_existing_locked(path, Mode::Immutable),
+            _ => Err(StoreError::Corrupt { path: path.into(), reason: "not a state file".into() }),
+        }
+    }
+
     /// Opens an existing state file to change it offline ([`Store::requeue`]), holding the
     /// writer's lock: refused while a coordinator runs on it.
     pub fn open_existing_for_update(path: &Path) -> Result<Store, StoreError> {
@@ -157,7 +166,8 @@ impl Store {
             Probe::Ours | Probe::Unmarked => {}
         }
         let lock = if write { Some(WriterLock::acquire(path)?) } else { None };
-        match Self::open_existing_locked(path, write) {
+        let mode = if write { Mode::Write { fresh: false } } else { Mode::Read };
+        match Self::open_existing_locked(path, mode) {
             Ok(store) => Ok(Store { _lock: lock, ..store }),
             Err(e) => {
                 if let Some(lock) = lock {
@@ -168,8 +178,9 @@ impl Store {
         }
     }
 
-    fn open_existing_locked(path: &Path, write: bool) -> Result<Store, StoreError> {
-        let conn = open_conn(path, if write { Mode::Write { fresh: false } } else { Mode::Read })?;
+    fn open_existing_locked(path: &Path, mode: Mode) -> Result<Store, StoreError> {
+        let write = matches!(mode, Mode::Write { .. });
+        let conn = open_conn(path, mode)?;
         let mut store = Store {
             conn,
             mac: None,
@@ -234,23 +245,16 @@ impl Store {
 /// one of our state files? Anything else is [`StoreError::NotOurs`].
 fn probe(path: &Path) -> Result<Probe, StoreError> {
     let io = |source| StoreError::Io { path: path.into(), source };
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Probe::Missing),
-        Err(e) => return Err(io(e)),
+    // Through the process's own descriptor of the file, never closed (see `descriptors.rs`).
+    let mut header = [0u8; 100];
+    let (got, len) = match read_header(path, &mut header).map_err(io)? {
+        None => return Ok(Probe::Missing),
+        Some(read) => read,
     };
-    if file.metadata().map_err(io)?.len() == 0 {
+    if len == 0 {
         return Ok(Probe::Empty);
     }
     let not_ours = |reason: String| StoreError::NotOurs { path: path.into(), reason };
-    let mut header = [0u8; 100];
-    let mut got = 0;
-    while got < header.len() {
-        match file.read(&mut header[got..]).map_err(io)? {
-            0 => break,
-            k => got += k,
-        }
-    }
     if got < header.len() || &header[..16] != b"SQLite format 3\0" {
         return Err(not_ours("it is not a SQLite database (a text file, or a corrupt one)".into()));
     }
@@ -343,6 +347,8 @@ fn immutable_uri(path: &Path) -> String {
 /// How [`open_conn`] opens a file that [`probe`] accepted.
 enum Mode {
     Read,
+    /// Read-only, as an immutable file: for a copy that no one writes.
+    Immutable,
     /// `fresh`: a missing or empty file, marked as ours before anything else is written.
     Write {
         fresh: bool,
@@ -350,14 +356,19 @@ enum Mode {
 }
 
 fn open_conn(path: &Path, mode: Mode) -> Result<Connection, StoreError> {
-    let read_only = matches!(mode, Mode::Read);
+    let read_only = matches!(mode, Mode::Read | Mode::Immutable);
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY
     } else {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
     };
-    let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|e| corrupt_or_sql(path, e))?;
+    let conn = if let Mode::Immutable = mode {
+        let flags = flags | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        Connection::open_with_flags(immutable_uri(path), flags)
+    } else {
+        Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+    }
+    .map_err(|e| corrupt_or_sql(path, e))?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(|e| corrupt_or_sql(path, e))?;
     if let Mode::Write { fresh: true } = mode {
         conn.execute_batch(&format!(

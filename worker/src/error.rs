@@ -70,17 +70,16 @@ pub(crate) enum SessionError {
     },
     #[error("the coordinator closed the result stream")]
     StreamClosed,
+    /// An answer past the contract's bounds (`nqueens_proto::bounds`): not read any further.
+    #[error("{call} answer")]
+    Answer {
+        call: &'static str,
+        #[source]
+        source: nqueens_proto::WireError,
+    },
 }
 
 impl SessionError {
-    /// The coordinator's status, if the session ended on one.
-    pub(crate) fn status(&self) -> Option<&tonic::Status> {
-        match self {
-            SessionError::Call { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-
     /// The error and its causes, each said once (see [`Chain`]).
     pub(crate) fn chain(&self) -> Chain<'_> {
         Chain(self)
@@ -110,6 +109,7 @@ impl SessionError {
                 }),
             },
             SessionError::StreamClosed => "the coordinator closed the result stream",
+            SessionError::Answer { .. } => "the coordinator's answer breaks the protocol's bounds",
         }
     }
 }

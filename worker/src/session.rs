@@ -9,7 +9,7 @@
 use crate::error::SessionError;
 use crate::{FinishedTx, Worker, WorkerError, WorkerExit};
 use nqueens_proto as pb;
-use nqueens_proto::Reason;
+use nqueens_proto::{CheckBounds, Reason};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,11 +52,8 @@ pub(crate) async fn connect_loop(
         }
         match ended {
             Err(e) => {
-                if let Some(status) = e.status() {
-                    if let Some(reason) = reason_of(status).filter(|&r| is_fatal(r)) {
-                        let message = status.message().to_owned();
-                        return Err(WorkerError::Refused { reason, message });
-                    }
+                if let Some((reason, message)) = fatal_refusal(&e) {
+                    return Err(WorkerError::Refused { reason, message });
                 }
                 tracing::warn!(worker_id, why = e.why(), error = %e.chain(), retry_in = ?backoff, "connection to the coordinator lost");
             }
@@ -160,7 +157,9 @@ async fn register(
         }
         other => other.map_err(call)?,
     };
-    Ok(reply.into_inner())
+    let reply = reply.into_inner();
+    reply.check_bounds().map_err(|source| SessionError::Answer { call: "register", source })?;
+    Ok(reply)
 }
 
 /// Who this worker is to the coordinator: its id and the secret that proves it.
@@ -222,6 +221,7 @@ async fn read_acks(
 ) -> Result<(), SessionError> {
     while let Some(ack) = acks.next().await {
         let ack = ack.map_err(|source| SessionError::Call { call: "results", source })?;
+        ack.check_bounds().map_err(|source| SessionError::Answer { call: "results", source })?;
         let outcome = pb::Outcome::try_from(ack.outcome).unwrap_or(pb::Outcome::Unspecified);
         if outcome == pb::Outcome::Rejected {
             let reason = Reason::try_from(ack.reason).unwrap_or(Reason::Unspecified);
@@ -266,6 +266,9 @@ async fn heartbeats(
             .await
             .map_err(|source| SessionError::Call { call: "heartbeat", source })?
             .into_inner();
+        reply
+            .check_bounds()
+            .map_err(|source| SessionError::Answer { call: "heartbeat", source })?;
         if !reply.lost_lease_ids.is_empty() {
             tracing::warn!(leases = ?reply.lost_lease_ids, "leases lost (expired); results for them are still sent");
         }
@@ -308,6 +311,7 @@ async fn lease_loop(
             .await
             .map_err(|source| SessionError::Call { call: "lease", source })?
             .into_inner();
+        reply.check_bounds().map_err(|source| SessionError::Answer { call: "lease", source })?;
         if reply.run_complete {
             worker.complete.store(true, Ordering::SeqCst);
             return Ok(());
@@ -325,6 +329,16 @@ async fn lease_loop(
 /// The typed reason a coordinator's status carries, if any.
 pub(crate) fn reason_of(status: &tonic::Status) -> Option<Reason> {
     pb::status_reason(status).and_then(|d| Reason::try_from(d.reason).ok())
+}
+
+/// The coordinator's refusal that ended a session, if no reconnect can fix it: one of
+/// [`is_fatal`], or a registration refused as malformed (the worker's name, host or device past
+/// the contract's bounds: the next registration would send them again).
+fn fatal_refusal(e: &SessionError) -> Option<(Reason, String)> {
+    let SessionError::Call { call, source } = e else { return None };
+    let reason = reason_of(source)?;
+    let malformed_registration = *call == "register" && reason == Reason::InvalidRequest;
+    (is_fatal(reason) || malformed_registration).then(|| (reason, source.message().to_owned()))
 }
 
 /// Refusals that reconnecting cannot fix.

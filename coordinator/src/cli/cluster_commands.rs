@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use nqueens_coordinator::GrpcLimits;
 use nqueens_coordinator::StatusReport;
-use nqueens_coordinator::{serve as serve_run, ServeConfig};
+use nqueens_coordinator::{default_http_listen, serve as serve_run, ServeConfig};
 use nqueens_process::shutdown_signal;
 use nqueens_proto as pb;
 use nqueens_store::{Requeue, Requeued};
@@ -27,9 +27,10 @@ pub struct ServeArgs {
     /// HTTP listen address: Prometheus metrics on /metrics, the live status page on / (and the
     /// /status.json it polls); "off" disables it. Off loopback, readers must send the token
     /// (`Authorization: Bearer TOKEN`, or `?token=TOKEN` in the page's address) unless
-    /// --public-status is given.
-    #[arg(long, env = "NQ_METRICS_LISTEN", default_value = "0.0.0.0:9447")]
-    pub metrics_listen: String,
+    /// --public-status is given. [default: port 9447 on the loopback address of a loopback
+    /// --listen (127.0.0.1:9447 or [::1]:9447), else 0.0.0.0:9447]
+    #[arg(long, env = "NQ_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
     /// Serve metrics and the status page to anyone who can reach --metrics-listen, without the
     /// token (only on a network you trust; the page then shows the state file's name only).
     #[arg(long, env = "NQ_PUBLIC_STATUS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
@@ -119,6 +120,16 @@ pub struct RequeueArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct BackupArgs {
+    /// The run's state file (read through a connection of its own; the coordinator may run).
+    #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
+    pub state: PathBuf,
+    /// The copy to make: a new file (an existing one is never overwritten).
+    #[arg(long)]
+    pub to: PathBuf,
+}
+
+#[derive(Args, Debug)]
 pub struct HealthcheckArgs {
     /// Coordinator URL, e.g. http://127.0.0.1:7447.
     #[arg(long, env = "NQ_CONNECT", default_value = "http://127.0.0.1:7447")]
@@ -171,13 +182,17 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("binding --listen {}", args.listen))?;
-        let metrics = if args.metrics_listen == "off" {
+        let metrics_listen = match args.metrics_listen {
+            Some(given) => given,
+            None => default_http_listen(listener.local_addr()?).to_string(),
+        };
+        let metrics = if metrics_listen == "off" {
             None
         } else {
             Some(
-                tokio::net::TcpListener::bind(&args.metrics_listen)
+                tokio::net::TcpListener::bind(&metrics_listen)
                     .await
-                    .with_context(|| format!("binding --metrics-listen {}", args.metrics_listen))?,
+                    .with_context(|| format!("binding --metrics-listen {metrics_listen}"))?,
             )
         };
         let record = serve_run(listener, metrics, config, shutdown).await?;
@@ -236,6 +251,20 @@ pub fn requeue(args: RequeueArgs) -> Result<ExitCode> {
             args.state.display()
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A consistent copy of a run, live or not (`nqueens_store::backup`).
+pub fn backup(args: BackupArgs) -> Result<ExitCode> {
+    let meta = nqueens_store::backup(&args.state, &args.to)
+        .with_context(|| format!("backing up {} to {}", args.state.display(), args.to.display()))?;
+    println!(
+        "backed up {} (N={}, run {}) to {}",
+        args.state.display(),
+        meta.n,
+        meta.fingerprint,
+        args.to.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -37,6 +37,9 @@ enum Command {
     /// Size a run before starting it: solve a stratified sample of the job list of N and project
     /// the CPU time, the longest job and the wall time on 8, 64 and 512 cores.
     Estimate(estimate::EstimateArgs),
+    /// Copy a run's state file, safely beside a running coordinator: one consistent snapshot
+    /// (what its write-ahead log holds included), written to a new file that opens as the run.
+    Backup(cluster_commands::BackupArgs),
     /// Per-host tokens of a run (add, list, revoke): workers under one token never confirm each
     /// other's answers.
     Token(token::TokenArgs),
@@ -52,7 +55,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `solve` prints its answer on stdout and keeps stderr for the progress bar: quiet by default.
     let default_filter = match cli.command {
-        Command::Solve(_) | Command::Estimate(_) | Command::Token(_) => "warn",
+        Command::Solve(_) | Command::Estimate(_) | Command::Token(_) | Command::Backup(_) => "warn",
         _ => "warn,nqueens_coordinator=info,nqueens_core=info",
     };
     nqueens_process::init_logging(default_filter);
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify(args),
         Command::Estimate(args) => estimate::run(args),
         Command::Token(args) => token::run(args),
+        Command::Backup(args) => cluster_commands::backup(args),
     };
     match result {
         Ok(code) => code,

@@ -45,6 +45,9 @@ pub enum Command {
     RefereeFailed {
         job_id: JobId,
     },
+    /// Work on the writer's store between decisions, in a transaction of its own: `token
+    /// add|revoke` on a live run (`admin.rs`), so that nothing but the engine writes the file.
+    WithStore(Box<dyn FnOnce(&nqueens_store::Store) + Send>),
     Shutdown,
 }
 

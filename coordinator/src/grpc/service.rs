@@ -2,22 +2,22 @@
 //! engine's domain types (through [`super::wire`]), forwards it to the engine and answers with
 //! protocol messages carrying typed failure reasons.
 
+use super::auth::{revoked, Credentials};
 use super::wire::{rejected_ack, result_ack};
 use crate::engine::{
     Caller, Command, EngineHandle, JobReport, LeaseReply, Refusal, RegisterReply, Registration,
 };
 use crate::metrics::Metrics;
-use crate::secrets::{digest, same_digest, Credential};
+use crate::secrets::Credential;
 use crate::status::StatusReader;
 use nqueens_core::Job;
 use nqueens_proto as pb;
-use nqueens_proto::{status_with_reason, Reason};
+use nqueens_proto::{status_with_reason, CheckBounds, Reason};
 use nqueens_scheduler::{JobId, LeaseId, WorkerId};
-use parking_lot::Mutex;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::{oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -35,6 +35,8 @@ pub struct CoordinatorService {
     /// Flips to true when the coordinator starts shutting down; open result streams end then.
     pub stopping: watch::Receiver<bool>,
     pub metrics: Arc<Metrics>,
+    /// The credentials in force: every message of a result stream is checked against them.
+    pub credentials: Arc<Credentials>,
 }
 
 /// Why a request naming `named` does not belong to the run `ours`, if it does not.
@@ -72,14 +74,13 @@ impl CoordinatorService {
     }
 
     /// The caller of a request naming `worker_id` with `secret`, under the request's credential.
-    fn caller<T>(request: &Request<T>, worker_id: u64, secret: &str) -> Result<Caller, Status> {
-        if secret.len() > 128 {
-            return Err(status_with_reason(
-                Code::InvalidArgument,
-                Reason::InvalidRequest,
-                "worker_secret is longer than 128 bytes",
-            ));
-        }
+    /// The request is checked against the contract's bounds first (`nqueens_proto::bounds`).
+    fn caller<T: CheckBounds>(
+        request: &Request<T>,
+        worker_id: u64,
+        secret: &str,
+    ) -> Result<Caller, Status> {
+        request.get_ref().check_bounds().map_err(invalid)?;
         Ok(Caller {
             worker_id: WorkerId::new(worker_id),
             secret: secret.to_owned(),
@@ -118,117 +119,6 @@ fn refused(refusal: Refusal, worker_id: u64) -> Status {
     }
 }
 
-/// The per-host tokens in force (`token add`), by digest: reloaded from the state file every
-/// [`crate::secrets::CREDENTIAL_RELOAD`], so that an added or revoked token takes effect on a
-/// live run.
-#[derive(Default)]
-pub struct Credentials {
-    by_digest: parking_lot::RwLock<std::collections::HashMap<[u8; 32], String>>,
-}
-
-impl Credentials {
-    /// Replaces the tokens in force with `active` (name and digest of each).
-    pub fn set(&self, active: Vec<(String, [u8; 32])>) {
-        let map = active.into_iter().map(|(name, d)| (d, name)).collect();
-        *self.by_digest.write() = map;
-    }
-
-    fn name_of(&self, digest: &[u8; 32]) -> Option<String> {
-        self.by_digest.read().get(digest).cloned()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.by_digest.read().is_empty()
-    }
-}
-
-/// The token check applied to every call of the coordinator service: the shared `--token`, or
-/// one of the per-host tokens made by `token add`. The credential found goes with the request
-/// (as a [`Credential`] extension): workers are tied to it.
-///
-/// Tokens are compared by their SHA-256 digests; the shared one in constant time: neither the
-/// time taken nor anything else reveals how much of a wrong token matched, or the right token's
-/// length (per-host tokens are looked up by digest, which tells nothing of any token). Refused
-/// calls are logged with the peer's address, at most once per [`REFUSAL_LOG_EVERY`] (with how
-/// many were refused meanwhile), so a client hammering the port cannot flood the log.
-#[derive(Clone)]
-pub struct TokenCheck {
-    expected: Option<[u8; 32]>,
-    credentials: Arc<Credentials>,
-    metrics: Arc<Metrics>,
-    refusals: Arc<Mutex<RefusalLog>>,
-}
-
-/// How often refused calls are logged at most.
-pub const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
-
-#[derive(Default)]
-struct RefusalLog {
-    last: Option<Instant>,
-    unlogged: u64,
-}
-
-impl TokenCheck {
-    /// Requires `token` on every call; `None` lets every call through.
-    pub fn new(token: Option<&str>, metrics: Arc<Metrics>) -> Self {
-        TokenCheck {
-            expected: token.map(digest),
-            credentials: Arc::default(),
-            metrics,
-            refusals: Default::default(),
-        }
-    }
-
-    /// Also takes the per-host tokens in `credentials` (with none and no shared token, every
-    /// call passes, as the `open` credential).
-    pub fn with_credentials(mut self, credentials: Arc<Credentials>) -> Self {
-        self.credentials = credentials;
-        self
-    }
-
-    fn refuse(&self, peer: Option<std::net::SocketAddr>) -> Status {
-        self.metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
-        let mut log = self.refusals.lock();
-        log.unlogged += 1;
-        if log.last.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_EVERY) {
-            let peer = peer.map_or("unknown".into(), |p| p.to_string());
-            tracing::warn!(%peer, refused = log.unlogged, "call refused: missing or wrong token");
-            log.last = Some(Instant::now());
-            log.unlogged = 0;
-        }
-        status_with_reason(
-            Code::Unauthenticated,
-            Reason::BadToken,
-            "missing or wrong token (set --token / NQ_TOKEN to the coordinator's)",
-        )
-    }
-}
-
-impl tonic::service::Interceptor for TokenCheck {
-    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        if self.expected.is_none() && self.credentials.is_empty() {
-            req.extensions_mut().insert(Credential::open());
-            return Ok(req);
-        }
-        let given = req.metadata().get(pb::AUTH_HEADER).and_then(|v| v.to_str().ok());
-        let given = given.and_then(|g| g.strip_prefix("Bearer ")).map(digest);
-        // Fixed-length digests, compared without an early exit.
-        let shared = given.zip(self.expected).is_some_and(|(g, e)| same_digest(&e, &g));
-        let credential = if shared {
-            Some(Credential::shared())
-        } else {
-            given.and_then(|g| self.credentials.name_of(&g)).map(|name| Credential::named(&name))
-        };
-        match credential {
-            Some(credential) => {
-                req.extensions_mut().insert(credential);
-                Ok(req)
-            }
-            None => Err(self.refuse(req.remote_addr())),
-        }
-    }
-}
-
 type AckStream = Pin<Box<dyn Stream<Item = Result<pb::ResultAck, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
@@ -240,6 +130,8 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let credential = credential_of(&request);
         let peer = request.remote_addr().map(|a| a.ip());
         let req = request.into_inner();
+        // Bounds first: nothing below reads, logs or keeps a field past its bound.
+        req.check_bounds().map_err(invalid)?;
         if req.run.is_some() {
             self.check_run(req.run.as_ref())?;
         }
@@ -363,6 +255,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let run = self.run.clone();
         let mut stopping = self.stopping.clone();
         let metrics = self.metrics.clone();
+        let credentials = self.credentials.clone();
         tokio::spawn(async move {
             loop {
                 let next = tokio::select! {
@@ -377,6 +270,22 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                     }
                     None => break,
                 };
+                // A token revoked since the stream opened ends it: nothing more is taken on it.
+                if !credentials.in_force(&credential) {
+                    metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(credential = %credential.name, job = msg.job_id, "result on a stream whose token was revoked: stream ended");
+                    let _ = out_tx.send(Err(revoked())).await;
+                    break;
+                }
+                if let Err(e) = msg.check_bounds() {
+                    metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(job = msg.job_id, error = %e, "oversized result rejected");
+                    let ack = rejected_ack(&msg, Reason::InvalidRequest, e.to_string());
+                    if out_tx.send(Ok(ack)).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 if let Some(why) = run_mismatch(&run, msg.run.as_ref()) {
                     metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(job = msg.job_id, %why, "result for another run rejected");
@@ -441,10 +350,20 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         Ok(Response::new(pb::ReleaseResponse { released }))
     }
 
+    /// Answered under the shared token, or without any on a run that takes no token; never
+    /// under a per-host token, which is a worker's credential (the same rule as the HTTP port's,
+    /// see `docs/threat-model.md`, "Ports").
     async fn status(
         &self,
-        _request: Request<pb::StatusRequest>,
+        request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
+        if credential_of(&request).is_per_host() {
+            return Err(status_with_reason(
+                Code::PermissionDenied,
+                Reason::BadToken,
+                "per-host tokens are for workers: the status call needs the shared --token (or read `status --state FILE` on the coordinator's host)",
+            ));
+        }
         let asked = Instant::now();
         let mut view = self.ask(|reply| Command::Status { reply }).await?;
         let engine_took = asked.elapsed();
@@ -467,33 +386,5 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let mut response = view.to_response(&self.run);
         response.bad_rows = summed.bad_rows;
         Ok(Response::new(response))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tonic::service::Interceptor;
-
-    fn call(check: &mut TokenCheck, header: Option<&str>) -> Result<(), Code> {
-        let mut req = Request::new(());
-        if let Some(h) = header {
-            req.metadata_mut().insert(pb::AUTH_HEADER, h.parse().unwrap());
-        }
-        check.call(req).map(|_| ()).map_err(|s| s.code())
-    }
-
-    #[test]
-    fn only_the_right_token_passes_and_refusals_are_counted() {
-        let metrics = Arc::new(Metrics::default());
-        let mut check = TokenCheck::new(Some("s3cret"), metrics.clone());
-        assert_eq!(call(&mut check, Some("Bearer s3cret")), Ok(()));
-        for wrong in [None, Some("Bearer s3cre"), Some("Bearer s3cret2"), Some("s3cret"), Some("")]
-        {
-            assert_eq!(call(&mut check, wrong), Err(Code::Unauthenticated), "{wrong:?}");
-        }
-        assert_eq!(metrics.auth_failures.load(Ordering::Relaxed), 5);
-        let mut open = TokenCheck::new(None, metrics);
-        assert_eq!(call(&mut open, None), Ok(()));
     }
 }

@@ -11,21 +11,21 @@ use crate::secrets::Credential;
 use crate::status::{percent, Progress, Source, StatusReport, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
-use nqueens_proto::{self as pb, Outcome, Reason, WireError};
+use nqueens_proto::{self as pb, CheckBounds, Outcome, Reason, WireError};
 use nqueens_scheduler::{Finding, JobId, LeaseId, Verdict, WorkerId};
 
 /// The most solver threads one worker is believed to have; more is clamped (the lease size
 /// follows the registered threads).
 pub const MAX_CORES: u32 = 1024;
 
-/// The longest worker name or host name taken, in bytes.
-pub const MAX_NAME: usize = 256;
+/// The longest worker name or host name taken, in bytes (the contract's bound).
+pub const MAX_NAME: usize = pb::bounds::MAX_NAME;
 
 /// A worker's error text is cut to this many bytes.
 pub const MAX_ERROR_TEXT: usize = 4096;
 
 /// The longest worker secret taken (ours are 64 hex digits).
-const MAX_SECRET: usize = 128;
+const MAX_SECRET: usize = pb::bounds::MAX_SECRET;
 
 /// `text` if it is at most [`MAX_NAME`] bytes of printable characters (no control characters: a
 /// name is written into logs and pages as it is).
@@ -83,6 +83,7 @@ impl Registration {
     /// A registration off the wire, made under `credential`: names and hosts bounded, the
     /// version strict semver.
     pub fn from_wire(req: pb::RegisterRequest, credential: Credential) -> Result<Self, WireError> {
+        req.check_bounds()?;
         if !is_strict_semver(&req.version) {
             return Err(WireError::Invalid {
                 field: "version",
@@ -111,6 +112,7 @@ impl JobReport {
     /// A result off the wire, sent under `credential`. An error text is cut to
     /// [`MAX_ERROR_TEXT`] bytes.
     pub fn from_wire(msg: pb::JobResult, credential: Credential) -> Result<Self, WireError> {
+        msg.check_bounds()?;
         let finding = if msg.error.is_empty() {
             let counts = msg.counts.ok_or(WireError::Missing("result counts"))?;
             if !(msg.seconds.is_finite() && msg.seconds >= 0.0) {
@@ -321,6 +323,7 @@ impl StatusView {
 
     /// A live coordinator's status call, as answered by the coordinator at `source`.
     pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StatusView, WireError> {
+        r.check_bounds()?;
         let run = r.run.ok_or(WireError::Missing("status run"))?;
         // Decoded as answered, not recomputed: the ETA rests on the coordinator's own clock.
         let progress = Progress {

@@ -12,6 +12,8 @@
 //! and `connection_limits` a few hundred at the most, below the usual soft limit of 1024
 //! descriptors; the limits those modules test are the coordinator's.
 
+mod auth;
+mod bounds;
 mod cluster_e2e;
 mod cluster_faults;
 mod cluster_gpu;
@@ -19,8 +21,10 @@ mod cluster_protocol;
 mod cluster_tls;
 mod connection_limits;
 mod deploy_manifests;
+mod durability;
 mod faulty_worker;
 mod fd_exhaustion;
+mod first_run;
 mod known_counts;
 mod rogue_client;
 mod solve_checkpoint;

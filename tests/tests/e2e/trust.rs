@@ -115,9 +115,9 @@ async fn two_identities_under_one_token_cannot_confirm_a_lie() {
     wait_for_log(coordinator.log.clone(), "coordinator listening").await;
     let evil = token_add(&state, "evil");
     let good = token_add(&state, "good");
-    tokio::time::sleep(Duration::from_secs(3)).await; // the coordinator reloads tokens every 2 s
-                                                      // The sybils act before the honest worker exists: no race decides what they get, and a lie
-                                                      // told while nobody else is around is believed no more than any other.
+    // `token add` returns once the live coordinator has the token in force. The sybils act
+    // before the honest worker exists: no race decides what they get, and a lie told while
+    // nobody else is around is believed no more than any other.
     let mut a = register(port, &evil, "sybil-a").await;
     let mut b = register(port, &evil, "sybil-b").await;
 
