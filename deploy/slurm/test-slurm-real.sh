@@ -14,7 +14,7 @@
 # root or no apt-get: prints why and exits 0 (skipped), except under CI=true, where that fails.
 #
 # Needs: target/release/nqueens-{coordinator,worker} (cargo build --release; NQ_BIN_DIR
-# overrides), python3. Knobs: NQ_TEST_LONG_N (16), NQ_TEST_TIMEOUT (seconds per job, 600).
+# overrides), python3. Knobs: NQ_TEST_LONG_N (18), NQ_TEST_TIMEOUT (seconds per job, 600).
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
