@@ -166,7 +166,7 @@ async fn a_revoked_tokens_open_stream_is_refused() {
     let host_a = add_token(&state, "host-a");
     let mut rogue = Rogue::register_with(port, &host_a, register_request("revoked")).await;
     let lease = rogue.lease(2).await;
-    assert_eq!(lease.jobs.len(), 2, "{lease:?}");
+    assert!(lease.jobs.len() >= 2, "{lease:?}");
     let result = |spec: &pb::JobSpec| {
         let counts = Job::try_from(spec).unwrap().solve().unwrap();
         rogue.result(lease.lease_id, spec.job_id, Some(counts), 0.001)

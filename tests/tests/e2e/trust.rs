@@ -454,7 +454,11 @@ async fn oversized_and_malformed_input_is_refused_and_the_state_file_stays_small
             .register(pb::RegisterRequest { name: huge.clone(), ..register_request("", 0, "") })
             .await
             .unwrap_err();
-        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+        // Refused by the field bound, or before decoding by the message size limit.
+        assert!(
+            matches!(e.code(), tonic::Code::InvalidArgument | tonic::Code::OutOfRange),
+            "{e:?}"
+        );
     }
     for name in ["evil\r\nforged log line", "bell\u{7}"] {
         let e = c.register(register_request(name, 0, "")).await.unwrap_err();
