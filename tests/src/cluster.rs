@@ -33,12 +33,10 @@ impl Proc {
     ) -> Proc {
         let file = std::fs::File::create(&log).unwrap();
         let mut command = Command::new(binary(name));
+        command.args(args).env("RUST_LOG", "info").env_remove("NQ_TOKEN").env_remove("NQ_CONNECT");
+        // After the defaults, so that a test may set RUST_LOG or a token of its own.
         configure(&mut command);
         let child = command
-            .args(args)
-            .env("RUST_LOG", "info")
-            .env_remove("NQ_TOKEN")
-            .env_remove("NQ_CONNECT")
             .stdout(Stdio::piped())
             .stderr(file)
             .spawn()

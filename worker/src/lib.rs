@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, Notify};
 use tracing::Instrument;
 
 mod config;
+pub mod cpu;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
@@ -90,10 +91,11 @@ struct Worker {
     /// What solves, as registered ("cpu (8 threads)", or the GPU's name).
     device: String,
     shared: Mutex<Shared>,
-    pool: rayon::ThreadPool,
+    /// The CPU threads, which solve each job split into items.
+    cpu: Arc<cpu::CpuLane>,
     /// Jobs handed to the pool and not finished.
     in_flight: AtomicUsize,
-    /// Jobs currently being solved.
+    /// Jobs currently being solved whole (on the GPU, or taken from its queue by a CPU thread).
     running: AtomicUsize,
     /// Set by a stop request: no new job starts and no more are leased.
     stopping: AtomicBool,
@@ -167,16 +169,12 @@ async fn run_in_span(
             "solving on the GPU"
         );
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(cpu_threads)
-        .thread_name(|i| format!("nq-solve-{i}"))
-        .build()
-        .map_err(WorkerError::Pool)?;
+    let cpu = cpu::CpuLane::new(cpu_threads).map_err(WorkerError::Pool)?;
     let worker = Arc::new(Worker {
         config,
         device,
         shared: Mutex::new(Shared::default()),
-        pool,
+        cpu,
         in_flight: AtomicUsize::new(0),
         running: AtomicUsize::new(0),
         stopping: AtomicBool::new(false),
@@ -263,7 +261,7 @@ impl Worker {
                 Ok(()) if self.config.cpu_beside_gpu => {
                     // A CPU thread beside the GPU takes one queued job, if the GPU has not.
                     let (me, lane) = (self.clone(), lane.clone());
-                    self.pool.spawn(move || {
+                    self.cpu.spawn(move || {
                         if let Some(task) = lane.steal() {
                             me.solve_here(task);
                         }
@@ -274,13 +272,26 @@ impl Worker {
         }
     }
 
-    /// Queues `task` on the CPU pool (FIFO, so the coordinator's longest-first order holds).
+    /// Queues `task`'s items on the CPU lane (FIFO, so the coordinator's longest-first order
+    /// holds: every thread works on the first job before most of them start the next).
     fn solve_on_cpu(self: &Arc<Self>, task: Task) {
+        let job = match &task.job {
+            Ok(job) => job.clone(),
+            Err(e) => {
+                let e = e.clone();
+                return self.finish(task, Err(e), 0.0);
+            }
+        };
         let me = self.clone();
-        self.pool.spawn(move || me.solve_here(task));
+        self.cpu.solve(job, move |solved| match solved {
+            cpu::Solved::Counts { counts, seconds } => me.finish(task, Ok(counts), seconds),
+            cpu::Solved::Failed(e) => me.finish(task, Err(e), 0.0),
+            cpu::Solved::Abandoned => me.abandon(),
+        });
     }
 
-    /// Solves `task` on this thread, unless a stop came first.
+    /// Solves `task` whole on this thread, unless a stop came first (a CPU thread beside the GPU
+    /// takes whole jobs from the GPU's queue).
     fn solve_here(self: &Arc<Self>, task: Task) {
         if self.stopping.load(Ordering::SeqCst) {
             // Not started before the stop: it stays held and is released.
@@ -327,6 +338,7 @@ impl Worker {
     /// every job still held is then released so others can take it at once.
     async fn graceful_stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+        self.cpu.stop();
         if let Some(lane) = self.gpu.get() {
             lane.wake();
         }
@@ -335,7 +347,8 @@ impl Worker {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             let unacked = self.shared.lock().unacked.len();
-            if self.running.load(Ordering::SeqCst) == 0 && unacked == 0 {
+            let running = self.running.load(Ordering::SeqCst) + self.cpu.running();
+            if running == 0 && unacked == 0 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -165,3 +165,44 @@ fn solve_on_the_gpu_is_exact_and_checkpoints_every_job() {
     assert_eq!(v["total"].as_u64().map(u128::from), Some(table[&13].total), "{v}");
     assert_eq!(committed_results(&state), v["jobs"].as_i64().unwrap(), "{v}");
 }
+
+/// A lone GPU worker with many slots (as one box with one card runs it): once the coordinator's
+/// checks have trusted it, its leases follow what the device finished in about a lease period,
+/// far past the 64 jobs a lease once held, and the run ends exact. The sizes are read from the
+/// worker's debug log (`lease received ... jobs=K`).
+#[test]
+fn a_lone_gpu_workers_leases_grow_to_what_the_device_finishes() {
+    if !have_device() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.db");
+    let port = free_port();
+    let mut coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(17, &state, port, &["--exit-when-done", "--lease-seconds", "10"]),
+        dir.path().join("coordinator.log"),
+    );
+    let mut gpu = Proc::spawn_with(
+        "nqueens-worker",
+        &worker_args(port, 1, "gpu", &["--gpu", "0", "--gpu-slots", "1024"]),
+        dir.path().join("gpu.log"),
+        |c| {
+            c.env("RUST_LOG", "info,nqueens_worker=debug");
+        },
+    );
+    let status = coordinator.wait_exit(Duration::from_secs(600));
+    assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());
+    gpu.wait_exit(Duration::from_secs(30));
+    assert_matches_reference(&read_result_file(&result_file(&state)));
+    assert_each_job_counted_once(&state);
+    let log = gpu.log_text();
+    let sizes: Vec<usize> = log
+        .lines()
+        .filter(|l| l.contains("lease received"))
+        .filter_map(|l| l.split(" jobs=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect();
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    eprintln!("lease sizes of the lone GPU worker: {sizes:?}");
+    assert!(largest >= 256, "the largest lease held {largest} jobs: {sizes:?}\n{log}");
+}
