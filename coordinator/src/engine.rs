@@ -33,6 +33,35 @@ use tokio::sync::{oneshot, watch};
 /// Most commands decided and committed in one transaction.
 const MAX_BATCH: usize = 8192;
 
+/// How long a batch holding results waits for more commands before it commits: results arrive
+/// one by one from every worker, and each commit is an fsync; a millisecond or two of patience
+/// turns a trickle of small commits into a few larger ones (and frees the cores they share).
+const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(2);
+
+/// The batch that starts with `first`: every command already waiting, and when it holds a result,
+/// those that arrive within [`GROUP_COMMIT_WINDOW`], up to [`MAX_BATCH`].
+fn gather(first: Option<Command>, rx: &mpsc::Receiver<Command>) -> Vec<Command> {
+    let mut batch: Vec<Command> = first.into_iter().collect();
+    let deadline = Instant::now() + GROUP_COMMIT_WINDOW;
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(cmd) => batch.push(cmd),
+            Err(_) => {
+                let has_result = batch.iter().any(|c| matches!(c, Command::Result { .. }));
+                let left = deadline.saturating_duration_since(Instant::now());
+                if !has_result || left.is_zero() {
+                    break;
+                }
+                match rx.recv_timeout(left) {
+                    Ok(cmd) => batch.push(cmd),
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    batch
+}
+
 /// An answer to a command, sent only once the changes it reports are committed.
 type Reply = Box<dyn FnOnce(&Engine)>;
 
@@ -199,13 +228,7 @@ impl Engine {
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             };
-            let mut batch: Vec<Command> = first.into_iter().collect();
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(cmd) => batch.push(cmd),
-                    Err(_) => break,
-                }
-            }
+            let batch = gather(first, &rx);
             let shutdown = batch.iter().any(|c| matches!(c, Command::Shutdown));
             let mut changes = Vec::new();
             let mut worker_rows = Vec::new();

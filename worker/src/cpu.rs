@@ -2,6 +2,10 @@
 //! solve, longest first, so one long job keeps every core busy and a run's tail is its longest job
 //! spread over the host instead of one thread's work.
 //!
+//! Splitting costs a little per item (each is set up and its cost estimated), which a job of a
+//! millisecond would feel: the lane measures its seconds per unit of [`Job::estimate`] and splits
+//! only jobs expected to take longer than [`SPLIT_ABOVE`] (and every job until it has measured).
+//!
 //! Items are queued on the pool in the order jobs arrive (the coordinator hands them out longest
 //! first), so the threads finish one job together before most of them start the next: a host holds
 //! few jobs, and a preempted host loses little. The thread that finishes a job's last item merges
@@ -16,6 +20,10 @@ use std::time::Instant;
 /// A job split into fewer items than this many per thread gets split one row deeper (up to
 /// [`MAX_EXTRA_ROWS`]): enough items that threads finishing early find more to take.
 const ITEMS_PER_THREAD: usize = 8;
+
+/// Jobs expected to take longer than this on one thread are split: at this size the split's own
+/// cost is under a percent of the job's.
+pub const SPLIT_ABOVE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The deepest split: three more rows give thousands of items from any job of a large board.
 const MAX_EXTRA_ROWS: usize = 3;
@@ -44,6 +52,8 @@ pub struct CpuLane {
     stopping: AtomicBool,
     /// Items being solved right now.
     running: AtomicUsize,
+    /// Measured seconds per unit of [`Job::estimate`] (a moving average), once anything was solved.
+    seconds_per_estimate: Mutex<Option<f64>>,
 }
 
 /// One job on its way through the pool: what its items found so far.
@@ -74,6 +84,7 @@ impl CpuLane {
             threads,
             stopping: AtomicBool::new(false),
             running: AtomicUsize::new(0),
+            seconds_per_estimate: Mutex::new(None),
         }))
     }
 
@@ -118,10 +129,28 @@ impl CpuLane {
         }
     }
 
-    /// The items of `job`: the job itself on one thread, else the fewest extra rows that give
-    /// [`ITEMS_PER_THREAD`] items a thread, longest first.
+    /// Whether `job` is worth splitting: more than one thread, and the job expected to take
+    /// longer than [`SPLIT_ABOVE`] on one (or nothing measured yet).
+    fn worth_splitting(&self, job: &Job) -> bool {
+        self.threads > 1
+            && self
+                .seconds_per_estimate
+                .lock()
+                .is_none_or(|rate| rate * job.estimate.max(1) as f64 > SPLIT_ABOVE.as_secs_f64())
+    }
+
+    /// Learns from one solved item (or whole job) of `estimate` that took `seconds`.
+    fn learn(&self, estimate: u64, seconds: f64) {
+        let sample = seconds / estimate.max(1) as f64;
+        let mut rate = self.seconds_per_estimate.lock();
+        let rate = rate.get_or_insert(sample);
+        *rate = *rate * 0.9 + sample * 0.1;
+    }
+
+    /// The items of `job`: the job itself when it is not worth splitting, else the fewest extra
+    /// rows that give [`ITEMS_PER_THREAD`] items a thread, longest first.
     fn items(&self, job: &Job) -> Result<Vec<Job>, nqueens_core::CoreError> {
-        if self.threads == 1 {
+        if !self.worth_splitting(job) {
             return Ok(vec![job.clone()]);
         }
         let mut items = Vec::new();
@@ -145,7 +174,9 @@ impl CpuLane {
         } else if job.found.lock().error.is_none() {
             self.running.fetch_add(1, Ordering::SeqCst);
             job.found.lock().started.get_or_insert_with(Instant::now);
+            let started = Instant::now();
             let solved = item.solve();
+            self.learn(item.estimate, started.elapsed().as_secs_f64());
             self.running.fetch_sub(1, Ordering::SeqCst);
             let mut found = job.found.lock();
             if let Err(e) = solved

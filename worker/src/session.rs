@@ -279,8 +279,11 @@ async fn heartbeats(
     }
 }
 
-/// Keeps the solver pool fed: asks for more jobs while no more than one job per thread is queued,
-/// and hands each lease to the pool. Stops asking once the worker is stopping.
+/// Keeps the solver pool fed, one lease ahead: asks for more jobs while no more than a slot's
+/// worth plus half the last lease is queued, so the next lease arrives before the pool runs dry,
+/// and hands each lease to the pool. An empty answer while work is queued waits for that work to
+/// run low (or the coordinator's retry time) rather than idling the pool. Stops asking once the
+/// worker is stopping.
 async fn lease_loop(
     worker: &Arc<Worker>,
     mut client: pb::Client,
@@ -288,22 +291,19 @@ async fn lease_loop(
     me: &Identity,
     finished: &FinishedTx,
 ) -> Result<(), SessionError> {
-    let threads = worker.config.threads;
+    let slots = worker.config.threads;
+    let mut ahead = 0;
     loop {
         if worker.stopping.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
-        if worker.in_flight.load(Ordering::SeqCst) > threads {
-            let wait = worker.job_done.notified();
-            if worker.in_flight.load(Ordering::SeqCst) > threads {
-                let _ = tokio::time::timeout(Duration::from_secs(1), wait).await;
-            }
+        if !wait_for_room(worker, slots + ahead, Duration::from_secs(1)).await {
             continue;
         }
         let request = pb::LeaseRequest {
             run: Some(run.clone()),
             worker_id: me.worker_id,
-            free_slots: threads as u32,
+            free_slots: slots as u32,
             worker_secret: me.secret.clone(),
         };
         let reply = client
@@ -318,11 +318,31 @@ async fn lease_loop(
         }
         if reply.jobs.is_empty() {
             let retry_after = Duration::from_millis(reply.retry_after_ms.clamp(50, 5000) as u64);
-            tokio::time::sleep(retry_after).await;
+            if worker.in_flight.load(Ordering::SeqCst) > slots {
+                // Work is queued: ask again when it runs low, not later.
+                wait_for_room(worker, slots, retry_after).await;
+            } else {
+                tokio::time::sleep(retry_after).await;
+            }
             continue;
         }
         tracing::debug!(lease = reply.lease_id, jobs = reply.jobs.len(), "lease received");
+        ahead = reply.jobs.len() / 2;
         worker.start_batch(reply.lease_id, &reply.jobs, run, me.worker_id, finished);
+    }
+}
+
+/// Waits (at most `patience`) until no more than `queued` jobs are in flight: whether they are.
+async fn wait_for_room(worker: &Worker, queued: usize, patience: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let wait = worker.job_done.notified();
+        if worker.in_flight.load(Ordering::SeqCst) <= queued {
+            return true;
+        }
+        if tokio::time::timeout_at(deadline, wait).await.is_err() {
+            return false;
+        }
     }
 }
 
