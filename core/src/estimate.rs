@@ -29,7 +29,17 @@ use std::time::{Duration, Instant};
 pub const SAMPLES_PER_STRATUM: usize = 4;
 
 /// Core counts for which [`Estimate::on_cores`] is filled in by [`estimate`].
-pub const CORE_COUNTS: [u64; 3] = [8, 64, 512];
+pub const CORE_COUNTS: [u64; 5] = [8, 64, 512, 1_000, 10_000];
+
+/// Card counts for which [`Estimate::on_cards`] is filled in by [`estimate`].
+pub const CARD_COUNTS: [u64; 3] = [1, 8, 64];
+
+/// Cores of one host, by default: a worker splits a job over all of its cores.
+pub const DEFAULT_HOST_CORES: u64 = 64;
+
+/// One card's speed in cores of the machine that ran the estimate, by default: an assumption
+/// until a card measures it (`estimate N --gpu` on the card, then `--card-cores`).
+pub const DEFAULT_CARD_CORES: f64 = 1_000.0;
 
 /// The deepest count of partial placements used as a job's cost.
 pub const MAX_DEPTH: usize = 6;
@@ -37,11 +47,23 @@ pub const MAX_DEPTH: usize = 6;
 /// Default budget of placements counted for the costs of all jobs (a second or so of one core).
 pub const DEFAULT_BUDGET: u64 = 200_000_000;
 
+/// A sampled job with more searched rows than this left below its pre-placed queens is too big to
+/// solve whole (at N = 27 a job takes hours): it is sampled down random paths of its parts instead.
+/// Fourteen rows take a few milliseconds at N = 18.
+pub const WHOLE_ROWS: usize = 14;
+
+/// Random paths sampled down a job too big to solve whole (see [`timed_sampled`]).
+pub const PATHS: usize = 16;
+
+/// Rows below a part whose partial placements weigh its draw on a path: the nearer a weight is to
+/// the part's true time, the smaller the spread of the estimate.
+const PATH_COST_DEPTH: usize = 4;
+
 /// Seconds in a (Julian) year, for core-years.
 const YEAR_SECONDS: f64 = 365.25 * 24.0 * 3600.0;
 
 /// What to sample and how.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EstimateParams {
     /// How many jobs to solve (all of them if the list is smaller).
     pub sample: usize,
@@ -55,6 +77,13 @@ pub struct EstimateParams {
     /// costs are counted one row deeper at a time while the next row's count is projected to stay
     /// within this.
     pub budget: u64,
+    /// Jobs with more searched rows than this left are sampled down random paths of their parts
+    /// rather than solved whole ([`WHOLE_ROWS`] by default).
+    pub whole_rows: usize,
+    /// Cores of one host: the longest job runs split over them (see [`Estimate::wall_seconds_on`]).
+    pub host_cores: u64,
+    /// One card's speed in cores of this machine (see [`Estimate::on_cards`]).
+    pub card_cores: f64,
 }
 
 impl Default for EstimateParams {
@@ -64,6 +93,9 @@ impl Default for EstimateParams {
             threads: 1,
             seed: 0x6e71_7565_656e_7321,
             budget: DEFAULT_BUDGET,
+            whole_rows: WHOLE_ROWS,
+            host_cores: DEFAULT_HOST_CORES,
+            card_cores: DEFAULT_CARD_CORES,
             split: SplitParams::default(),
         }
     }
@@ -96,6 +128,17 @@ pub struct OnCores {
     pub wall_seconds: f64,
     /// The same in hours.
     pub wall_hours: f64,
+}
+
+/// The projected wall time of the run on some number of cards.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OnCards {
+    /// Cards, each as fast as [`Estimate::card_cores`] cores.
+    pub cards: u64,
+    /// `max(total_cpu_seconds / (cards * card_cores), longest_job_seconds / card_cores)`.
+    pub wall_seconds: f64,
+    /// The same in days.
+    pub wall_days: f64,
 }
 
 /// The projection for one board size. Field names are those of `estimate --json`.
@@ -139,8 +182,19 @@ pub struct Estimate {
     pub longest_job_seconds: f64,
     /// The longest sampled job, measured.
     pub longest_sampled_seconds: f64,
-    /// Projected wall time on [`CORE_COUNTS`] cores.
+    /// Cores of one host: a worker splits a job over all of them, so the longest job takes
+    /// `longest_job_seconds / host_cores` of wall time on one (1: one thread per job).
+    pub host_cores: u64,
+    /// The longest job's wall seconds on one host of `host_cores` cores.
+    pub longest_job_on_host_seconds: f64,
+    /// Projected wall time on [`CORE_COUNTS`] cores, in hosts of `host_cores`.
     pub on_cores: Vec<OnCores>,
+    /// One card's speed in cores of this machine (a parameter until a card measures it).
+    pub card_cores: f64,
+    /// The longest job's wall seconds on one card.
+    pub longest_job_on_card_seconds: f64,
+    /// Projected wall time on [`CARD_COUNTS`] cards of `card_cores` each.
+    pub on_cards: Vec<OnCards>,
     /// Projected number of solutions (a sanity figure: it should be near the known count).
     pub projected_solutions: f64,
     /// Lower end of the 95% confidence interval of `projected_solutions`.
@@ -153,9 +207,39 @@ pub struct Estimate {
 
 impl Estimate {
     /// The projected wall seconds on `cores` cores: the CPU time spread evenly, but no less than
-    /// the longest job.
+    /// the longest job split over one host's cores.
     pub fn wall_seconds_on(&self, cores: u64) -> f64 {
-        (self.total_cpu_seconds / cores.max(1) as f64).max(self.longest_job_seconds)
+        let host = self.host_cores.clamp(1, cores.max(1));
+        (self.total_cpu_seconds / cores.max(1) as f64).max(self.longest_job_seconds / host as f64)
+    }
+
+    /// The projected wall seconds on `cards` cards of `card_cores` cores each: the CPU time
+    /// spread evenly, but no less than the longest job on one card.
+    pub fn wall_seconds_on_cards(&self, cards: u64) -> f64 {
+        let rate = self.card_cores.max(1e-9);
+        (self.total_cpu_seconds / (cards.max(1) as f64 * rate)).max(self.longest_job_seconds / rate)
+    }
+
+    /// Fills in the host and card figures for hosts of `host_cores` and cards of `card_cores`.
+    pub fn set_hardware(&mut self, host_cores: u64, card_cores: f64) {
+        self.host_cores = host_cores.max(1);
+        self.card_cores = card_cores;
+        self.longest_job_on_host_seconds = self.longest_job_seconds / self.host_cores as f64;
+        self.longest_job_on_card_seconds = self.longest_job_seconds / card_cores.max(1e-9);
+        self.on_cores = CORE_COUNTS
+            .iter()
+            .map(|&c| {
+                let wall_seconds = self.wall_seconds_on(c);
+                OnCores { cores: c, wall_seconds, wall_hours: wall_seconds / 3600.0 }
+            })
+            .collect();
+        self.on_cards = CARD_COUNTS
+            .iter()
+            .map(|&cards| {
+                let wall_seconds = self.wall_seconds_on_cards(cards);
+                OnCards { cards, wall_seconds, wall_days: wall_seconds / 86_400.0 }
+            })
+            .collect();
     }
 }
 
@@ -330,7 +414,12 @@ pub fn project(
         core_years: total / YEAR_SECONDS,
         longest_job_seconds: longest,
         longest_sampled_seconds: longest_sampled,
+        host_cores: 1,
+        longest_job_on_host_seconds: longest,
         on_cores: Vec::new(),
+        card_cores: 0.0,
+        longest_job_on_card_seconds: 0.0,
+        on_cards: Vec::new(),
         projected_solutions: solutions,
         projected_solutions_low: (solutions - half_found).max(0.0),
         projected_solutions_high: solutions + half_found,
@@ -372,6 +461,60 @@ fn timed_solve(job: &Job) -> Result<(Timed, bool), CoreError> {
     };
     let weighted_solutions = counts.solutions as f64 * f64::from(job.weight);
     Ok((Timed { seconds, weighted_solutions }, on_cpu))
+}
+
+/// Solves `job`, or when it has more than `whole_rows` searched rows left, [`PATHS`] random paths
+/// down it: from the job, one row deeper at a time ([`Job::split`]), a part drawn with probability
+/// proportional to its partial placements [`PATH_COST_DEPTH`] rows deeper (plus one), until `whole_rows` rows are left; that part is
+/// solved and its time and solutions scaled by one over the path's probability. Averaged over the
+/// paths this is an unbiased estimate of the whole job's time and solutions (Knuth's estimator of
+/// a search tree's size, with importance sampling by the estimate), for a few milliseconds of work.
+fn timed_sampled(job: &Job, whole_rows: usize, seed: u64) -> Result<(Timed, bool), CoreError> {
+    let rows = job.prepare()?.0.rows();
+    let left = |j: &Job| rows.saturating_sub(j.prefix.len());
+    if left(job) <= whole_rows {
+        return timed_solve(job);
+    }
+    let mut rng = crate::SplitMix64::new(seed ^ job.id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let (mut seconds, mut solutions, mut on_cpu) = (0.0, 0.0, true);
+    for _ in 0..PATHS {
+        let mut item = job.clone();
+        let mut scale = 1.0f64;
+        let mut dead = false;
+        while left(&item) > whole_rows {
+            let parts = item.split(1)?;
+            if parts.is_empty() {
+                dead = true;
+                break;
+            }
+            let weights = costs_at(&parts, PATH_COST_DEPTH)?;
+            let total: u64 = weights.iter().map(|w| w + 1).sum();
+            let mut pick = rng.below(total);
+            let (chosen, weight) = parts
+                .into_iter()
+                .zip(weights)
+                .find(|(_, w)| {
+                    let take = pick <= *w;
+                    pick = pick.saturating_sub(w + 1);
+                    take
+                })
+                .expect("the draw falls within the parts");
+            if chosen.prefix.len() <= item.prefix.len() {
+                break;
+            }
+            scale *= total as f64 / (weight + 1) as f64;
+            item = chosen;
+        }
+        if dead {
+            continue;
+        }
+        let (t, cpu) = timed_solve(&item)?;
+        seconds += t.seconds * scale;
+        solutions += t.weighted_solutions * scale;
+        on_cpu &= cpu;
+    }
+    let paths = PATHS as f64;
+    Ok((Timed { seconds: seconds / paths, weighted_solutions: solutions / paths }, on_cpu))
 }
 
 /// Each job's partial placements `depth` rows below its pre-placed queens (`Job::estimate` is this
@@ -435,7 +578,10 @@ pub fn estimate_list(list: &JobList, params: &EstimateParams) -> Result<Estimate
         chosen
             .par_iter()
             .with_max_len(1)
-            .map(|&i| timed_solve(&list.jobs[i]).map(|(t, cpu)| (i, t, cpu)))
+            .map(|&i| {
+                timed_sampled(&list.jobs[i], params.whole_rows, params.seed)
+                    .map(|(t, cpu)| (i, t, cpu))
+            })
             .collect::<Result<_, _>>()
     })?;
     let sample_wall_seconds = started.elapsed().as_secs_f64();
@@ -453,6 +599,7 @@ pub fn estimate_list(list: &JobList, params: &EstimateParams) -> Result<Estimate
     estimate.seed = params.seed;
     estimate.clock = if on_cpu { "thread_cpu" } else { "wall" }.into();
     estimate.sample_wall_seconds = sample_wall_seconds;
+    estimate.set_hardware(params.host_cores, params.card_cores);
     Ok(estimate)
 }
 
@@ -582,5 +729,22 @@ mod tests {
         for (job, &c) in list.jobs.iter().zip(&at1).take(50) {
             assert_eq!(job.split(1).unwrap().len() as u64, c, "{job:?}");
         }
+    }
+
+    /// Jobs sampled down random paths (forced here by a small `whole_rows`) project the count of
+    /// a census within a few percent: the path estimator is unbiased.
+    #[test]
+    fn paths_down_big_jobs_project_the_solutions() {
+        let list = job_list(14, &SplitParams::default()).unwrap();
+        let params = EstimateParams {
+            sample: list.jobs.len(),
+            threads: 2,
+            whole_rows: 5,
+            ..Default::default()
+        };
+        let e = estimate_list(&list, &params).unwrap();
+        let q = crate::reference::count_all(14).unwrap() as f64;
+        assert!((e.projected_solutions / q - 1.0).abs() < 0.05, "{} vs {q}", e.projected_solutions);
+        assert!(e.total_cpu_seconds > 0.0);
     }
 }

@@ -28,6 +28,14 @@ pub struct EstimateArgs {
     /// stratify better; the default takes a second or so of one core).
     #[arg(long, default_value_t = EstimateParams::default().budget)]
     pub cost_budget: u64,
+    /// Cores of one host: a worker splits each job over all of its cores, so the longest job
+    /// takes its CPU time over this many cores.
+    #[arg(long, default_value_t = EstimateParams::default().host_cores)]
+    pub host_cores: u64,
+    /// One card's speed, in cores of this machine (an assumption until a card measures it: run
+    /// `estimate N --gpu` there and divide its projection into this one's CPU time).
+    #[arg(long, default_value_t = EstimateParams::default().card_cores)]
+    pub card_cores: f64,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -119,7 +127,15 @@ pub fn run(args: EstimateArgs) -> Result<ExitCode> {
         seed: args.seed,
         split: SplitParams { target_jobs: args.target_jobs },
         budget: args.cost_budget,
+        host_cores: args.host_cores,
+        card_cores: args.card_cores,
+        ..EstimateParams::default()
     };
+    anyhow::ensure!(args.host_cores > 0, "--host-cores must be at least 1");
+    anyhow::ensure!(
+        args.card_cores.is_finite() && args.card_cores > 0.0,
+        "--card-cores must be a positive number"
+    );
     let e = estimate(n, &params)?;
     if args.json {
         println!("{}", serde_json::to_string(&e)?);
@@ -179,10 +195,24 @@ fn text(e: &Estimate) -> String {
         span(e.longest_job_seconds),
         span(e.longest_sampled_seconds)
     );
+    let _ = writeln!(
+        o,
+        "longest  job on a host of {} cores ~{}; on one card ~{} (a card taken as {} cores)",
+        e.host_cores,
+        span(e.longest_job_on_host_seconds),
+        span(e.longest_job_on_card_seconds),
+        e.card_cores
+    );
     for c in &e.on_cores {
-        let bound =
-            if c.wall_seconds <= e.longest_job_seconds { "  (the longest job)" } else { "" };
-        let _ = writeln!(o, "on {:>4} cores  {:>16}{bound}", c.cores, span(c.wall_seconds));
+        let bound = if c.wall_seconds <= e.longest_job_on_host_seconds * 1.000_001 {
+            "  (the longest job)"
+        } else {
+            ""
+        };
+        let _ = writeln!(o, "on {:>5} cores  {:>16}{bound}", c.cores, span(c.wall_seconds));
+    }
+    for c in &e.on_cards {
+        let _ = writeln!(o, "on {:>5} cards  {:>16}", c.cards, span(c.wall_seconds));
     }
     let _ = writeln!(
         o,
