@@ -35,7 +35,8 @@ enum Command {
     /// Exit 0 if the coordinator's gRPC health service reports SERVING (for container health checks).
     Healthcheck(cluster_commands::HealthcheckArgs),
     /// Size a run before starting it: solve a stratified sample of the job list of N and project
-    /// the CPU time, the longest job and the wall time on 8, 64 and 512 cores.
+    /// the CPU time, the longest job (on a core, a host, a card) and the wall time on 8 to 10,000
+    /// cores and on 1 to 64 cards.
     Estimate(estimate::EstimateArgs),
     /// Copy a run's state file, safely beside a running coordinator: one consistent snapshot
     /// (what its write-ahead log holds included), written to a new file that opens as the run.
