@@ -58,13 +58,6 @@ fn mixed_run(
         &serve_args(n, &state, port, &extra),
         dir.join("coordinator.log"),
     );
-    let mut cpu: Vec<Proc> = cpus
-        .iter()
-        .map(|name| {
-            let log = dir.join(format!("{name}.log"));
-            Proc::spawn("nqueens-worker", &worker_args(port, 1, name, &[]), log)
-        })
-        .collect();
     // `--threads` given: one CPU thread beside the device; few slots so that both workers get jobs.
     let mut gpu = Proc::spawn_with(
         "nqueens-worker",
@@ -77,6 +70,20 @@ fn mixed_run(
             }
         },
     );
+    // The GPU worker registers first: its self-tests take a second or more on pocl, and a CPU
+    // worker started beside it could finish a small run before it asks for a job.
+    let started = std::time::Instant::now();
+    while !gpu.log_text().contains("registered with the coordinator") {
+        assert!(started.elapsed() < LONG, "the GPU worker never registered:\n{}", gpu.log_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut cpu: Vec<Proc> = cpus
+        .iter()
+        .map(|name| {
+            let log = dir.join(format!("{name}.log"));
+            Proc::spawn("nqueens-worker", &worker_args(port, 1, name, &[]), log)
+        })
+        .collect();
     let status = coordinator.wait_exit(LONG);
     assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());
     for w in &mut cpu {
