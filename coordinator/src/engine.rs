@@ -284,93 +284,19 @@ impl Engine {
             Command::Shutdown => {}
             Command::WithStore(work) => work(&self.store),
             Command::Register { worker, reply } => {
-                let answer = self.register(worker, now, worker_rows);
-                replies.push(Box::new(move |e: &Engine| {
-                    let answer = match answer {
-                        Some((worker_id, secret)) => RegisterReply::Registered {
-                            worker_id,
-                            secret,
-                            run_complete: e.scheduler.is_complete(),
-                        },
-                        None => RegisterReply::TooMany,
-                    };
-                    let _ = reply.send(answer);
-                }));
+                self.on_register(worker, reply, now, worker_rows, replies)
             }
             Command::Lease { caller, free_slots, reply } => {
-                if let Err(refusal) = self.authenticate(&caller, now) {
-                    let _ = reply.send(match refusal {
-                        Refusal::UnknownWorker => LeaseReply::UnknownWorker,
-                        Refusal::BadSecret => LeaseReply::BadSecret,
-                    });
-                    return;
-                }
-                let worker_id = caller.worker_id;
-                if self.scheduler.is_untrusted(worker_id) {
-                    let _ = reply.send(LeaseReply::UntrustedWorker);
-                    return;
-                }
-                let others = self.other_active_workers(worker_id, now);
-                let size = self.lease_size(worker_id, free_slots, now);
-                if let Some(w) = self.workers.get_mut(&worker_id) {
-                    w.last_lease_size = size;
-                }
-                let granted = self.scheduler.lease_checked(
-                    worker_id,
-                    size,
-                    &others,
-                    self.config.spot_checks,
-                    now,
-                    changes,
-                );
-                let (lease_id, job_ids) = granted.unwrap_or_default();
-                if lease_id != LeaseId::new(0) {
-                    tracing::debug!(%worker_id, %lease_id, jobs = job_ids.len(), "lease granted");
-                }
-                replies.push(Box::new(move |e: &Engine| {
-                    let run_complete = e.scheduler.is_complete();
-                    let _ = reply.send(LeaseReply::Granted { lease_id, job_ids, run_complete });
-                }));
+                self.on_lease(&caller, free_slots, reply, now, changes, replies)
             }
             Command::Heartbeat { caller, lease_ids, reply } => {
-                if let Err(refusal) = self.authenticate(&caller, now) {
-                    let _ = reply.send(Err(refusal));
-                    return;
-                }
-                let lost = self.scheduler.heartbeat(caller.worker_id, &lease_ids, now, changes);
-                replies.push(Box::new(move |e: &Engine| {
-                    let run_complete = e.scheduler.is_complete();
-                    let _ = reply.send(Ok(HeartbeatReply { lost_lease_ids: lost, run_complete }));
-                }));
+                self.on_heartbeat(&caller, &lease_ids, reply, now, changes, replies)
             }
             Command::Release { caller, lease_id, job_ids, reply } => {
-                if let Err(refusal) = self.authenticate(&caller, now) {
-                    let _ = reply.send(Err(refusal));
-                    return;
-                }
-                let worker_id = caller.worker_id;
-                let released = self.scheduler.release(worker_id, lease_id, &job_ids, changes);
-                tracing::info!(%worker_id, %lease_id, released, "jobs released");
-                replies.push(Box::new(move |_: &Engine| {
-                    let _ = reply.send(Ok(released));
-                }));
+                self.on_release(&caller, lease_id, &job_ids, reply, now, changes, replies)
             }
             Command::Result { result, reply } => {
-                let caller = Caller {
-                    worker_id: result.worker_id,
-                    secret: result.secret.clone(),
-                    credential: result.credential.clone(),
-                };
-                let outcome = match self.authenticate(&caller, now) {
-                    Err(Refusal::UnknownWorker) => Verdict::UnknownWorker,
-                    Err(Refusal::BadSecret) => Verdict::BadSecret,
-                    Ok(()) => self.decide_result(&result, now, changes),
-                };
-                self.count_outcome(&result, outcome, now);
-                replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply
-                        .send(ReportReply { outcome, run_complete: e.scheduler.is_complete() });
-                }));
+                self.on_result(&result, reply, now, changes, replies)
             }
             Command::Reference { job_id, counts } => {
                 let before = changes.len();
@@ -388,6 +314,139 @@ impl Engine {
                 }));
             }
         }
+    }
+
+    /// `Register`: a new identity (or the caller's own again), unless its bucket is empty.
+    fn on_register(
+        &mut self,
+        worker: Registration,
+        reply: oneshot::Sender<RegisterReply>,
+        now: Instant,
+        worker_rows: &mut Vec<WorkerRow>,
+        replies: &mut Vec<Reply>,
+    ) {
+        let answer = self.register(worker, now, worker_rows);
+        replies.push(Box::new(move |e: &Engine| {
+            let answer = match answer {
+                Some((worker_id, secret)) => RegisterReply::Registered {
+                    worker_id,
+                    secret,
+                    run_complete: e.scheduler.is_complete(),
+                },
+                None => RegisterReply::TooMany,
+            };
+            let _ = reply.send(answer);
+        }));
+    }
+
+    /// `Lease`: jobs for an authenticated, trusted-enough caller, sized by [`Self::lease_size`].
+    fn on_lease(
+        &mut self,
+        caller: &Caller,
+        free_slots: u32,
+        reply: oneshot::Sender<LeaseReply>,
+        now: Instant,
+        changes: &mut Vec<Change>,
+        replies: &mut Vec<Reply>,
+    ) {
+        if let Err(refusal) = self.authenticate(caller, now) {
+            let _ = reply.send(match refusal {
+                Refusal::UnknownWorker => LeaseReply::UnknownWorker,
+                Refusal::BadSecret => LeaseReply::BadSecret,
+            });
+            return;
+        }
+        let worker_id = caller.worker_id;
+        if self.scheduler.is_untrusted(worker_id) {
+            let _ = reply.send(LeaseReply::UntrustedWorker);
+            return;
+        }
+        let others = self.other_active_workers(worker_id, now);
+        let size = self.lease_size(worker_id, free_slots, now);
+        if let Some(w) = self.workers.get_mut(&worker_id) {
+            w.last_lease_size = size;
+        }
+        let spot_checks = self.config.spot_checks;
+        let granted =
+            self.scheduler.lease_checked(worker_id, size, &others, spot_checks, now, changes);
+        let (lease_id, job_ids) = granted.unwrap_or_default();
+        if lease_id != LeaseId::new(0) {
+            tracing::debug!(%worker_id, %lease_id, jobs = job_ids.len(), "lease granted");
+        }
+        replies.push(Box::new(move |e: &Engine| {
+            let run_complete = e.scheduler.is_complete();
+            let _ = reply.send(LeaseReply::Granted { lease_id, job_ids, run_complete });
+        }));
+    }
+
+    /// `Heartbeat`: extends the caller's leases (within their hard deadlines).
+    fn on_heartbeat(
+        &mut self,
+        caller: &Caller,
+        lease_ids: &[LeaseId],
+        reply: oneshot::Sender<Result<HeartbeatReply, Refusal>>,
+        now: Instant,
+        changes: &mut Vec<Change>,
+        replies: &mut Vec<Reply>,
+    ) {
+        if let Err(refusal) = self.authenticate(caller, now) {
+            let _ = reply.send(Err(refusal));
+            return;
+        }
+        let lost = self.scheduler.heartbeat(caller.worker_id, lease_ids, now, changes);
+        replies.push(Box::new(move |e: &Engine| {
+            let run_complete = e.scheduler.is_complete();
+            let _ = reply.send(Ok(HeartbeatReply { lost_lease_ids: lost, run_complete }));
+        }));
+    }
+
+    /// `Release`: the caller gives jobs back (all of a lease, or all its leases for lease 0).
+    #[allow(clippy::too_many_arguments)]
+    fn on_release(
+        &mut self,
+        caller: &Caller,
+        lease_id: LeaseId,
+        job_ids: &[JobId],
+        reply: oneshot::Sender<Result<u32, Refusal>>,
+        now: Instant,
+        changes: &mut Vec<Change>,
+        replies: &mut Vec<Reply>,
+    ) {
+        if let Err(refusal) = self.authenticate(caller, now) {
+            let _ = reply.send(Err(refusal));
+            return;
+        }
+        let worker_id = caller.worker_id;
+        let released = self.scheduler.release(worker_id, lease_id, job_ids, changes);
+        tracing::info!(%worker_id, %lease_id, released, "jobs released");
+        replies.push(Box::new(move |_: &Engine| {
+            let _ = reply.send(Ok(released));
+        }));
+    }
+
+    /// `Result`: one job's answer from an authenticated caller, decided by the scheduler.
+    fn on_result(
+        &mut self,
+        result: &JobReport,
+        reply: oneshot::Sender<ReportReply>,
+        now: Instant,
+        changes: &mut Vec<Change>,
+        replies: &mut Vec<Reply>,
+    ) {
+        let caller = Caller {
+            worker_id: result.worker_id,
+            secret: result.secret.clone(),
+            credential: result.credential.clone(),
+        };
+        let outcome = match self.authenticate(&caller, now) {
+            Err(Refusal::UnknownWorker) => Verdict::UnknownWorker,
+            Err(Refusal::BadSecret) => Verdict::BadSecret,
+            Ok(()) => self.decide_result(result, now, changes),
+        };
+        self.count_outcome(result, outcome, now);
+        replies.push(Box::new(move |e: &Engine| {
+            let _ = reply.send(ReportReply { outcome, run_complete: e.scheduler.is_complete() });
+        }));
     }
 
     /// How many jobs a lease gives `worker_id` (see [`Scheduler::lease_size`]): the slots it

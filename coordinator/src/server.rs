@@ -272,6 +272,55 @@ async fn serve_inner(
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Option<RunResult>, ServeError> {
+    check_addresses(&config, &listener, metrics_listener.as_ref())?;
+    let opened = open_run(&config)?;
+    tracing::info!(
+        n = opened.run.n,
+        jobs = opened.jobs.len(),
+        fingerprint = %opened.run.fingerprint,
+        listen = ?listener.local_addr().ok(),
+        metrics = ?metrics_listener.as_ref().and_then(|m| m.local_addr().ok()),
+        "run opened; coordinator listening"
+    );
+    let (running, engine_ended) = start_engine(&config, opened)?;
+    let http_tasks = metrics_listener.map(|l| start_http(&config, &running, l));
+    let admin_stop = Arc::new(AtomicBool::new(false));
+    // `token add|revoke` beside this run reach it here (see `admin.rs`).
+    let admin = crate::admin::spawn(
+        &config.state,
+        running.engine.clone(),
+        running.credentials.clone(),
+        admin_stop.clone(),
+    )?;
+    let served = serve_grpc(&config, &running, listener, shutdown, engine_ended).await;
+
+    // Everything already queued is committed before the engine ends.
+    let Running { engine, engine_thread, mut complete_rx, .. } = running;
+    engine.send(Command::Shutdown);
+    drop(engine);
+    let joined = tokio::task::spawn_blocking(move || engine_thread.join()).await;
+    for task in http_tasks.into_iter().flatten() {
+        task.abort();
+    }
+    admin_stop.store(true, Ordering::SeqCst);
+    let _ = tokio::task::spawn_blocking(move || admin.join()).await;
+    match joined {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => return Err(ServeError::Engine(e)),
+        _ => return Err(ServeError::EnginePanicked),
+    }
+    served?;
+    let record = complete_rx.borrow_and_update().clone();
+    Ok(record)
+}
+
+/// The settings checked against the addresses actually bound: no open gRPC port off loopback
+/// without a token (unless the state file holds per-host tokens), and the same for the HTTP port.
+fn check_addresses(
+    config: &ServeConfig,
+    listener: &TcpListener,
+    metrics_listener: Option<&TcpListener>,
+) -> Result<(), ServeError> {
     config.validate()?;
     if let Ok(addr) = listener.local_addr() {
         // Per-host tokens in the state file (`token add`) stand in for the shared one.
@@ -283,13 +332,24 @@ async fn serve_inner(
             config.validate_listen(addr)?;
         }
     }
-    if let Some(addr) = metrics_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+    if let Some(addr) = metrics_listener.and_then(|l| l.local_addr().ok()) {
         config.validate_http(addr)?;
     }
+    Ok(())
+}
 
-    // Which run: a new one from --n, or the one in the state file. A missing or empty (0-byte)
-    // file holds no run and becomes a new one, as with `solve --state`; anything else must be a
-    // state file of ours (checked read-only, so a foreign file is left exactly as it was).
+/// A run opened by [`open_run`]: its store, its jobs, its id and who may call.
+struct OpenedRun {
+    store: Store,
+    jobs: Vec<nqueens_core::Job>,
+    run: pb::RunId,
+    credentials: Arc<Credentials>,
+}
+
+/// Step one: which run, a new one from `--n` or the one in the state file, opened. A missing or
+/// empty (0-byte) file holds no run and becomes a new one, as with `solve --state`; anything else
+/// must be a state file of ours (checked read-only, so a foreign file is left exactly as it was).
+fn open_run(config: &ServeConfig) -> Result<OpenedRun, ServeError> {
     let holds_run = std::fs::metadata(&config.state).is_ok_and(|m| m.len() > 0);
     let (n, params) = if holds_run {
         // Another writer (also through a link to the same file) is refused before anything
@@ -329,18 +389,35 @@ async fn serve_inner(
         store.active_credentials()?,
         store.had_credentials()?,
     ));
-    tracing::info!(
-        n,
-        jobs = list.jobs.len(),
-        fingerprint = %run.fingerprint,
-        listen = ?listener.local_addr().ok(),
-        metrics = ?metrics_listener.as_ref().and_then(|m| m.local_addr().ok()),
-        "run opened; coordinator listening"
-    );
+    Ok(OpenedRun { store, jobs: list.jobs, run, credentials })
+}
 
+/// A run whose engine is started: what the ports serve from.
+struct Running {
+    engine: crate::engine::EngineHandle,
+    complete_rx: watch::Receiver<Option<RunResult>>,
+    engine_thread: std::thread::JoinHandle<Result<(), StoreError>>,
+    metrics: Arc<Metrics>,
+    jobs: Arc<Vec<nqueens_core::Job>>,
+    run: pb::RunId,
+    credentials: Arc<Credentials>,
+    reader: Arc<StatusReader>,
+    heartbeat_seconds: u32,
+}
+
+/// Resolves when the engine thread ends (early only when it cannot commit).
+type EngineEnded = tokio::sync::oneshot::Receiver<()>;
+
+/// Step two: the engine on the opened run, and the spot checks' known answers (a thread that
+/// ends on its own within seconds).
+fn start_engine(
+    config: &ServeConfig,
+    opened: OpenedRun,
+) -> Result<(Running, EngineEnded), ServeError> {
+    let OpenedRun { store, jobs, run, credentials } = opened;
     let metrics = Arc::new(Metrics::default());
     let heartbeat_seconds = (config.lease_seconds / 3).max(1);
-    let jobs = Arc::new(list.jobs);
+    let jobs = Arc::new(jobs);
     let engine_config = EngineConfig {
         result_file: result_file(&config.state),
         heartbeat: Duration::from_secs(heartbeat_seconds as u64),
@@ -348,67 +425,85 @@ async fn serve_inner(
         jobs: config.coordinator_checks.then(|| jobs.clone()),
         recheck_fraction: config.recheck_fraction,
     };
-    let (engine, mut complete_rx, engine_ended, engine_thread) = Engine::start(
+    let (engine, complete_rx, engine_ended, engine_thread) = Engine::start(
         store,
         Duration::from_secs(config.lease_seconds as u64),
         metrics.clone(),
         engine_config,
     )?;
-
-    // Known answers for spot checks; the thread ends on its own within seconds.
     if config.spot_checks {
         drop(crate::spot_checks::spawn(jobs.clone(), engine.clone()));
     }
     let reader = Arc::new(StatusReader::new(config.state.clone()));
-    // The HTTP port (metrics, status page) and the rate history its page draws.
-    let http_tasks = metrics_listener.map(|listener| {
-        let history = Arc::new(parking_lot::Mutex::new(History::new(HISTORY_SAMPLES)));
-        let sampler = tokio::spawn(sample_every(metrics.clone(), history.clone(), SAMPLE_EVERY));
-        let run_info = RunInfo {
-            n,
-            fingerprint: run.fingerprint.clone(),
-            jobs_total: jobs.len() as u64,
-            state_file: std::path::absolute(&config.state).unwrap_or_else(|_| config.state.clone()),
-        };
-        let status = StatusSource::new(
-            run_info,
-            metrics.clone(),
-            history,
-            reader.clone(),
-            complete_rx.clone(),
-        );
-        let access = match listener.local_addr() {
-            Ok(addr) => HttpAccess::new(config.token.as_deref(), config.public_status, addr),
-            // Not known to be loopback: the token if there is one.
-            Err(_) => {
-                HttpAccess::new(config.token.as_deref(), config.public_status, ([0; 4], 0).into())
-            }
-        };
-        tracing::info!(
-            token_required = access.token_required,
-            "http port: metrics and status page"
-        );
-        let state = Arc::new(HttpState { metrics: metrics.clone(), status, access });
-        [sampler, tokio::spawn(serve_http(listener, state))]
-    });
+    let running = Running {
+        engine,
+        complete_rx,
+        engine_thread,
+        metrics,
+        jobs,
+        run,
+        credentials,
+        reader,
+        heartbeat_seconds,
+    };
+    Ok((running, engine_ended))
+}
+
+/// Step three, the HTTP port: metrics, the status page and the rate history its page draws.
+fn start_http(
+    config: &ServeConfig,
+    running: &Running,
+    listener: TcpListener,
+) -> [tokio::task::JoinHandle<()>; 2] {
+    let metrics = &running.metrics;
+    let history = Arc::new(parking_lot::Mutex::new(History::new(HISTORY_SAMPLES)));
+    let sampler = tokio::spawn(sample_every(metrics.clone(), history.clone(), SAMPLE_EVERY));
+    let run_info = RunInfo {
+        n: running.run.n,
+        fingerprint: running.run.fingerprint.clone(),
+        jobs_total: running.jobs.len() as u64,
+        state_file: std::path::absolute(&config.state).unwrap_or_else(|_| config.state.clone()),
+    };
+    let status = StatusSource::new(
+        run_info,
+        metrics.clone(),
+        history,
+        running.reader.clone(),
+        running.complete_rx.clone(),
+    );
+    // An address not known to be loopback gets the token if there is one.
+    let addr = listener.local_addr().unwrap_or_else(|_| ([0; 4], 0).into());
+    let access = HttpAccess::new(config.token.as_deref(), config.public_status, addr);
+    tracing::info!(token_required = access.token_required, "http port: metrics and status page");
+    let state = Arc::new(HttpState { metrics: metrics.clone(), status, access });
+    [sampler, tokio::spawn(serve_http(listener, state))]
+}
+
+/// Step three, the gRPC port, served until the caller's signal, the run's end (with
+/// `exit_when_done`) or the engine's failure.
+async fn serve_grpc(
+    config: &ServeConfig,
+    running: &Running,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    engine_ended: EngineEnded,
+) -> Result<(), ServeError> {
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let service = CoordinatorService {
-        engine: engine.clone(),
-        run,
-        jobs: jobs.clone(),
-        reader,
+        engine: running.engine.clone(),
+        run: running.run.clone(),
+        jobs: running.jobs.clone(),
+        reader: running.reader.clone(),
         lease_seconds: config.lease_seconds,
-        heartbeat_seconds,
+        heartbeat_seconds: running.heartbeat_seconds,
         stopping: stopping_rx.clone(),
-        metrics: metrics.clone(),
-        credentials: credentials.clone(),
+        metrics: running.metrics.clone(),
+        credentials: running.credentials.clone(),
     };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
-    health_reporter
-        .set_service_status("nqueens.v1.Coordinator", tonic_health::ServingStatus::Serving)
-        .await;
-
+    for name in ["", "nqueens.v1.Coordinator"] {
+        health_reporter.set_service_status(name, tonic_health::ServingStatus::Serving).await;
+    }
     // HTTP/2 keepalive: every connection is pinged, and closed when a ping goes unanswered.
     let limits = config.grpc_limits.consistent();
     let mut builder = tonic::transport::Server::builder()
@@ -422,83 +517,74 @@ async fn serve_inner(
             .timeout(limits.handshake_timeout);
         builder = builder.tls_config(tls)?;
     }
-    // `token add|revoke` beside this run reach it here (see `admin.rs`).
-    let admin_stop = Arc::new(AtomicBool::new(false));
-    let admin = crate::admin::spawn(
-        &config.state,
-        engine.clone(),
-        credentials.clone(),
-        admin_stop.clone(),
-    )?;
-    let interceptor = TokenCheck::new(credentials, metrics.clone());
+    let interceptor = TokenCheck::new(running.credentials.clone(), running.metrics.clone());
     // No request is decoded past MAX_REQUEST bytes; each field's bound is checked by the service.
     let coordinator = pb::coordinator_server::CoordinatorServer::new(service)
         .max_decoding_message_size(pb::bounds::MAX_REQUEST);
     let router = builder.add_service(health_service).add_service(
         tonic::service::interceptor::InterceptedService::new(coordinator, interceptor),
     );
-
-    // Stop on the caller's signal, or after the run completes when asked to exit then.
-    let exit_when_done = config.exit_when_done;
-    let stop_signal = {
-        let stopping_tx = stopping_tx.clone();
-        let mut complete = complete_rx.clone();
-        async move {
-            let done = async {
-                if exit_when_done {
-                    let _ = complete.wait_for(|r| r.is_some()).await;
-                    tokio::time::sleep(EXIT_LINGER).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                _ = shutdown => tracing::info!("shutdown requested: no new calls; committing what arrived"),
-                _ = done => tracing::info!("run complete: exiting as asked (--exit-when-done)"),
-                _ = engine_ended => {
-                    // The engine only ends early when it cannot commit. Nothing uncommitted was
-                    // acknowledged; say so to the probes, then stop so that a supervisor restarts
-                    // the coordinator instead of leaving a process that answers and does nothing.
-                    tracing::error!("the engine stopped (it could not commit); reporting NOT_SERVING and exiting");
-                    for service in ["", "nqueens.v1.Coordinator"] {
-                        health_reporter.set_service_status(service, tonic_health::ServingStatus::NotServing).await;
-                    }
-                    tokio::time::sleep(NOT_SERVING_LINGER).await;
-                }
-            }
-            let _ = stopping_tx.send(true);
-            health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
-        }
-    };
-    let mut stopped = stopping_rx.clone();
+    let ends = Ends { shutdown, engine_ended, exit_when_done: config.exit_when_done };
+    let stop = stop_signal(ends, running, stopping_tx, health_reporter);
+    let mut stopped = stopping_rx;
     // Accepts pause (rather than spin) while the process is out of file descriptors; each
     // connection is held to the limits of `grpc_conn` (per-address cap, handshake and idle
     // timeouts); TLS, when configured, is layered on these connections by the router.
     let incoming = GuardedIncoming::new(Incoming::new(listener, "grpc"), limits);
-    let server = router.serve_with_incoming_shutdown(incoming, stop_signal);
+    let server = router.serve_with_incoming_shutdown(incoming, stop);
     // Streams that do not end on their own get a few seconds after the stop before being cut.
-    let served = tokio::select! {
-        r = server => r,
+    tokio::select! {
+        r = server => r.map_err(ServeError::from),
         _ = async { let _ = stopped.wait_for(|s| *s).await; tokio::time::sleep(Duration::from_secs(5)).await; } => Ok(()),
-    };
+    }
+}
 
-    // Everything already queued is committed before the engine ends.
-    engine.send(Command::Shutdown);
-    drop(engine);
-    let joined = tokio::task::spawn_blocking(move || engine_thread.join()).await;
-    for task in http_tasks.into_iter().flatten() {
-        task.abort();
+/// The three ways a coordinator's serving ends.
+struct Ends<S> {
+    /// The caller's signal (SIGTERM, Ctrl-C, a test's stop).
+    shutdown: S,
+    /// The engine thread's end.
+    engine_ended: EngineEnded,
+    /// Whether the run's completion ends it too.
+    exit_when_done: bool,
+}
+
+/// What stops the gRPC port: the caller's signal, the run's end when asked to exit then, or the
+/// engine's failure (reported NOT_SERVING first, so that probes see why the process goes away).
+fn stop_signal<S: Future<Output = ()> + Send + 'static>(
+    ends: Ends<S>,
+    running: &Running,
+    stopping_tx: watch::Sender<bool>,
+    health_reporter: tonic_health::server::HealthReporter,
+) -> impl Future<Output = ()> + Send + 'static {
+    let mut complete = running.complete_rx.clone();
+    let Ends { shutdown, engine_ended, exit_when_done } = ends;
+    async move {
+        let done = async {
+            if exit_when_done {
+                let _ = complete.wait_for(|r| r.is_some()).await;
+                tokio::time::sleep(EXIT_LINGER).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            _ = shutdown => tracing::info!("shutdown requested: no new calls; committing what arrived"),
+            _ = done => tracing::info!("run complete: exiting as asked (--exit-when-done)"),
+            _ = engine_ended => {
+                // The engine only ends early when it cannot commit. Nothing uncommitted was
+                // acknowledged; say so to the probes, then stop so that a supervisor restarts
+                // the coordinator instead of leaving a process that answers and does nothing.
+                tracing::error!("the engine stopped (it could not commit); reporting NOT_SERVING and exiting");
+                for service in ["", "nqueens.v1.Coordinator"] {
+                    health_reporter.set_service_status(service, tonic_health::ServingStatus::NotServing).await;
+                }
+                tokio::time::sleep(NOT_SERVING_LINGER).await;
+            }
+        }
+        let _ = stopping_tx.send(true);
+        health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
     }
-    admin_stop.store(true, Ordering::SeqCst);
-    let _ = tokio::task::spawn_blocking(move || admin.join()).await;
-    match joined {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => return Err(ServeError::Engine(e)),
-        _ => return Err(ServeError::EnginePanicked),
-    }
-    served?;
-    let record = complete_rx.borrow_and_update().clone();
-    Ok(record)
 }
 
 #[cfg(test)]
