@@ -438,12 +438,15 @@ impl Engine {
             secret: result.secret.clone(),
             credential: result.credential.clone(),
         };
-        let outcome = match self.authenticate(&caller, now) {
-            Err(Refusal::UnknownWorker) => Verdict::UnknownWorker,
-            Err(Refusal::BadSecret) => Verdict::BadSecret,
-            Ok(()) => self.decide_result(result, now, changes),
-        };
-        self.count_outcome(result, outcome, now);
+        let outcome =
+            self.authenticate(&caller, now).map(|()| self.decide_result(result, now, changes));
+        match outcome {
+            Ok(verdict) => self.count_outcome(result, verdict, now),
+            Err(refusal) => {
+                self.metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(job = %result.job_id, worker = %result.worker_id, ?refusal, "result refused: the caller is not that worker");
+            }
+        }
         replies.push(Box::new(move |e: &Engine| {
             let _ = reply.send(ReportReply { outcome, run_complete: e.scheduler.is_complete() });
         }));
@@ -537,8 +540,6 @@ impl Engine {
             Verdict::UnknownJob
             | Verdict::UnknownLease
             | Verdict::UntrustedWorker
-            | Verdict::UnknownWorker
-            | Verdict::BadSecret
             | Verdict::Implausible => {
                 m.results_rejected.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(

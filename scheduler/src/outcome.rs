@@ -114,10 +114,6 @@ pub enum Verdict {
     UnknownLease,
     /// The worker lost a verification; nothing it sends is taken any more.
     UntrustedWorker,
-    /// The worker is not registered with this coordinator process (it registers again).
-    UnknownWorker,
-    /// The result names a worker id without that worker's secret.
-    BadSecret,
     /// Counts no solver can give for this job (symmetric counts its weight rules out, or nodes
     /// out of proportion): refused, and the worker is untrusted.
     Implausible,

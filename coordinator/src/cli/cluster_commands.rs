@@ -29,9 +29,10 @@ pub struct ServeArgs {
     /// (`Authorization: Bearer TOKEN`, or `?token=TOKEN` in the page's address) unless
     /// --public-status is given. [default: port 9447 on the loopback address of a loopback
     /// --listen (127.0.0.1:9447 or [::1]:9447), else 0.0.0.0:9447]
-    #[arg(long, env = "NQ_METRICS_LISTEN")]
-    pub metrics_listen: Option<String>,
-    /// Serve metrics and the status page to anyone who can reach --metrics-listen, without the
+    /// (`--metrics-listen`, its older name, is still accepted.)
+    #[arg(long = "http-listen", visible_alias = "metrics-listen", env = "NQ_METRICS_LISTEN")]
+    pub http_listen: Option<String>,
+    /// Serve metrics and the status page to anyone who can reach --http-listen, without the
     /// token (only on a network you trust; the page then shows the state file's name only).
     #[arg(long, env = "NQ_PUBLIC_STATUS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub public_status: bool,
@@ -182,7 +183,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("binding --listen {}", args.listen))?;
-        let metrics_listen = match args.metrics_listen {
+        let metrics_listen = match args.http_listen {
             Some(given) => given,
             None => default_http_listen(listener.local_addr()?).to_string(),
         };
@@ -192,7 +193,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
             Some(
                 tokio::net::TcpListener::bind(&metrics_listen)
                     .await
-                    .with_context(|| format!("binding --metrics-listen {metrics_listen}"))?,
+                    .with_context(|| format!("binding --http-listen {metrics_listen}"))?,
             )
         };
         let record = serve_run(listener, metrics, config, shutdown).await?;

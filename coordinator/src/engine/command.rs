@@ -129,7 +129,8 @@ pub struct HeartbeatReply {
 }
 
 pub struct ReportReply {
-    pub outcome: Verdict,
+    /// The scheduler's verdict, or why the caller was refused before anything was decided.
+    pub outcome: Result<Verdict, Refusal>,
     pub run_complete: bool,
 }
 

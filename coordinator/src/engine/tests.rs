@@ -94,7 +94,7 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
             assert!(
                 matches!(
                     reply.outcome,
-                    Verdict::Accepted | Verdict::Confirmed | Verdict::Duplicate
+                    Ok(Verdict::Accepted | Verdict::Confirmed | Verdict::Duplicate)
                 ),
                 "{:?}",
                 reply.outcome

@@ -5,7 +5,7 @@
 //! Nothing beyond this module and the gRPC plumbing in [`super::service`] reads or builds a
 //! protocol message, so the engine and the life cycle speak domain types only.
 
-use crate::engine::{JobReport, Registration, ReportReply};
+use crate::engine::{JobReport, Refusal, Registration, ReportReply};
 use crate::report::RunResult;
 use crate::secrets::Credential;
 use crate::status::{percent, Progress, Source, StatusReport, StatusView, WorkerView};
@@ -146,7 +146,31 @@ impl JobReport {
 /// sentence a person can act on.
 pub fn result_ack(result: &JobReport, reply: ReportReply) -> pb::ResultAck {
     let (job_id, lease_id) = (result.job_id, result.lease_id);
-    let (outcome, reason, message) = match reply.outcome {
+    let verdict = match reply.outcome {
+        Ok(verdict) => verdict,
+        Err(Refusal::UnknownWorker) => {
+            let message = format!("worker {} is not registered (register again)", result.worker_id);
+            return ack(
+                result,
+                Outcome::Rejected,
+                Reason::UnknownWorker,
+                message,
+                reply.run_complete,
+            );
+        }
+        Err(Refusal::BadSecret) => {
+            let message =
+                format!("the result names worker {} without its secret", result.worker_id);
+            return ack(
+                result,
+                Outcome::Rejected,
+                Reason::BadWorkerSecret,
+                message,
+                reply.run_complete,
+            );
+        }
+    };
+    let (outcome, reason, message) = match verdict {
         Verdict::Accepted => (Outcome::Accepted, Reason::Unspecified, String::new()),
         Verdict::Duplicate => (Outcome::Duplicate, Reason::Unspecified, String::new()),
         Verdict::Confirmed => (Outcome::Confirmed, Reason::Unspecified, String::new()),
@@ -174,29 +198,30 @@ pub fn result_ack(result: &JobReport, reply: ReportReply) -> pb::ResultAck {
             Reason::UnknownLease,
             format!("lease {lease_id} was not issued to this worker for job {job_id}"),
         ),
-        Verdict::UnknownWorker => (
-            Outcome::Rejected,
-            Reason::UnknownWorker,
-            format!("worker {} is not registered (register again)", result.worker_id),
-        ),
-        Verdict::BadSecret => (
-            Outcome::Rejected,
-            Reason::BadWorkerSecret,
-            format!("the result names worker {} without its secret", result.worker_id),
-        ),
         Verdict::Implausible => (
             Outcome::Rejected,
             Reason::UntrustedWorker,
             format!("counts that no solver gives for job {job_id}: the worker is untrusted"),
         ),
     };
+    ack(result, outcome, reason, message, reply.run_complete)
+}
+
+/// The acknowledgement of `result` with its outcome, reason and message.
+fn ack(
+    result: &JobReport,
+    outcome: Outcome,
+    reason: Reason,
+    message: String,
+    run_complete: bool,
+) -> pb::ResultAck {
     pb::ResultAck {
-        job_id: job_id.get(),
-        lease_id: lease_id.get(),
+        job_id: result.job_id.get(),
+        lease_id: result.lease_id.get(),
         outcome: outcome as i32,
         reason: reason as i32,
         message,
-        run_complete: reply.run_complete,
+        run_complete,
     }
 }
 

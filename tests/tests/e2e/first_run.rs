@@ -29,7 +29,7 @@ fn plain_serve(dir: &Path, n: u32, port: u16, extra: &[&str]) -> Proc {
             return p;
         }
         let log = p.log_text();
-        assert!(attempt < 20 && log.contains("binding --metrics-listen"), "serve failed: {log}");
+        assert!(attempt < 20 && log.contains("binding --http-listen"), "serve failed: {log}");
         std::thread::sleep(Duration::from_millis(500));
     }
     unreachable!()
