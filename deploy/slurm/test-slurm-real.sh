@@ -303,7 +303,11 @@ read -r final ftotal complete < <(status_field "$state" jobs_done jobs_total com
 sleep 2
 done_metric="$(promql 'last_over_time(nqueens_jobs{state="done"}[5m])')"
 counted="$(promql 'last_over_time(nqueens_results_total[5m])')"
-log "2. prometheus at the end: nqueens_jobs{state=\"done\"} = $done_metric (jobs: $total); results counted by the resumed coordinator = $counted (expected $total - $stopped = $((total - stopped)))"
+log "2. prometheus at the end: nqueens_jobs{state=\"done\"} = $done_metric (jobs: $total); results counted by the resumed coordinator = $counted (jobs left: $total - $stopped = $((total - stopped)), plus the trust checks' answers)"
 [[ "$done_metric" == "$total" ]] || fail "prometheus: nqueens_jobs{state=\"done\"} is $done_metric at the end, not $total"
-[[ "$counted" == "$((total - stopped))" ]] || fail "the resumed coordinator counted $counted results, not the $((total - stopped)) jobs left (re-solved from zero?)"
+# Every job left is answered once; a few more answers are the trust checks' (spot checks of known
+# answers and second opinions, about 2% by default). Re-solving from zero would add the $stopped.
+left=$((total - stopped))
+[[ "$counted" -ge "$left" && "$counted" -le $((left + left / 20)) ]] \
+    || fail "the resumed coordinator counted $counted results for the $left jobs left (re-solved from zero?)"
 echo "test-slurm-real: 2 passed, 0 failed ($((SECONDS - T0)) s)"
