@@ -6,8 +6,10 @@
 //! are. Results outlive connections: a result computed while the coordinator is away waits in
 //! `unacked` and is re-sent after the reconnect.
 //!
-//! Here: the pool, the collector and the graceful stop; in `session`: the connection to the
-//! coordinator; in `config`: the settings and their checks; in `error`: the errors.
+//! Here: the collector and the graceful stop; in `cpu`: the CPU lane (a long job split into items
+//! that every thread solves); in `gpu`: the GPU lane; in `session`: the connection to the
+//! coordinator (leasing one batch ahead); in `config`: the settings and their checks; in `error`:
+//! the errors.
 
 #![warn(missing_docs)]
 

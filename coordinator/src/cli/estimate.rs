@@ -36,6 +36,11 @@ pub struct EstimateArgs {
     /// `estimate N --gpu` there and divide its projection into this one's CPU time).
     #[arg(long, default_value_t = EstimateParams::default().card_cores)]
     pub card_cores: f64,
+    /// Jobs with more searched rows than this left below their queens are sampled down random
+    /// paths of their parts instead of solved whole (raise it to check the paths against whole
+    /// solves at a size where both are affordable).
+    #[arg(long, default_value_t = EstimateParams::default().whole_rows)]
+    pub whole_rows: usize,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -127,6 +132,7 @@ pub fn run(args: EstimateArgs) -> Result<ExitCode> {
         seed: args.seed,
         split: SplitParams { target_jobs: args.target_jobs },
         budget: args.cost_budget,
+        whole_rows: args.whole_rows,
         host_cores: args.host_cores,
         card_cores: args.card_cores,
         ..EstimateParams::default()
