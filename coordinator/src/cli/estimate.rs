@@ -135,7 +135,6 @@ pub fn run(args: EstimateArgs) -> Result<ExitCode> {
         whole_rows: args.whole_rows,
         host_cores: args.host_cores,
         card_cores: args.card_cores,
-        ..EstimateParams::default()
     };
     anyhow::ensure!(args.host_cores > 0, "--host-cores must be at least 1");
     anyhow::ensure!(
