@@ -379,6 +379,22 @@ impl Engine {
         }));
     }
 
+    /// The `reply` back when `caller` is who it says it is; else the refusal is sent on it.
+    fn admit<T>(
+        &mut self,
+        caller: &Caller,
+        now: Instant,
+        reply: oneshot::Sender<Result<T, Refusal>>,
+    ) -> Option<oneshot::Sender<Result<T, Refusal>>> {
+        match self.authenticate(caller, now) {
+            Ok(()) => Some(reply),
+            Err(refusal) => {
+                let _ = reply.send(Err(refusal));
+                None
+            }
+        }
+    }
+
     /// `Heartbeat`: extends the caller's leases (within their hard deadlines).
     fn on_heartbeat(
         &mut self,
@@ -389,10 +405,7 @@ impl Engine {
         changes: &mut Vec<Change>,
         replies: &mut Vec<Reply>,
     ) {
-        if let Err(refusal) = self.authenticate(caller, now) {
-            let _ = reply.send(Err(refusal));
-            return;
-        }
+        let Some(reply) = self.admit(caller, now, reply) else { return };
         let lost = self.scheduler.heartbeat(caller.worker_id, lease_ids, now, changes);
         replies.push(Box::new(move |e: &Engine| {
             let run_complete = e.scheduler.is_complete();
@@ -412,10 +425,7 @@ impl Engine {
         changes: &mut Vec<Change>,
         replies: &mut Vec<Reply>,
     ) {
-        if let Err(refusal) = self.authenticate(caller, now) {
-            let _ = reply.send(Err(refusal));
-            return;
-        }
+        let Some(reply) = self.admit(caller, now, reply) else { return };
         let worker_id = caller.worker_id;
         let released = self.scheduler.release(worker_id, lease_id, job_ids, changes);
         tracing::info!(%worker_id, %lease_id, released, "jobs released");
