@@ -42,22 +42,24 @@ const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(2);
 /// those that arrive within [`GROUP_COMMIT_WINDOW`], up to [`MAX_BATCH`].
 fn gather(first: Option<Command>, rx: &mpsc::Receiver<Command>) -> Vec<Command> {
     let mut batch: Vec<Command> = first.into_iter().collect();
+    let mut has_result = batch.iter().any(|c| matches!(c, Command::Result { .. }));
     let deadline = Instant::now() + GROUP_COMMIT_WINDOW;
     while batch.len() < MAX_BATCH {
-        match rx.try_recv() {
-            Ok(cmd) => batch.push(cmd),
+        let next = match rx.try_recv() {
+            Ok(cmd) => cmd,
             Err(_) => {
-                let has_result = batch.iter().any(|c| matches!(c, Command::Result { .. }));
                 let left = deadline.saturating_duration_since(Instant::now());
                 if !has_result || left.is_zero() {
                     break;
                 }
                 match rx.recv_timeout(left) {
-                    Ok(cmd) => batch.push(cmd),
+                    Ok(cmd) => cmd,
                     Err(_) => break,
                 }
             }
-        }
+        };
+        has_result |= matches!(next, Command::Result { .. });
+        batch.push(next);
     }
     batch
 }

@@ -477,15 +477,14 @@ fn timed_sampled(job: &Job, whole_rows: usize, seed: u64) -> Result<(Timed, bool
     }
     let mut rng = crate::SplitMix64::new(seed ^ job.id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let (mut seconds, mut solutions, mut on_cpu) = (0.0, 0.0, true);
-    for _ in 0..PATHS {
+    'paths: for _ in 0..PATHS {
         let mut item = job.clone();
         let mut scale = 1.0f64;
-        let mut dead = false;
         while left(&item) > whole_rows {
             let parts = item.split(1)?;
             if parts.is_empty() {
-                dead = true;
-                break;
+                // A dead end: this path found nothing and took no time.
+                continue 'paths;
             }
             let weights = costs_at(&parts, PATH_COST_DEPTH)?;
             let total: u64 = weights.iter().map(|w| w + 1).sum();
@@ -504,9 +503,6 @@ fn timed_sampled(job: &Job, whole_rows: usize, seed: u64) -> Result<(Timed, bool
             }
             scale *= total as f64 / (weight + 1) as f64;
             item = chosen;
-        }
-        if dead {
-            continue;
         }
         let (t, cpu) = timed_solve(&item)?;
         seconds += t.seconds * scale;

@@ -64,6 +64,20 @@ struct InProgress<D> {
     done: Mutex<Option<D>>,
 }
 
+impl<D> InProgress<D> {
+    /// The start of one more item, noted as the job's start if it is the first; None once an
+    /// item failed (the job's answer is then its error, and its other items are skipped).
+    fn start(&self) -> Option<Instant> {
+        let mut found = self.found.lock();
+        if found.error.is_some() {
+            return None;
+        }
+        let now = Instant::now();
+        found.started.get_or_insert(now);
+        Some(now)
+    }
+}
+
 #[derive(Default)]
 struct Found {
     counts: JobCounts,
@@ -171,10 +185,8 @@ impl CpuLane {
     fn solve_item<D: FnOnce(Solved)>(&self, item: &Job, job: &InProgress<D>) {
         if self.stopping.load(Ordering::SeqCst) {
             job.found.lock().abandoned = true;
-        } else if job.found.lock().error.is_none() {
+        } else if let Some(started) = job.start() {
             self.running.fetch_add(1, Ordering::SeqCst);
-            job.found.lock().started.get_or_insert_with(Instant::now);
-            let started = Instant::now();
             let solved = item.solve();
             self.learn(item.estimate, started.elapsed().as_secs_f64());
             self.running.fetch_sub(1, Ordering::SeqCst);
