@@ -3,7 +3,7 @@
 //! ([`Scheduler::expire`]) or when the worker gives them up ([`Scheduler::release`]).
 
 use crate::ids::{JobId, LeaseId, WorkerId};
-use crate::jobs::Standing;
+use crate::jobs::{Pick, Standing};
 use crate::outcome::Change;
 use crate::Scheduler;
 use std::cmp::Reverse;
@@ -74,7 +74,10 @@ impl Scheduler {
         Some((lease_id, job_ids))
     }
 
-    /// Up to `max_jobs` pending jobs for `worker_id`, longest first, taken off the queue. A job
+    /// Up to `max_jobs` pending jobs for `worker_id`, taken off the queue: longest first, or the
+    /// cheapest first for a group on probation (every answer it gives is checked, by the referee
+    /// or another group: cheap ones keep those checks cheap and the probation short; a lone
+    /// worker then reaches full speed within its first second or so). A job
     /// on which `worker_id`'s group gave an opinion is left for one of the `others` that has
     /// not, while there is one, and never given back to a group on probation (its second answer
     /// would prove nothing).
@@ -85,14 +88,12 @@ impl Scheduler {
         others: &[WorkerId],
     ) -> Vec<JobId> {
         let probation = self.on_probation(worker_id);
+        let end = if probation { Pick::Cheapest } else { Pick::Longest };
         let mut picked = Vec::new();
         let mut set_aside = Vec::new();
         while picked.len() < max_jobs {
-            let Some(id) = self.jobs.pop_queued() else { break };
+            let Some(id) = self.jobs.pop_queued(end) else { break };
             let job = self.jobs.entry(id);
-            if job.standing() != Standing::Pending {
-                continue; // stale queue entry
-            }
             // Whether someone of `w`'s group has given an opinion: a group confirms nothing alone.
             let gave =
                 |w: WorkerId| job.opinions.iter().any(|(o, _)| self.group(*o) == self.group(w));

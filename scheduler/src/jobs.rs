@@ -9,7 +9,7 @@ use crate::outcome::Change;
 use crate::state::{JobState, JobsByState};
 use nqueens_core::JobCounts;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 /// Where a job stands in the scheduler: its [`JobState`], with the lease a leased job is under.
@@ -104,13 +104,24 @@ impl JobEntry {
     }
 }
 
+/// Which end of the pending queue a lease takes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pick {
+    /// The most expensive first: the run's tail is then its cheapest jobs.
+    Longest,
+    /// The cheapest first: for a group on probation, whose every answer the coordinator (or
+    /// another group) checks; cheap answers make those checks cheap and the probation short.
+    Cheapest,
+}
+
 /// Every job of the run, indexed by id, with its counters.
 #[derive(Debug)]
 pub(crate) struct JobTable {
     jobs: Vec<JobEntry>,
-    /// Pending jobs, most expensive first (lazily cleaned: entries whose job is no longer pending
-    /// are skipped when popped).
-    queue: BinaryHeap<(u64, Reverse<JobId>)>,
+    /// Exactly the pending jobs (less those popped and not yet leased), ordered by cost: the
+    /// most expensive at the back (leases take the longest first), the cheapest at the front
+    /// (probation leases take those, see [`Pick`]).
+    queue: BTreeSet<(u64, Reverse<JobId>)>,
     by_state: JobsByState,
     /// Leased jobs per worker, kept as jobs move (status reads it without walking every job).
     leased_by: HashMap<WorkerId, u64>,
@@ -121,7 +132,7 @@ impl JobTable {
     pub(crate) fn new(jobs: Vec<JobEntry>) -> Self {
         let mut table = JobTable {
             jobs,
-            queue: BinaryHeap::new(),
+            queue: BTreeSet::new(),
             by_state: JobsByState::default(),
             leased_by: HashMap::new(),
         };
@@ -132,7 +143,7 @@ impl JobTable {
                 *table.leased_by.entry(worker_id).or_default() += 1;
             }
             if job.standing == Standing::Pending {
-                table.queue.push((job.estimate, Reverse(id)));
+                table.queue.insert((job.estimate, Reverse(id)));
             }
         }
         table
@@ -175,6 +186,11 @@ impl JobTable {
     pub(crate) fn set_state(&mut self, id: JobId, state: Standing, changes: &mut Vec<Change>) {
         let job = &mut self.jobs[id.index()];
         self.by_state.moved(job.standing.state(), state.state());
+        if state == Standing::Pending {
+            self.queue.insert((job.estimate, Reverse(id)));
+        } else {
+            self.queue.remove(&(job.estimate, Reverse(id)));
+        }
         if let Standing::Leased { worker_id, .. } = job.standing {
             if let Some(held) = self.leased_by.get_mut(&worker_id) {
                 *held = held.saturating_sub(1);
@@ -196,9 +212,6 @@ impl JobTable {
             errors: job.errors,
             conflicts: job.conflicts,
         });
-        if state == Standing::Pending {
-            self.queue.push((job.estimate, Reverse(id)));
-        }
     }
 
     /// Moves the deadline of a job held under `lease_id` (nothing durable changes: deadlines are
@@ -213,15 +226,19 @@ impl JobTable {
         }
     }
 
-    /// The most expensive job in the pending queue, taken off it: possibly a stale entry (the
-    /// caller skips jobs that are not pending any more).
-    pub(crate) fn pop_queued(&mut self) -> Option<JobId> {
-        self.queue.pop().map(|(_, Reverse(id))| id)
+    /// A pending job taken off the queue, the most expensive or the cheapest as `pick` says (the
+    /// caller leases it, or gives it back by [`JobTable::requeue`]).
+    pub(crate) fn pop_queued(&mut self, pick: Pick) -> Option<JobId> {
+        let entry = match pick {
+            Pick::Longest => self.queue.pop_last(),
+            Pick::Cheapest => self.queue.pop_first(),
+        };
+        entry.map(|(_, Reverse(id))| id)
     }
     /// Puts pending jobs taken by [`JobTable::pop_queued`] but not leased back in the queue.
     pub(crate) fn requeue(&mut self, ids: impl IntoIterator<Item = JobId>) {
         for id in ids {
-            self.queue.push((self.jobs[id.index()].estimate, Reverse(id)));
+            self.queue.insert((self.jobs[id.index()].estimate, Reverse(id)));
         }
     }
 
@@ -244,11 +261,11 @@ impl JobTable {
         if kept != leased_by {
             return Err(format!("leased jobs per worker {kept:?}, recounted {leased_by:?}"));
         }
-        let queued: std::collections::HashSet<JobId> =
-            self.queue.iter().map(|(_, Reverse(id))| *id).collect();
         for id in self.ids() {
-            if self.jobs[id.index()].standing == Standing::Pending && !queued.contains(&id) {
-                return Err(format!("pending job {id} is not in the queue"));
+            let job = &self.jobs[id.index()];
+            let queued = self.queue.contains(&(job.estimate, Reverse(id)));
+            if (job.standing == Standing::Pending) != queued {
+                return Err(format!("job {id} is {:?} and queued: {queued}", job.standing.state()));
             }
         }
         Ok(())

@@ -105,18 +105,19 @@ fn a_right_spot_check_answer_is_an_agreement() {
     let mut l = life(3, false);
     l.set_probation(1);
     let mut ch = Vec::new();
-    l.add_reference(j(2), counts(20), &mut ch);
+    // Job 0, the cheapest, is what a lease on probation takes first.
+    l.add_reference(j(0), counts(20), &mut ch);
     let (b, _) = l.lease(w(B), 1, &[], Instant::now(), &mut ch).unwrap();
     assert_eq!(
-        l.result(w(B), b, j(2), solved(counts(20)), Instant::now(), &mut ch),
+        l.result(w(B), b, j(0), solved(counts(20)), Instant::now(), &mut ch),
         Verdict::Confirmed
     );
     assert!(!l.on_probation(w(B)), "agreeing with the coordinator counts");
     assert!(l.on_probation(w(A)));
     let (a, ids) = l.lease_checked(w(A), 1, &ws(&[B]), true, Instant::now(), &mut ch).unwrap();
-    assert_eq!(ids, js(&[2]));
+    assert_eq!(ids, js(&[0]));
     assert_eq!(
-        l.result(w(A), a, j(2), solved(counts(20)), Instant::now(), &mut ch),
+        l.result(w(A), a, j(0), solved(counts(20)), Instant::now(), &mut ch),
         Verdict::Confirmed
     );
     assert!(!l.on_probation(w(A)));

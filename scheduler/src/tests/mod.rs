@@ -92,6 +92,22 @@ fn leases_longest_first_and_completes() {
 }
 
 #[test]
+fn a_group_on_probation_gets_the_cheapest_jobs_and_a_trusted_one_the_longest() {
+    let mut l = life(8, false);
+    l.set_probation(1);
+    let mut ch = Vec::new();
+    let (lease, ids) = l.lease(w(1), 2, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, js(&[1, 0]), "cheapest first, sent longest first");
+    // The coordinator's own answer agrees: the group leaves probation.
+    l.add_reference(j(0), counts(1), &mut ch);
+    l.result(w(1), lease, j(0), solved(counts(1)), Instant::now(), &mut ch);
+    assert!(!l.on_probation(w(1)));
+    let (_, ids) = l.lease(w(1), 2, &[], Instant::now(), &mut ch).unwrap();
+    assert_eq!(ids, js(&[7, 6]));
+    assert_eq!(l.count(JobState::Pending), 4);
+}
+
+#[test]
 fn expired_leases_return_jobs() {
     let mut l = life(3, false);
     let mut ch = Vec::new();
