@@ -64,8 +64,36 @@ fn gather(first: Option<Command>, rx: &mpsc::Receiver<Command>) -> Vec<Command> 
     batch
 }
 
-/// An answer to a command, sent only once the changes it reports are committed.
-type Reply = Box<dyn FnOnce(&Engine)>;
+/// A reply decided in a batch, held until the batch is committed.
+struct Deferred<T> {
+    tx: ReplyTx<T>,
+    outcome: Result<T, Refusal>,
+}
+
+/// Every reply a batch holds back until its commit, whatever command it answers.
+enum Outgoing {
+    Register(Deferred<Registered>),
+    Lease(Deferred<Granted>),
+    Heartbeat(Deferred<Vec<LeaseId>>),
+    Release(Deferred<u32>),
+    Result(Deferred<Verdict>),
+}
+
+impl Outgoing {
+    /// Sends the reply (a caller that went away is no matter).
+    fn send(self, run_complete: bool) {
+        fn send<T>(d: Deferred<T>, run_complete: bool) {
+            let _ = d.tx.send(Reply { outcome: d.outcome, run_complete });
+        }
+        match self {
+            Outgoing::Register(d) => send(d, run_complete),
+            Outgoing::Lease(d) => send(d, run_complete),
+            Outgoing::Heartbeat(d) => send(d, run_complete),
+            Outgoing::Release(d) => send(d, run_complete),
+            Outgoing::Result(d) => send(d, run_complete),
+        }
+    }
+}
 
 /// The seed of the scheduler's random choices (which lease carries a spot check, which known job
 /// it is): from the operating system, so that no worker can predict them. Without OS randomness
@@ -176,10 +204,15 @@ impl Engine {
         let (complete_tx, complete_rx) = watch::channel(None);
         let done_at_start = scheduler.count(JobState::Done);
         let (tx, rx) = mpsc::channel();
-        let referee = config
-            .jobs
-            .clone()
-            .map(|jobs| crate::referee::spawn(jobs, EngineHandle { tx: tx.clone() }));
+        let referee = config.jobs.clone().map(|jobs| {
+            let engine = EngineHandle { tx: tx.clone() };
+            crate::referee::spawn(jobs, move |ruling| {
+                engine.send(match ruling.counts {
+                    Some(counts) => Command::Reference { job_id: ruling.job_id, counts },
+                    None => Command::RefereeFailed { job_id: ruling.job_id },
+                })
+            })
+        });
         let engine = Engine {
             store,
             scheduler,
@@ -234,7 +267,7 @@ impl Engine {
             let shutdown = batch.iter().any(|c| matches!(c, Command::Shutdown));
             let mut changes = Vec::new();
             let mut worker_rows = Vec::new();
-            let mut replies: Vec<Reply> = Vec::new();
+            let mut replies: Vec<Outgoing> = Vec::new();
             for cmd in batch {
                 self.decide(cmd, &mut changes, &mut worker_rows, &mut replies);
             }
@@ -259,8 +292,9 @@ impl Engine {
                 }
                 self.metrics.commits.fetch_add(1, Ordering::Relaxed);
             }
+            let run_complete = self.scheduler.is_complete();
             for reply in replies {
-                reply(&self);
+                reply.send(run_complete);
             }
             self.hand_to_referee();
             self.publish_gauges();
@@ -274,31 +308,50 @@ impl Engine {
         }
     }
 
+    /// Decides one command: a worker's is authenticated first, then handled by its `on_*`
+    /// handler, whose outcome (or the refusal) is answered after the commit.
     fn decide(
         &mut self,
         cmd: Command,
         changes: &mut Vec<Change>,
         worker_rows: &mut Vec<WorkerRow>,
-        replies: &mut Vec<Reply>,
+        replies: &mut Vec<Outgoing>,
     ) {
         let now = Instant::now();
         match cmd {
             Command::Shutdown => {}
             Command::WithStore(work) => work(&self.store),
             Command::Register { worker, reply } => {
-                self.on_register(worker, reply, now, worker_rows, replies)
+                let outcome = self.on_register(worker, now, worker_rows);
+                replies.push(Outgoing::Register(Deferred { tx: reply, outcome }));
             }
             Command::Lease { caller, free_slots, reply } => {
-                self.on_lease(&caller, free_slots, reply, now, changes, replies)
+                let outcome = self
+                    .authenticate(&caller, now)
+                    .and_then(|()| self.on_lease(caller.worker_id, free_slots, now, changes));
+                replies.push(Outgoing::Lease(Deferred { tx: reply, outcome }));
             }
             Command::Heartbeat { caller, lease_ids, reply } => {
-                self.on_heartbeat(&caller, &lease_ids, reply, now, changes, replies)
+                let outcome = self
+                    .authenticate(&caller, now)
+                    .map(|()| self.scheduler.heartbeat(caller.worker_id, &lease_ids, now, changes));
+                replies.push(Outgoing::Heartbeat(Deferred { tx: reply, outcome }));
             }
             Command::Release { caller, lease_id, job_ids, reply } => {
-                self.on_release(&caller, lease_id, &job_ids, reply, now, changes, replies)
+                let outcome = self
+                    .authenticate(&caller, now)
+                    .map(|()| self.on_release(caller.worker_id, lease_id, &job_ids, changes));
+                replies.push(Outgoing::Release(Deferred { tx: reply, outcome }));
             }
-            Command::Result { result, reply } => {
-                self.on_result(&result, reply, now, changes, replies)
+            Command::Result { answer, reply } => {
+                let outcome = self
+                    .authenticate(&answer.caller, now)
+                    .map(|()| self.on_result(&answer, now, changes));
+                if let Err(refusal) = outcome {
+                    self.metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(job = %answer.job_id, worker = %answer.caller.worker_id, ?refusal, "result refused: the caller is not that worker");
+                }
+                replies.push(Outgoing::Result(Deferred { tx: reply, outcome }));
             }
             Command::Reference { job_id, counts } => {
                 let before = changes.len();
@@ -311,9 +364,7 @@ impl Engine {
                 self.scheduler.coordinator_failed(job_id, changes);
             }
             Command::Status { reply } => {
-                replies.push(Box::new(move |e: &Engine| {
-                    let _ = reply.send(e.status());
-                }));
+                let _ = reply.send(self.status());
             }
         }
     }
@@ -322,46 +373,24 @@ impl Engine {
     fn on_register(
         &mut self,
         worker: Registration,
-        reply: oneshot::Sender<RegisterReply>,
         now: Instant,
         worker_rows: &mut Vec<WorkerRow>,
-        replies: &mut Vec<Reply>,
-    ) {
-        let answer = self.register(worker, now, worker_rows);
-        replies.push(Box::new(move |e: &Engine| {
-            let answer = match answer {
-                Some((worker_id, secret)) => RegisterReply::Registered {
-                    worker_id,
-                    secret,
-                    run_complete: e.scheduler.is_complete(),
-                },
-                None => RegisterReply::TooMany,
-            };
-            let _ = reply.send(answer);
-        }));
+    ) -> Result<Registered, Refusal> {
+        self.register(worker, now, worker_rows)
+            .map(|(worker_id, secret)| Registered { worker_id, secret })
+            .ok_or(Refusal::TooManyRegistrations)
     }
 
-    /// `Lease`: jobs for an authenticated, trusted-enough caller, sized by [`Self::lease_size`].
+    /// `Lease`: jobs for a trusted-enough worker, sized by [`Self::lease_size`].
     fn on_lease(
         &mut self,
-        caller: &Caller,
+        worker_id: WorkerId,
         free_slots: u32,
-        reply: oneshot::Sender<LeaseReply>,
         now: Instant,
         changes: &mut Vec<Change>,
-        replies: &mut Vec<Reply>,
-    ) {
-        if let Err(refusal) = self.authenticate(caller, now) {
-            let _ = reply.send(match refusal {
-                Refusal::UnknownWorker => LeaseReply::UnknownWorker,
-                Refusal::BadSecret => LeaseReply::BadSecret,
-            });
-            return;
-        }
-        let worker_id = caller.worker_id;
+    ) -> Result<Granted, Refusal> {
         if self.scheduler.is_untrusted(worker_id) {
-            let _ = reply.send(LeaseReply::UntrustedWorker);
-            return;
+            return Err(Refusal::Untrusted);
         }
         let others = self.other_active_workers(worker_id, now);
         let size = self.lease_size(worker_id, free_slots, now);
@@ -371,97 +400,34 @@ impl Engine {
         let spot_checks = self.config.spot_checks;
         let granted =
             self.scheduler.lease_checked(worker_id, size, &others, spot_checks, now, changes);
-        let (lease_id, job_ids) = granted.unwrap_or_default();
-        if lease_id != LeaseId::new(0) {
-            tracing::debug!(%worker_id, %lease_id, jobs = job_ids.len(), "lease granted");
-        }
-        replies.push(Box::new(move |e: &Engine| {
-            let run_complete = e.scheduler.is_complete();
-            let _ = reply.send(LeaseReply::Granted { lease_id, job_ids, run_complete });
-        }));
+        let Some((lease_id, job_ids)) = granted else { return Ok(Granted::default()) };
+        tracing::debug!(%worker_id, %lease_id, jobs = job_ids.len(), "lease granted");
+        Ok(Granted { lease_id, job_ids })
     }
 
-    /// The `reply` back when `caller` is who it says it is; else the refusal is sent on it.
-    fn admit<T>(
-        &mut self,
-        caller: &Caller,
-        now: Instant,
-        reply: oneshot::Sender<Result<T, Refusal>>,
-    ) -> Option<oneshot::Sender<Result<T, Refusal>>> {
-        match self.authenticate(caller, now) {
-            Ok(()) => Some(reply),
-            Err(refusal) => {
-                let _ = reply.send(Err(refusal));
-                None
-            }
-        }
-    }
-
-    /// `Heartbeat`: extends the caller's leases (within their hard deadlines).
-    fn on_heartbeat(
-        &mut self,
-        caller: &Caller,
-        lease_ids: &[LeaseId],
-        reply: oneshot::Sender<Result<HeartbeatReply, Refusal>>,
-        now: Instant,
-        changes: &mut Vec<Change>,
-        replies: &mut Vec<Reply>,
-    ) {
-        let Some(reply) = self.admit(caller, now, reply) else { return };
-        let lost = self.scheduler.heartbeat(caller.worker_id, lease_ids, now, changes);
-        replies.push(Box::new(move |e: &Engine| {
-            let run_complete = e.scheduler.is_complete();
-            let _ = reply.send(Ok(HeartbeatReply { lost_lease_ids: lost, run_complete }));
-        }));
-    }
-
-    /// `Release`: the caller gives jobs back (all of a lease, or all its leases for lease 0).
-    #[allow(clippy::too_many_arguments)]
+    /// `Release`: the worker gives jobs back (all of a lease, or all its leases for lease 0).
     fn on_release(
         &mut self,
-        caller: &Caller,
+        worker_id: WorkerId,
         lease_id: LeaseId,
         job_ids: &[JobId],
-        reply: oneshot::Sender<Result<u32, Refusal>>,
-        now: Instant,
         changes: &mut Vec<Change>,
-        replies: &mut Vec<Reply>,
-    ) {
-        let Some(reply) = self.admit(caller, now, reply) else { return };
-        let worker_id = caller.worker_id;
+    ) -> u32 {
         let released = self.scheduler.release(worker_id, lease_id, job_ids, changes);
         tracing::info!(%worker_id, %lease_id, released, "jobs released");
-        replies.push(Box::new(move |_: &Engine| {
-            let _ = reply.send(Ok(released));
-        }));
+        released
     }
 
-    /// `Result`: one job's answer from an authenticated caller, decided by the scheduler.
+    /// `Result`: one job's answer, decided by the scheduler and counted in the metrics.
     fn on_result(
         &mut self,
-        result: &JobReport,
-        reply: oneshot::Sender<ReportReply>,
+        answer: &JobAnswer,
         now: Instant,
         changes: &mut Vec<Change>,
-        replies: &mut Vec<Reply>,
-    ) {
-        let caller = Caller {
-            worker_id: result.worker_id,
-            secret: result.secret.clone(),
-            credential: result.credential.clone(),
-        };
-        let outcome =
-            self.authenticate(&caller, now).map(|()| self.decide_result(result, now, changes));
-        match outcome {
-            Ok(verdict) => self.count_outcome(result, verdict, now),
-            Err(refusal) => {
-                self.metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(job = %result.job_id, worker = %result.worker_id, ?refusal, "result refused: the caller is not that worker");
-            }
-        }
-        replies.push(Box::new(move |e: &Engine| {
-            let _ = reply.send(ReportReply { outcome, run_complete: e.scheduler.is_complete() });
-        }));
+    ) -> Verdict {
+        let verdict = self.decide_result(answer, now, changes);
+        self.count_outcome(answer, verdict, now);
+        verdict
     }
 
     /// How many jobs a lease gives `worker_id` (see [`Scheduler::lease_size`]): the slots it
@@ -472,19 +438,20 @@ impl Engine {
         self.scheduler.lease_size(worker_id, slots, now)
     }
 
-    /// One authenticated result, decided by the life cycle.
+    /// One authenticated answer, decided by the scheduler.
     fn decide_result(
         &mut self,
-        result: &JobReport,
+        result: &JobAnswer,
         now: Instant,
         changes: &mut Vec<Change>,
     ) -> Verdict {
+        let worker_id = result.caller.worker_id;
         if let Finding::SolverError(error) = &result.finding {
-            tracing::warn!(job = %result.job_id, worker = %result.worker_id, error = %error.escape_debug(), "worker reported a solver error");
+            tracing::warn!(job = %result.job_id, worker = %worker_id, error = %error.escape_debug(), "worker reported a solver error");
         }
         let before = changes.len();
         let outcome = self.scheduler.result(
-            result.worker_id,
+            worker_id,
             result.lease_id,
             result.job_id,
             result.finding.clone(),
@@ -495,7 +462,7 @@ impl Engine {
         outcome
     }
 
-    /// Sends the jobs the life cycle wants the coordinator's own answer for to the referee.
+    /// Sends the jobs the scheduler wants the coordinator's own answer for to the referee.
     fn hand_to_referee(&mut self) {
         let jobs = self.scheduler.take_referee_jobs();
         let Some(referee) = &self.referee else { return };
@@ -518,8 +485,9 @@ impl Engine {
         }
     }
 
-    fn count_outcome(&mut self, msg: &JobReport, outcome: Verdict, now: Instant) {
+    fn count_outcome(&mut self, msg: &JobAnswer, outcome: Verdict, now: Instant) {
         let m = &self.metrics;
+        let worker_id = msg.caller.worker_id;
         match outcome {
             Verdict::Accepted | Verdict::Confirmed => {
                 self.last_counted = Some(now);
@@ -527,7 +495,7 @@ impl Engine {
                 if let Finding::Solved { counts, .. } = msg.finding {
                     m.nodes.fetch_add(counts.nodes, Ordering::Relaxed);
                 }
-                if let Some(w) = self.workers.get_mut(&msg.worker_id) {
+                if let Some(w) = self.workers.get_mut(&worker_id) {
                     w.results += 1;
                     w.delivered(now);
                 }
@@ -539,10 +507,10 @@ impl Engine {
                 m.conflicts.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     job = %msg.job_id,
-                    worker = %msg.worker_id,
+                    worker = %worker_id,
                     "conflicting result recorded; the job will be re-run"
                 );
-                if let Some(w) = self.workers.get_mut(&msg.worker_id) {
+                if let Some(w) = self.workers.get_mut(&worker_id) {
                     w.conflicts += 1;
                 }
             }
@@ -557,7 +525,7 @@ impl Engine {
                 tracing::warn!(
                     job = %msg.job_id,
                     lease = %msg.lease_id,
-                    worker = %msg.worker_id,
+                    worker = %worker_id,
                     ?outcome,
                     "result rejected"
                 );

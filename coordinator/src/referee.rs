@@ -5,8 +5,7 @@
 //! A job whose expected time is too long for the coordinator's host is skipped here and
 //! settled by workers of other credentials instead (see `Scheduler::result`).
 
-use crate::engine::{Command, EngineHandle};
-use nqueens_core::Job;
+use nqueens_core::{Job, JobCounts};
 use nqueens_scheduler::JobId;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -16,9 +15,20 @@ use std::time::Instant;
 /// coordinator's host (disputes are then settled by other credentials).
 pub const REFEREE_MAX_N: u8 = 22;
 
-/// Starts the referee thread; jobs are sent by id on the returned channel, answers come back to
-/// the engine as [`Command::Reference`]. The thread ends when the channel closes.
-pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> mpsc::Sender<JobId> {
+/// The coordinator's own answer to one job: its counts, or `None` where its attempt failed.
+#[derive(Debug)]
+pub struct Ruling {
+    pub job_id: JobId,
+    pub counts: Option<JobCounts>,
+}
+
+/// Starts the referee thread; jobs are sent by id on the returned channel, each answer goes to
+/// `rule` (the engine's command channel: the referee knows nothing of the engine), which says
+/// whether anyone still listens. The thread ends when either side closes.
+pub fn spawn(
+    jobs: Arc<Vec<Job>>,
+    rule: impl Fn(Ruling) -> bool + Send + 'static,
+) -> mpsc::Sender<JobId> {
     let (tx, rx) = mpsc::channel::<JobId>();
     let spawned = std::thread::Builder::new().name("nq-referee".into()).spawn(move || {
         for job_id in rx {
@@ -40,13 +50,13 @@ pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> mpsc::Sender<JobId> {
                         seconds = started.elapsed().as_secs_f64(),
                         "referee: the coordinator's own answer"
                     );
-                    if !engine.send(Command::Reference { job_id, counts }) {
+                    if !rule(Ruling { job_id, counts: Some(counts) }) {
                         return;
                     }
                 }
                 Err(e) => {
                     tracing::error!(job = %job_id, error = %e, "referee cannot solve the job");
-                    if !engine.send(Command::RefereeFailed { job_id }) {
+                    if !rule(Ruling { job_id, counts: None }) {
                         return;
                     }
                 }

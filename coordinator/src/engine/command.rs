@@ -7,31 +7,33 @@ use nqueens_scheduler::{Finding, JobId, LeaseId, Verdict, WorkerId};
 use std::sync::mpsc;
 use tokio::sync::oneshot;
 
-/// A request to the engine, with the channel its answer goes back on.
+/// A request to the engine, with the channel its [`Reply`] goes back on.
 pub enum Command {
     Register {
         worker: Registration,
-        reply: oneshot::Sender<RegisterReply>,
+        reply: ReplyTx<Registered>,
     },
     Lease {
         caller: Caller,
         free_slots: u32,
-        reply: oneshot::Sender<LeaseReply>,
+        reply: ReplyTx<Granted>,
     },
+    /// Extends the caller's leases; the reply lists those that hold nothing any more.
     Heartbeat {
         caller: Caller,
         lease_ids: Vec<LeaseId>,
-        reply: oneshot::Sender<Result<HeartbeatReply, Refusal>>,
+        reply: ReplyTx<Vec<LeaseId>>,
     },
     Result {
-        result: JobReport,
-        reply: oneshot::Sender<ReportReply>,
+        answer: JobAnswer,
+        reply: ReplyTx<Verdict>,
     },
+    /// Gives jobs back; the reply says how many were released.
     Release {
         caller: Caller,
         lease_id: LeaseId,
         job_ids: Vec<JobId>,
-        reply: oneshot::Sender<Result<u32, Refusal>>,
+        reply: ReplyTx<u32>,
     },
     Status {
         reply: oneshot::Sender<StatusView>,
@@ -51,6 +53,18 @@ pub enum Command {
     Shutdown,
 }
 
+/// What every worker's command is answered with, once the changes it made are committed: what
+/// was decided, or why the caller was refused before anything was; and whether the run is
+/// complete (a worker that hears so stops).
+#[derive(Debug)]
+pub struct Reply<T> {
+    pub outcome: Result<T, Refusal>,
+    pub run_complete: bool,
+}
+
+/// The channel a [`Reply`] goes back on.
+pub type ReplyTx<T> = oneshot::Sender<Reply<T>>;
+
 /// Who makes a call: the worker id it names, the secret that must come with it, and the
 /// credential (token) the call was made under.
 #[derive(Debug, Clone)]
@@ -60,13 +74,17 @@ pub struct Caller {
     pub credential: Credential,
 }
 
-/// Why a call naming a worker was refused before anything was decided.
+/// Why a worker's call was refused before anything was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
     /// No worker of that id registered with this coordinator process (register again).
     UnknownWorker,
     /// The id is another worker's: wrong secret, or another credential.
     BadSecret,
+    /// The worker lost a verification and gets no more work.
+    Untrusted,
+    /// Too many registrations under this credential (and address) lately.
+    TooManyRegistrations,
 }
 
 /// A worker introducing itself, already checked by the service (version, self-test, bounds).
@@ -88,50 +106,28 @@ pub struct Registration {
     pub peer: Option<std::net::IpAddr>,
 }
 
-/// One job's result as a worker reported it.
+/// One job's answer as a worker sent it, with who sent it.
 #[derive(Debug, Clone)]
-pub struct JobReport {
-    pub worker_id: WorkerId,
-    /// The secret and credential it came with (see [`Caller`]).
-    pub secret: String,
-    pub credential: Credential,
+pub struct JobAnswer {
+    pub caller: Caller,
     pub lease_id: LeaseId,
     pub job_id: JobId,
     pub finding: Finding,
 }
 
-pub enum RegisterReply {
-    Registered {
-        worker_id: WorkerId,
-        /// The worker's secret: every later call naming `worker_id` must carry it.
-        secret: String,
-        run_complete: bool,
-    },
-    /// Too many registrations under this credential lately.
-    TooMany,
+/// A registration taken: the worker's id and the secret every later call naming it must carry.
+#[derive(Debug)]
+pub struct Registered {
+    pub worker_id: WorkerId,
+    pub secret: String,
 }
 
-pub enum LeaseReply {
-    /// Jobs (ids into the run's job list) under a new lease; none when nothing can be given now.
-    Granted { lease_id: LeaseId, job_ids: Vec<JobId>, run_complete: bool },
-    /// The worker is not registered with this coordinator.
-    UnknownWorker,
-    /// The worker lost a verification and gets no more work.
-    UntrustedWorker,
-    /// The call named a worker id without its secret.
-    BadSecret,
-}
-
-pub struct HeartbeatReply {
-    /// Leases that no longer cover any job of the worker.
-    pub lost_lease_ids: Vec<LeaseId>,
-    pub run_complete: bool,
-}
-
-pub struct ReportReply {
-    /// The scheduler's verdict, or why the caller was refused before anything was decided.
-    pub outcome: Result<Verdict, Refusal>,
-    pub run_complete: bool,
+/// Jobs (ids into the run's job list) under a new lease; none when nothing can be given now
+/// (lease id 0).
+#[derive(Debug, Default)]
+pub struct Granted {
+    pub lease_id: LeaseId,
+    pub job_ids: Vec<JobId>,
 }
 
 /// Handle for sending commands to the engine thread.

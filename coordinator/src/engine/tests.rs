@@ -3,7 +3,7 @@
 //! known total.
 
 use super::{
-    Caller, Command, Engine, EngineConfig, EngineHandle, JobReport, LeaseReply, RegisterReply,
+    Caller, Command, Engine, EngineConfig, EngineHandle, Granted, JobAnswer, Refusal, Registered,
     Registration,
 };
 use crate::metrics::Metrics;
@@ -22,16 +22,15 @@ fn ask<T>(engine: &EngineHandle, make: impl FnOnce(oneshot::Sender<T>) -> Comman
     rx.blocking_recv().expect("the engine answers")
 }
 
-#[test]
-fn an_engine_in_process_completes_n8_with_the_known_total() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run8.db");
+/// An engine over a fresh N=8 run in `dir`, with its completion signal and thread.
+fn start_engine(dir: &std::path::Path) -> (EngineHandle, Started, nqueens_core::JobList) {
     let list = job_list(8, &SplitParams::default()).unwrap();
+    let state = dir.join("run8.db");
     let store =
         Store::open_or_create(&state, &list, nqueens_proto::PROTOCOL_MAJOR, 0.0, RunKind::Cluster)
             .unwrap();
     let config = EngineConfig {
-        result_file: dir.path().join("result.json"),
+        result_file: dir.join("result.json"),
         heartbeat: Duration::from_secs(10),
         spot_checks: false,
         jobs: None,
@@ -40,29 +39,76 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
     let metrics = Arc::new(Metrics::default());
     let (engine, complete, _ended, thread) =
         Engine::start(store, Duration::from_secs(30), metrics, config).unwrap();
+    (engine, (complete, thread), list)
+}
 
-    // Two workers under two credentials, so that they can confirm each other's answers.
-    let mut workers = Vec::new();
-    for name in ["a", "b"] {
-        let credential = Credential::named(name);
-        let worker = Registration {
-            previous_worker_id: None,
-            previous_secret: String::new(),
-            credential: credential.clone(),
-            name: name.into(),
-            host: "localhost".into(),
-            cores: 4,
-            version: env!("CARGO_PKG_VERSION").into(),
-            device: "cpu".into(),
-            peer: None,
+type Started = (
+    tokio::sync::watch::Receiver<Option<crate::report::RunResult>>,
+    std::thread::JoinHandle<Result<(), nqueens_store::StoreError>>,
+);
+
+/// Registers a worker under the credential `name`.
+fn register(engine: &EngineHandle, name: &str) -> Caller {
+    let credential = Credential::named(name);
+    let worker = Registration {
+        previous_worker_id: None,
+        previous_secret: String::new(),
+        credential: credential.clone(),
+        name: name.into(),
+        host: "localhost".into(),
+        cores: 4,
+        version: env!("CARGO_PKG_VERSION").into(),
+        device: "cpu".into(),
+        peer: None,
+    };
+    let reply = ask(engine, |reply| Command::Register { worker, reply });
+    let Registered { worker_id, secret } = reply.outcome.expect("registration taken");
+    Caller { worker_id, secret, credential }
+}
+
+#[test]
+fn every_command_of_a_caller_that_is_not_the_worker_it_names_is_refused_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, (_complete, thread), _) = start_engine(dir.path());
+    let honest = register(&engine, "a");
+    let wrong_secret = Caller { secret: "not-it".into(), ..honest.clone() };
+    let unknown = Caller { worker_id: nqueens_scheduler::WorkerId::new(99), ..honest.clone() };
+    for (caller, refusal) in [(wrong_secret, Refusal::BadSecret), (unknown, Refusal::UnknownWorker)]
+    {
+        let c = caller.clone();
+        let lease = ask(&engine, |reply| Command::Lease { caller: c, free_slots: 4, reply });
+        assert_eq!(lease.outcome.unwrap_err(), refusal);
+        let c = caller.clone();
+        let beat = ask(&engine, |reply| Command::Heartbeat { caller: c, lease_ids: vec![], reply });
+        assert_eq!(beat.outcome.unwrap_err(), refusal);
+        let c = caller.clone();
+        let lease_id = nqueens_scheduler::LeaseId::new(0);
+        let release =
+            ask(&engine, |reply| Command::Release { caller: c, lease_id, job_ids: vec![], reply });
+        assert_eq!(release.outcome.unwrap_err(), refusal);
+        let answer = JobAnswer {
+            caller,
+            lease_id,
+            job_id: nqueens_scheduler::JobId::new(0),
+            finding: Finding::SolverError("x".into()),
         };
-        match ask(&engine, |reply| Command::Register { worker, reply }) {
-            RegisterReply::Registered { worker_id, secret, .. } => {
-                workers.push(Caller { worker_id, secret, credential })
-            }
-            _ => panic!("registration refused"),
-        }
+        let result = ask(&engine, |reply| Command::Result { answer, reply });
+        assert_eq!(result.outcome.unwrap_err(), refusal);
     }
+    // The worker itself is served.
+    let c = honest.clone();
+    let lease = ask(&engine, |reply| Command::Lease { caller: c, free_slots: 4, reply });
+    assert!(!lease.outcome.unwrap().job_ids.is_empty());
+    assert!(engine.send(Command::Shutdown));
+    thread.join().unwrap().unwrap();
+}
+
+#[test]
+fn an_engine_in_process_completes_n8_with_the_known_total() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, (complete, thread), list) = start_engine(dir.path());
+    // Two workers under two credentials, so that they can confirm each other's answers.
+    let workers = vec![register(&engine, "a"), register(&engine, "b")];
     let mut rounds = 0;
     while complete.borrow().is_none() {
         rounds += 1;
@@ -70,10 +116,8 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
         let caller = workers[rounds % workers.len()].clone();
         let lease =
             ask(&engine, |reply| Command::Lease { caller: caller.clone(), free_slots: 4, reply });
-        let LeaseReply::Granted { lease_id, job_ids, run_complete } = lease else {
-            panic!("lease refused");
-        };
-        if run_complete {
+        let Granted { lease_id, job_ids } = lease.outcome.expect("lease granted");
+        if lease.run_complete {
             break;
         }
         if job_ids.is_empty() {
@@ -82,15 +126,13 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
         }
         for job_id in job_ids {
             let counts = list.jobs[job_id.get() as usize].solve().unwrap();
-            let result = JobReport {
-                worker_id: caller.worker_id,
-                secret: caller.secret.clone(),
-                credential: caller.credential.clone(),
+            let answer = JobAnswer {
+                caller: caller.clone(),
                 lease_id,
                 job_id,
                 finding: Finding::Solved { counts, seconds: 0.001 },
             };
-            let reply = ask(&engine, |reply| Command::Result { result, reply });
+            let reply = ask(&engine, |reply| Command::Result { answer, reply });
             assert!(
                 matches!(
                     reply.outcome,

@@ -5,7 +5,7 @@
 use super::auth::{revoked, Credentials};
 use super::wire::{rejected_ack, result_ack};
 use crate::engine::{
-    Caller, Command, EngineHandle, JobReport, LeaseReply, Refusal, RegisterReply, Registration,
+    Caller, Command, EngineHandle, Granted, JobAnswer, Refusal, Registered, Registration,
 };
 use crate::metrics::Metrics;
 use crate::secrets::Credential;
@@ -105,18 +105,7 @@ fn credential_of<T>(request: &Request<T>) -> Credential {
 
 /// Refusals of calls that name a worker, as gRPC statuses.
 fn refused(refusal: Refusal, worker_id: u64) -> Status {
-    match refusal {
-        Refusal::UnknownWorker => status_with_reason(
-            Code::NotFound,
-            Reason::UnknownWorker,
-            format!("worker {worker_id} is not registered (register again)"),
-        ),
-        Refusal::BadSecret => status_with_reason(
-            Code::PermissionDenied,
-            Reason::BadWorkerSecret,
-            format!("the call names worker {worker_id} without its secret"),
-        ),
-    }
+    status_with_reason(refusal.code(), refusal.reason(), refusal.message(WorkerId::new(worker_id)))
 }
 
 type AckStream = Pin<Box<dyn Stream<Item = Result<pb::ResultAck, Status>> + Send + 'static>>;
@@ -158,23 +147,16 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let mut worker = Registration::from_wire(req, credential).map_err(invalid)?;
         worker.peer = peer;
         let reply = self.ask(|reply| Command::Register { worker, reply }).await?;
-        match reply {
-            RegisterReply::Registered { worker_id, secret, run_complete } => {
-                Ok(Response::new(pb::RegisterResponse {
-                    run: Some(self.run.clone()),
-                    worker_id: worker_id.get(),
-                    lease_seconds: self.lease_seconds,
-                    heartbeat_seconds: self.heartbeat_seconds,
-                    run_complete,
-                    worker_secret: secret,
-                }))
-            }
-            RegisterReply::TooMany => Err(status_with_reason(
-                Code::ResourceExhausted,
-                Reason::TooManyRegistrations,
-                "too many registrations under this credential in the last minute; try again later",
-            )),
-        }
+        // A registration names no worker yet: its one refusal (too many) names none.
+        let Registered { worker_id, secret } = reply.outcome.map_err(|r| refused(r, 0))?;
+        Ok(Response::new(pb::RegisterResponse {
+            run: Some(self.run.clone()),
+            worker_id: worker_id.get(),
+            lease_seconds: self.lease_seconds,
+            heartbeat_seconds: self.heartbeat_seconds,
+            run_complete: reply.run_complete,
+            worker_secret: secret,
+        }))
     }
 
     async fn lease(
@@ -190,34 +172,17 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         }
         let reply =
             self.ask(|reply| Command::Lease { caller, free_slots: req.free_slots, reply }).await?;
-        match reply {
-            LeaseReply::Granted { lease_id, job_ids, run_complete } => {
-                let retry_after_ms = if job_ids.is_empty() && !run_complete { 500 } else { 0 };
-                let jobs =
-                    job_ids.iter().map(|&id| pb::JobSpec::from(&self.jobs[id.get() as usize]));
-                Ok(Response::new(pb::LeaseResponse {
-                    lease_id: lease_id.get(),
-                    jobs: jobs.collect(),
-                    lease_seconds: self.lease_seconds,
-                    retry_after_ms,
-                    run_complete,
-                }))
-            }
-            LeaseReply::UnknownWorker => Err(status_with_reason(
-                Code::NotFound,
-                Reason::UnknownWorker,
-                format!("worker {} is not registered (register again)", req.worker_id),
-            )),
-            LeaseReply::BadSecret => Err(refused(Refusal::BadSecret, req.worker_id)),
-            LeaseReply::UntrustedWorker => Err(status_with_reason(
-                Code::PermissionDenied,
-                Reason::UntrustedWorker,
-                format!(
-                    "worker {} disagreed with a settled verification and gets no more work",
-                    req.worker_id
-                ),
-            )),
-        }
+        let run_complete = reply.run_complete;
+        let Granted { lease_id, job_ids } = reply.outcome.map_err(|r| refused(r, req.worker_id))?;
+        let retry_after_ms = if job_ids.is_empty() && !run_complete { 500 } else { 0 };
+        let jobs = job_ids.iter().map(|&id| pb::JobSpec::from(&self.jobs[id.get() as usize]));
+        Ok(Response::new(pb::LeaseResponse {
+            lease_id: lease_id.get(),
+            jobs: jobs.collect(),
+            lease_seconds: self.lease_seconds,
+            retry_after_ms,
+            run_complete,
+        }))
     }
 
     async fn heartbeat(
@@ -234,10 +199,10 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 lease_ids: req.lease_ids.into_iter().map(LeaseId::new).collect(),
                 reply,
             })
-            .await?
-            .map_err(|r| refused(r, req.worker_id))?;
+            .await?;
+        let lost = reply.outcome.map_err(|r| refused(r, req.worker_id))?;
         Ok(Response::new(pb::HeartbeatResponse {
-            lost_lease_ids: reply.lost_lease_ids.into_iter().map(LeaseId::get).collect(),
+            lost_lease_ids: lost.into_iter().map(LeaseId::get).collect(),
             run_complete: reply.run_complete,
         }))
     }
@@ -295,7 +260,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                     }
                     continue;
                 }
-                let result = match JobReport::from_wire(msg.clone(), credential.clone()) {
+                let result = match JobAnswer::from_wire(msg.clone(), credential.clone()) {
                     Ok(result) => result,
                     Err(e) => {
                         metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
@@ -308,7 +273,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                     }
                 };
                 let (tx, rx) = oneshot::channel();
-                if !engine.send(Command::Result { result: result.clone(), reply: tx }) {
+                if !engine.send(Command::Result { answer: result.clone(), reply: tx }) {
                     let _ = out_tx.send(Err(shutting_down())).await;
                     break;
                 }
@@ -346,6 +311,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 reply,
             })
             .await?
+            .outcome
             .map_err(|r| refused(r, req.worker_id))?;
         Ok(Response::new(pb::ReleaseResponse { released }))
     }

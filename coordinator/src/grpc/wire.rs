@@ -5,7 +5,7 @@
 //! Nothing beyond this module and the gRPC plumbing in [`super::service`] reads or builds a
 //! protocol message, so the engine and the life cycle speak domain types only.
 
-use crate::engine::{JobReport, Refusal, Registration, ReportReply};
+use crate::engine::{Caller, JobAnswer, Refusal, Registration, Reply};
 use crate::report::RunResult;
 use crate::secrets::Credential;
 use crate::status::{percent, Progress, Source, StatusReport, StatusView, WorkerView};
@@ -108,7 +108,7 @@ impl Registration {
     }
 }
 
-impl JobReport {
+impl JobAnswer {
     /// A result off the wire, sent under `credential`. An error text is cut to
     /// [`MAX_ERROR_TEXT`] bytes.
     pub fn from_wire(msg: pb::JobResult, credential: Credential) -> Result<Self, WireError> {
@@ -131,10 +131,12 @@ impl JobReport {
             }
             Finding::SolverError(error)
         };
-        Ok(JobReport {
-            worker_id: WorkerId::new(msg.worker_id),
-            secret: bounded_secret("worker_secret", msg.worker_secret)?,
-            credential,
+        Ok(JobAnswer {
+            caller: Caller {
+                worker_id: WorkerId::new(msg.worker_id),
+                secret: bounded_secret("worker_secret", msg.worker_secret)?,
+                credential,
+            },
             lease_id: LeaseId::new(msg.lease_id),
             job_id: JobId::new(msg.job_id),
             finding,
@@ -142,32 +144,54 @@ impl JobReport {
     }
 }
 
+impl Refusal {
+    /// The typed reason a worker is given for this refusal.
+    pub fn reason(self) -> Reason {
+        match self {
+            Refusal::UnknownWorker => Reason::UnknownWorker,
+            Refusal::BadSecret => Reason::BadWorkerSecret,
+            Refusal::Untrusted => Reason::UntrustedWorker,
+            Refusal::TooManyRegistrations => Reason::TooManyRegistrations,
+        }
+    }
+
+    /// The gRPC code of a call refused so.
+    pub fn code(self) -> tonic::Code {
+        match self {
+            Refusal::UnknownWorker => tonic::Code::NotFound,
+            Refusal::BadSecret | Refusal::Untrusted => tonic::Code::PermissionDenied,
+            Refusal::TooManyRegistrations => tonic::Code::ResourceExhausted,
+        }
+    }
+
+    /// A sentence a person can act on, for a call naming `worker_id`.
+    pub fn message(self, worker_id: WorkerId) -> String {
+        match self {
+            Refusal::UnknownWorker => {
+                format!("worker {worker_id} is not registered (register again)")
+            }
+            Refusal::BadSecret => format!("the call names worker {worker_id} without its secret"),
+            Refusal::Untrusted => format!(
+                "worker {worker_id} disagreed with a settled verification and gets no more work"
+            ),
+            Refusal::TooManyRegistrations => {
+                "too many registrations under this credential in the last minute; try again later"
+                    .into()
+            }
+        }
+    }
+}
+
 /// The acknowledgement of one result: its outcome, and for a refusal the typed reason and a
 /// sentence a person can act on.
-pub fn result_ack(result: &JobReport, reply: ReportReply) -> pb::ResultAck {
+pub fn result_ack(result: &JobAnswer, reply: Reply<Verdict>) -> pb::ResultAck {
     let (job_id, lease_id) = (result.job_id, result.lease_id);
+    let worker_id = result.caller.worker_id;
     let verdict = match reply.outcome {
         Ok(verdict) => verdict,
-        Err(Refusal::UnknownWorker) => {
-            let message = format!("worker {} is not registered (register again)", result.worker_id);
-            return ack(
-                result,
-                Outcome::Rejected,
-                Reason::UnknownWorker,
-                message,
-                reply.run_complete,
-            );
-        }
-        Err(Refusal::BadSecret) => {
-            let message =
-                format!("the result names worker {} without its secret", result.worker_id);
-            return ack(
-                result,
-                Outcome::Rejected,
-                Reason::BadWorkerSecret,
-                message,
-                reply.run_complete,
-            );
+        Err(refusal) => {
+            let message = refusal.message(worker_id);
+            return ack(result, Outcome::Rejected, refusal.reason(), message, reply.run_complete);
         }
     };
     let (outcome, reason, message) = match verdict {
@@ -189,8 +213,7 @@ pub fn result_ack(result: &JobReport, reply: ReportReply) -> pb::ResultAck {
             Outcome::Rejected,
             Reason::UntrustedWorker,
             format!(
-                "worker {} disagreed with a settled verification and may not contribute results",
-                result.worker_id
+                "worker {worker_id} disagreed with a settled verification and may not contribute results"
             ),
         ),
         Verdict::UnknownLease => (
@@ -209,7 +232,7 @@ pub fn result_ack(result: &JobReport, reply: ReportReply) -> pb::ResultAck {
 
 /// The acknowledgement of `result` with its outcome, reason and message.
 fn ack(
-    result: &JobReport,
+    result: &JobAnswer,
     outcome: Outcome,
     reason: Reason,
     message: String,
