@@ -108,7 +108,7 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, (complete, thread), list) = start_engine(dir.path());
     // Two workers under two credentials, so that they can confirm each other's answers.
-    let workers = vec![register(&engine, "a"), register(&engine, "b")];
+    let workers = [register(&engine, "a"), register(&engine, "b")];
     let mut rounds = 0;
     while complete.borrow().is_none() {
         rounds += 1;
