@@ -59,6 +59,26 @@ pub(crate) struct Checks {
     pub(crate) rechecks: VecDeque<JobId>,
 }
 
+impl Checks {
+    /// Queues `job_id` for the coordinator's own answer: once per job and process, and while
+    /// fewer than `max_queue` wait. Whether it was queued.
+    fn refer(&mut self, job_id: JobId, max_queue: usize) -> bool {
+        let sent = self.referee_queue.len() < max_queue && self.refereed.insert(job_id);
+        if sent {
+            self.referee_queue.push(job_id);
+        }
+        sent
+    }
+
+    /// A known answer's job, for spot checks (each once).
+    fn pool(&mut self, job_id: JobId, pooled: &mut bool) {
+        if !*pooled {
+            *pooled = true;
+            self.known.push(job_id);
+        }
+    }
+}
+
 impl Scheduler {
     /// The job's answer when it is known without believing any one worker: the coordinator's own
     /// (a reference), or a counted answer another trusted worker gave too.
@@ -85,13 +105,7 @@ impl Scheduler {
     /// Asks for the coordinator's own answer to a job (once per job and process; at most
     /// `max_referee_queue` wait at a time, the rest are settled by workers).
     pub(crate) fn refer(&mut self, job_id: JobId) -> bool {
-        let checks = &mut self.checks;
-        let sent = checks.referee_queue.len() < self.config.max_referee_queue
-            && checks.refereed.insert(job_id);
-        if sent {
-            checks.referee_queue.push(job_id);
-        }
-        sent
+        self.checks.refer(job_id, self.config.max_referee_queue)
     }
 
     /// Sends a job `worker_id` gave an opinion on to the coordinator, where it can solve jobs
@@ -111,10 +125,8 @@ impl Scheduler {
             return;
         }
         let group = self.group(worker_id);
-        let verified = self.trust.verified.get(&group).copied().unwrap_or(0);
-        let asked = self.trust.checks_asked.get(&group).copied().unwrap_or(0);
-        if asked + verified < self.trust.probation && self.refer(job_id) {
-            *self.trust.checks_asked.entry(group).or_default() += 1;
+        if self.trust.wants_check(group) && self.refer(job_id) {
+            self.trust.check_asked(group);
         }
     }
 
@@ -128,11 +140,7 @@ impl Scheduler {
 
     /// Adds a job with a known answer to the spot-check pool.
     pub(crate) fn pool(&mut self, job_id: JobId) {
-        let job = self.jobs.entry_mut(job_id);
-        if !job.pooled {
-            job.pooled = true;
-            self.checks.known.push(job_id);
-        }
+        self.checks.pool(job_id, &mut self.jobs.entry_mut(job_id).pooled);
     }
 
     /// Whether `worker_id` has given an answer for the job (counted or not).

@@ -34,6 +34,71 @@ pub(crate) struct Pace {
     next_overdue_scan: Option<Instant>,
 }
 
+impl Pace {
+    /// `group` delivered one more answer that counted or was verified: kept per second of
+    /// arrival for `window` (a lease period).
+    fn delivered(&mut self, group: u64, now: Instant, window: Duration) {
+        self.last_verified.insert(group, now);
+        let delivered = self.delivered.entry(group).or_default();
+        while delivered.front().is_some_and(|(t, _)| now.saturating_duration_since(*t) > window) {
+            delivered.pop_front();
+        }
+        match delivered.back_mut() {
+            Some((t, k)) if now.saturating_duration_since(*t) < Duration::from_secs(1) => *k += 1,
+            _ => delivered.push_back((now, 1)),
+        }
+    }
+
+    /// Learns that a job of cost `estimate` took `group` `seconds` on the coordinator's clock:
+    /// each sample moves the group's figure a little and by at most a factor of ten. Only a
+    /// `trusted` group's times size batches.
+    fn timed(&mut self, group: u64, seconds: f64, estimate: u64, trusted: bool) {
+        if trusted {
+            let mean = self.mean_job_seconds.get_or_insert(seconds);
+            *mean = *mean * 0.95 + seconds * 0.05;
+        }
+        if estimate == 0 {
+            return;
+        }
+        let sample = seconds / estimate as f64;
+        let rate = self.group_rates.entry(group).or_insert(sample);
+        *rate = *rate * 0.98 + sample.clamp(*rate / 10.0, *rate * 10.0) * 0.02;
+    }
+
+    /// Answers `group` delivered within `window` before `now`.
+    fn delivered_within(&self, group: u64, window: Duration, now: Instant) -> usize {
+        self.delivered.get(&group).map_or(0, |d| {
+            d.iter()
+                .filter(|(t, _)| now.saturating_duration_since(*t) <= window)
+                .map(|(_, k)| *k as usize)
+                .sum()
+        })
+    }
+
+    /// Whether `group` delivered anything within `window` before `now`.
+    fn delivered_lately(&self, group: u64, window: Duration, now: Instant) -> bool {
+        self.last_verified.get(&group).is_some_and(|t| now.saturating_duration_since(*t) <= window)
+    }
+
+    /// Whether the (at most once a second) scan for overdue jobs is due; if so it is now.
+    fn overdue_scan_due(&mut self, now: Instant) -> bool {
+        if self.next_overdue_scan.is_some_and(|next| now < next) {
+            return false;
+        }
+        self.next_overdue_scan = Some(now + Duration::from_secs(1));
+        true
+    }
+
+    /// Jobs per slot such that one slot's share lasts about a quarter of `lease` at the
+    /// measured job time (2 before anything was measured).
+    fn jobs_per_slot(&self, lease: Duration) -> usize {
+        match self.mean_job_seconds {
+            Some(s) if s > 0.0 => ((lease.as_secs_f64() / 4.0) / s).clamp(1.0, 64.0) as usize,
+            _ => 2,
+        }
+    }
+}
+
 /// The jobs of one lease: the batch for `claimed` slots (`base`), at most the `room` left under
 /// the group's cap, and never more than `max_lease`.
 pub(crate) fn sized_lease(config: &SchedulerConfig, base: usize, room: usize) -> usize {
@@ -71,39 +136,15 @@ impl Scheduler {
         now: Instant,
     ) {
         let group = self.group(worker_id);
-        self.pace.last_verified.insert(group, now);
-        let window = self.config.lease_duration;
-        let delivered = self.pace.delivered.entry(group).or_default();
-        while delivered.front().is_some_and(|(t, _)| now.saturating_duration_since(*t) > window) {
-            delivered.pop_front();
-        }
-        match delivered.back_mut() {
-            Some((t, k)) if now.saturating_duration_since(*t) < Duration::from_secs(1) => *k += 1,
-            _ => delivered.push_back((now, 1)),
-        }
+        self.pace.delivered(group, now, self.config.lease_duration);
         let Some(seconds) = measured.filter(|s| s.is_finite() && *s > 0.0) else { return };
-        if !self.on_probation(worker_id) {
-            let mean = self.pace.mean_job_seconds.get_or_insert(seconds);
-            *mean = *mean * 0.95 + seconds * 0.05;
-        }
-        let estimate = self.jobs.entry(job_id).estimate;
-        if estimate == 0 {
-            return;
-        }
-        let sample = seconds / estimate as f64;
-        let rate = self.pace.group_rates.entry(group).or_insert(sample);
-        *rate = *rate * 0.98 + sample.clamp(*rate / 10.0, *rate * 10.0) * 0.02;
+        let trusted = !self.on_probation(worker_id);
+        self.pace.timed(group, seconds, self.jobs.entry(job_id).estimate, trusted);
     }
 
     /// Answers `worker_id`'s group had counted or verified within the last lease period.
     pub fn delivered_recently(&self, worker_id: WorkerId, now: Instant) -> usize {
-        let window = self.config.lease_duration;
-        self.pace.delivered.get(&self.group(worker_id)).map_or(0, |d| {
-            d.iter()
-                .filter(|(t, _)| now.saturating_duration_since(*t) <= window)
-                .map(|(_, k)| *k as usize)
-                .sum()
-        })
+        self.pace.delivered_within(self.group(worker_id), self.config.lease_duration, now)
     }
 
     /// Whether `worker_id` is trusted at all and its group delivered an answer that counted or
@@ -112,11 +153,7 @@ impl Scheduler {
     pub fn delivering(&self, worker_id: WorkerId, now: Instant) -> bool {
         let patience = self.config.lease_duration * ACTIVE_LEASES;
         !self.is_untrusted(worker_id)
-            && self
-                .pace
-                .last_verified
-                .get(&self.group(worker_id))
-                .is_some_and(|t| now.saturating_duration_since(*t) <= patience)
+            && self.pace.delivered_lately(self.group(worker_id), patience, now)
     }
 
     /// Seconds per unit of cost estimate: the lower median over the trusted groups' measured
@@ -127,20 +164,13 @@ impl Scheduler {
             .pace
             .group_rates
             .iter()
-            .filter(|(g, _)| !self.trust.group_on_probation(**g) && !self.group_is_untrusted(**g))
+            .filter(|(g, _)| {
+                !self.trust.group_on_probation(**g) && !self.trust.group_untrusted(**g)
+            })
             .map(|(_, r)| *r)
             .collect();
         rates.sort_by(f64::total_cmp);
         rates.get(rates.len().checked_sub(1)? / 2).copied()
-    }
-
-    /// Whether every known worker of `group` is untrusted (a group without known workers: no).
-    fn group_is_untrusted(&self, group: u64) -> bool {
-        let mut members = self.trust.groups.iter().filter(|(_, g)| **g == group).peekable();
-        if members.peek().is_none() {
-            return self.trust.untrusted.contains(&WorkerId::new(group));
-        }
-        members.all(|(w, _)| self.trust.untrusted.contains(w))
     }
 
     /// How long a job of `estimate` should take, from the measured rates.
@@ -167,10 +197,9 @@ impl Scheduler {
         out: &mut Vec<JobId>,
     ) {
         let Some(rate) = self.seconds_per_estimate() else { return };
-        if self.pace.next_overdue_scan.is_some_and(|next| now < next) {
+        if !self.pace.overdue_scan_due(now) {
             return;
         }
-        self.pace.next_overdue_scan = Some(now + Duration::from_secs(1));
         let grace = self.config.lease_duration.as_secs_f64();
         let group = self.group(worker_id);
         for id in self.jobs.ids() {
@@ -214,26 +243,15 @@ impl Scheduler {
     /// Batch size for `slots` free slots: jobs per slot such that one slot's share lasts about
     /// a quarter of a lease at the measured job time.
     pub(crate) fn batch_size(&self, slots: u32) -> usize {
-        let per_slot = match self.pace.mean_job_seconds {
-            Some(s) if s > 0.0 => {
-                ((self.config.lease_duration.as_secs_f64() / 4.0) / s).clamp(1.0, 64.0) as usize
-            }
-            _ => 2,
-        };
+        let per_slot = self.pace.jobs_per_slot(self.config.lease_duration);
         (slots.max(1) as usize).saturating_mul(per_slot)
     }
 
     /// Jobs held now by the workers of `worker_id`'s group, over all their leases.
     fn group_holds(&self, worker_id: WorkerId) -> usize {
         let group = self.group(worker_id);
-        let others: u64 = self
-            .trust
-            .groups
-            .iter()
-            .filter(|(w, g)| **g == group && **w != worker_id)
-            .map(|(w, _)| self.jobs.leased_by(*w))
-            .sum();
-        (others + self.jobs.leased_by(worker_id)) as usize
+        let members = self.trust.members(group, worker_id);
+        members.iter().map(|w| self.jobs.leased_by(*w)).sum::<u64>() as usize
     }
 
     /// The most jobs `worker_id`'s group may hold at once: `probation_hold` on probation, over

@@ -63,8 +63,28 @@ impl Trust {
     pub(crate) fn group_on_probation(&self, group: u64) -> bool {
         self.verified.get(&group).copied().unwrap_or(0) < self.probation
     }
+    /// Whether `group`'s checks asked and passed still fall short of probation: another of its
+    /// answers should go to the coordinator.
+    pub(crate) fn wants_check(&self, group: u64) -> bool {
+        let verified = self.verified.get(&group).copied().unwrap_or(0);
+        let asked = self.checks_asked.get(&group).copied().unwrap_or(0);
+        asked + verified < self.probation
+    }
+    /// One of `group`'s answers went to the coordinator for checking.
+    pub(crate) fn check_asked(&mut self, group: u64) {
+        *self.checks_asked.entry(group).or_default() += 1;
+    }
+    /// Whether every known worker of `group` is untrusted (a group without known workers: whether
+    /// the worker of that id is).
+    pub(crate) fn group_untrusted(&self, group: u64) -> bool {
+        let mut members = self.groups.iter().filter(|(_, g)| **g == group).peekable();
+        if members.peek().is_none() {
+            return self.untrusted.contains(&WorkerId::new(group));
+        }
+        members.all(|(w, _)| self.untrusted.contains(w))
+    }
     /// The workers known to be in `group` (`worker_id` included).
-    fn members(&self, group: u64, worker_id: WorkerId) -> Vec<WorkerId> {
+    pub(crate) fn members(&self, group: u64, worker_id: WorkerId) -> Vec<WorkerId> {
         let mut members: Vec<WorkerId> = self
             .groups
             .iter()
