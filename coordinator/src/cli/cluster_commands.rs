@@ -55,14 +55,14 @@ pub struct ServeArgs {
     #[arg(long, env = "NQ_INSECURE", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure: bool,
     /// Lease length: a worker silent for this long loses its jobs (heartbeats every third of it).
-    #[arg(long, env = "NQ_LEASE_SECONDS", default_value_t = 60)]
+    #[arg(long, env = "NQ_LEASE_SECONDS", default_value_t = ServeConfig::default().lease_seconds)]
     pub lease_seconds: u32,
     /// Split into about this many jobs (default 2^(N-5), at most 2^21 = 2,097,152, also the
     /// largest accepted). Fixed at run creation.
     #[arg(long, env = "NQ_TARGET_JOBS")]
     pub target_jobs: Option<u64>,
     /// Fraction of jobs solved a second time by a different worker and compared. Fixed at creation.
-    #[arg(long, env = "NQ_VERIFY_FRACTION", default_value_t = 0.01)]
+    #[arg(long, env = "NQ_VERIFY_FRACTION", default_value_t = ServeConfig::default().verify_fraction)]
     pub verify_fraction: f64,
     /// No spot checks: the coordinator solves no known-answer jobs and mixes none into leases
     /// (saves about 0.5% of the work on a cluster you fully trust).
@@ -75,7 +75,7 @@ pub struct ServeArgs {
     pub no_coordinator_checks: bool,
     /// Fraction of counted jobs secretly solved again by a worker of another credential (a lie
     /// told through two identities under one shared token is found with this chance per job).
-    #[arg(long, env = "NQ_RECHECK_FRACTION", default_value_t = 0.01)]
+    #[arg(long, env = "NQ_RECHECK_FRACTION", default_value_t = ServeConfig::default().recheck_fraction)]
     pub recheck_fraction: f64,
     /// Exit 0 once the run is complete and the result file is written (env: true/false, 1/0, yes/no).
     #[arg(long, env = "NQ_EXIT_WHEN_DONE", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
@@ -147,35 +147,43 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the tokio runtime")
 }
 
+impl ServeArgs {
+    /// The one [`ServeConfig`] these arguments make (the files they name read); every default
+    /// is [`ServeConfig::default`]'s.
+    fn config(&self) -> Result<ServeConfig> {
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(c), Some(k)) => Some((
+                std::fs::read(c).with_context(|| format!("reading --tls-cert {}", c.display()))?,
+                std::fs::read(k).with_context(|| format!("reading --tls-key {}", k.display()))?,
+            )),
+            _ => None,
+        };
+        Ok(ServeConfig {
+            n: self.n,
+            state: self.state.clone(),
+            target_jobs: self.target_jobs,
+            lease_seconds: self.lease_seconds,
+            verify_fraction: self.verify_fraction,
+            token: self.token.clone().filter(|t| !t.is_empty()),
+            exit_when_done: self.exit_when_done,
+            tls,
+            insecure: self.insecure,
+            spot_checks: !self.no_spot_checks,
+            coordinator_checks: !self.no_coordinator_checks,
+            recheck_fraction: self.recheck_fraction,
+            public_status: self.public_status,
+            grpc_limits: GrpcLimits {
+                max_per_ip: self.grpc_max_conns_per_ip,
+                handshake_timeout: Duration::from_secs(self.grpc_handshake_seconds.max(1)),
+                idle_timeout: Duration::from_secs(self.grpc_idle_seconds.max(1)),
+                ..GrpcLimits::default()
+            },
+        })
+    }
+}
+
 pub fn serve(args: ServeArgs) -> Result<ExitCode> {
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(c), Some(k)) => Some((
-            std::fs::read(c).with_context(|| format!("reading --tls-cert {}", c.display()))?,
-            std::fs::read(k).with_context(|| format!("reading --tls-key {}", k.display()))?,
-        )),
-        _ => None,
-    };
-    let config = ServeConfig {
-        n: args.n,
-        state: args.state.clone(),
-        target_jobs: args.target_jobs,
-        lease_seconds: args.lease_seconds,
-        verify_fraction: args.verify_fraction,
-        token: args.token.clone().filter(|t| !t.is_empty()),
-        exit_when_done: args.exit_when_done,
-        tls,
-        insecure: args.insecure,
-        spot_checks: !args.no_spot_checks,
-        coordinator_checks: !args.no_coordinator_checks,
-        recheck_fraction: args.recheck_fraction,
-        public_status: args.public_status,
-        grpc_limits: GrpcLimits {
-            max_per_ip: args.grpc_max_conns_per_ip,
-            handshake_timeout: Duration::from_secs(args.grpc_handshake_seconds.max(1)),
-            idle_timeout: Duration::from_secs(args.grpc_idle_seconds.max(1)),
-            ..GrpcLimits::default()
-        },
-    };
+    let config = args.config()?;
     // Settings first: nothing is bound, created or logged for a run that cannot start.
     config.validate()?;
     runtime()?.block_on(async move {
