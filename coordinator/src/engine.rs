@@ -14,7 +14,7 @@ pub use command::*;
 use workers::WorkerState;
 
 use crate::metrics::Metrics;
-use crate::report::RunResult;
+use crate::run_result::RunResult;
 use crate::secrets::{Credential, RegistrationLimiter};
 use crate::status::{Progress, RunName, Source, StatusView, WorkerView};
 use nqueens_scheduler::state::JobState;

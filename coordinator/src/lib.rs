@@ -9,7 +9,7 @@ mod grpc;
 mod http;
 mod metrics;
 mod referee;
-mod report;
+mod run_result;
 mod secrets;
 mod server;
 mod spot_checks;
@@ -18,12 +18,12 @@ mod verify;
 
 pub use grpc::GrpcLimits;
 pub use http::escape_html;
-pub use report::{hms, RunResult};
+pub use run_result::{hms, RunResult};
 pub use server::{
     check_target_jobs, default_http_listen, result_file, serve, ConfigError, ServeConfig,
     ServeError, DEFAULT_HTTP_PORT, MAX_TARGET_JOBS,
 };
 pub use status::{Progress, Source, StatusReport, StatusView, WorkerView};
-pub use verify::{verify_state, Sample, VerifyError, VerifyReport};
+pub use verify::{verify_state, Sample, Verification, VerifyError};
 // The store as the end-to-end tests and tools drive it.
 pub use nqueens_store::{LocalCheckpoint, RunKind, Store, StoreError, WorkerRow};

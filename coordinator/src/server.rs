@@ -14,7 +14,7 @@ use crate::http::{
 };
 use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
 use crate::metrics::Metrics;
-use crate::report::RunResult;
+use crate::run_result::RunResult;
 use crate::status::StatusReader;
 use nqueens_core::{job_list, SplitParams};
 use nqueens_proto as pb;

@@ -2,7 +2,7 @@
 //! a live coordinator or read offline from a state file. One [`StatusView`] serves both, as text or
 //! as one JSON object.
 
-use crate::report::{hms, RunResult};
+use crate::run_result::{hms, RunResult};
 use crate::secrets::Credential;
 use nqueens_core::Tally;
 use nqueens_scheduler::state::{JobState, JobsByState};

@@ -110,7 +110,7 @@ pub struct Culprit {
 
 /// What `verify --state` found: the sampled jobs solved again, and the rows that fail.
 #[derive(Debug, Clone, Serialize)]
-pub struct VerifyReport {
+pub struct Verification {
     /// The state file's path.
     pub state: String,
     /// Board size.
@@ -135,7 +135,7 @@ pub struct VerifyReport {
     pub seconds: f64,
 }
 
-impl VerifyReport {
+impl Verification {
     /// No mismatch and no bad row.
     pub fn ok(&self) -> bool {
         self.mismatches.is_empty() && self.bad_rows.is_empty()
@@ -229,14 +229,14 @@ pub fn verify_state(
     path: &Path,
     sample: Sample,
     threads: usize,
-) -> Result<VerifyReport, VerifyError> {
+) -> Result<Verification, VerifyError> {
     let started = Instant::now();
     let run = StoredRun::read(path)?;
     let bad_rows = bad_rows(&run.rows);
     let (counted, counted_jobs) = sampled_jobs(&run.rows, run.list.jobs.len(), sample);
     let (agreements, mismatches) = solve_again(&run.list, &counted, threads)?;
     let workers = culprits(&mismatches, &bad_rows, &run.workers);
-    Ok(VerifyReport {
+    Ok(Verification {
         state: path.display().to_string(),
         n: run.meta.n as u32,
         fingerprint: run.meta.fingerprint,

@@ -43,7 +43,7 @@ fn start_engine(dir: &std::path::Path) -> (EngineHandle, Started, nqueens_core::
 }
 
 type Started = (
-    tokio::sync::watch::Receiver<Option<crate::report::RunResult>>,
+    tokio::sync::watch::Receiver<Option<crate::run_result::RunResult>>,
     std::thread::JoinHandle<Result<(), nqueens_store::StoreError>>,
 );
 

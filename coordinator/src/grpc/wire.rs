@@ -6,7 +6,7 @@
 //! protocol message, so the engine and the life cycle speak domain types only.
 
 use crate::engine::{Caller, JobAnswer, Refusal, Registration, Reply};
-use crate::report::RunResult;
+use crate::run_result::RunResult;
 use crate::secrets::Credential;
 use crate::status::{percent, Progress, Source, StatusReport, StatusView, WorkerView};
 use nqueens_core::{Classes, JobCounts};

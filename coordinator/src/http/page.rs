@@ -6,7 +6,7 @@
 //! through [`escape_html`], and the script only ever sets text, never markup.
 
 use super::snapshot::PageStatus;
-use crate::report::hms;
+use crate::run_result::hms;
 use std::fmt::Write as _;
 
 /// The page, with `{{name}}` where [`render_page`] fills in a value.

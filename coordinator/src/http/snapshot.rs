@@ -5,7 +5,7 @@
 
 use super::history::{History, RatePoint, Sample};
 use crate::metrics::Metrics;
-use crate::report::RunResult;
+use crate::run_result::RunResult;
 use crate::status::{Progress, RunName, StatusReader, WorkerView};
 use nqueens_scheduler::state::{JobState, JobsByState};
 use nqueens_store::BlockedJobs;
