@@ -141,7 +141,7 @@ async fn register(
         run: known_run,
         name: worker.config.name.clone(),
         host: crate::config::host_name(),
-        cores: worker.config.threads as u32,
+        slots: worker.config.threads as u32,
         version: env!("CARGO_PKG_VERSION").to_owned(),
         self_test: Some(*test),
         previous_worker_id: previous,
