@@ -11,7 +11,9 @@ pub struct WorkerConfig {
     /// Coordinator URL (`http://host:7447`, or `https://` with `tls_ca`; a bare `host:port` means
     /// http).
     pub connect: String,
-    /// Solver threads, at least 1.
+    /// Threads of the CPU lane, at least 1. Not the lease slots the worker declares
+    /// (`RegisterRequest.slots`), though without a GPU they are as many; with one, the slots are
+    /// `gpu_slots` plus these threads if `cpu_beside_gpu`.
     pub threads: usize,
     /// Shared secret of the coordinator, sent with every call; printable ASCII.
     pub token: Option<String>,

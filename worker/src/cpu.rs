@@ -11,6 +11,7 @@
 //! few jobs, and a preempted host loses little. The thread that finishes a job's last item merges
 //! its counts and reports the job.
 
+use crate::work::{Answer, ReportTx, Task};
 use nqueens_core::{Job, JobCounts};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -141,6 +142,39 @@ impl CpuLane {
             let (me, job) = (self.clone(), job.clone());
             self.pool.spawn(move || me.solve_item(&item, &job));
         }
+    }
+
+    /// Solves a leased task split into items (see [`solve`](Self::solve)) and reports its end.
+    pub(crate) fn take(self: &Arc<Self>, task: Task, reports: &ReportTx) {
+        let reports = reports.clone();
+        let job = task.job.clone();
+        self.solve(job, move |solved| match solved {
+            Solved::Counts { counts, seconds } => reports.finished(&task, Ok((counts, seconds))),
+            Solved::Failed(e) => reports.finished(&task, Err(e)),
+            Solved::Abandoned => reports.abandoned(),
+        });
+    }
+
+    /// Solves a leased task whole on this thread (a CPU thread beside the GPU takes whole jobs
+    /// from its queue) and reports its end: abandoned if a stop came first.
+    pub(crate) fn take_whole(&self, task: &Task, reports: &ReportTx) {
+        match self.solve_whole(&task.job) {
+            Some(answer) => reports.finished(task, answer),
+            None => reports.abandoned(),
+        }
+    }
+
+    /// Solves `job` whole on this thread, counted as running; None if a stop came first.
+    fn solve_whole(&self, job: &Job) -> Option<Answer> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let started = Instant::now();
+        let solved = job.solve().map_err(|e| e.to_string());
+        let seconds = started.elapsed().as_secs_f64();
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        Some(solved.map(|counts| (counts, seconds)))
     }
 
     /// Whether `job` is worth splitting: more than one thread, and the job expected to take

@@ -2,7 +2,7 @@
 //! loop logs it with its cause in plain words ([`SessionError::why`]) and its chain once
 //! ([`SessionError::chain`]).
 
-use crate::ConfigError;
+use crate::config::ConfigError;
 use nqueens_proto::Reason;
 use std::error::Error as StdError;
 use std::fmt;

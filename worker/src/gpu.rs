@@ -6,14 +6,16 @@
 //! GPU fault is logged, the lane shuts for the rest of the run, and every job it held or queued is
 //! handed to the CPU pool: a fault never reports a count.
 
-use crate::config::GpuMode;
-use crate::{Task, Worker, WorkerConfig, WorkerError};
+use crate::config::{GpuMode, WorkerConfig};
+use crate::cpu::CpuLane;
+use crate::error::WorkerError;
+use crate::work::{ReportTx, Task};
 use nqueens_core::{job_list, reference, Job, SplitParams, Tally};
 use nqueens_gpu::{DeviceSelector, GpuError, GpuOptions, GpuSolver};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Most jobs handed to the device in one call.
@@ -28,6 +30,8 @@ pub(crate) struct GpuLane {
     wake: Condvar,
     /// False once the device failed: new jobs go to the CPU pool.
     alive: AtomicBool,
+    /// Set by [`stop`](Self::stop): queued jobs are not started.
+    stopping: AtomicBool,
     /// Name of the device, for logs.
     pub device: String,
 }
@@ -58,8 +62,9 @@ impl GpuLane {
         self.queue.lock().pop_back()
     }
 
-    /// Wakes the thread so that it sees a stop.
-    pub fn wake(&self) {
+    /// No queued job starts after this: they are reported abandoned.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
         self.wake.notify_all();
     }
 }
@@ -137,85 +142,79 @@ fn self_test(solver: &mut GpuSolver) -> Result<(), WorkerError> {
     Ok(())
 }
 
-/// Starts the GPU thread for `solver`; its jobs come through the returned lane.
-pub(crate) fn start(worker: &Arc<Worker>, solver: GpuSolver) -> Arc<GpuLane> {
+/// Starts the GPU thread for `solver`; its jobs come through the returned lane, its reports go to
+/// `reports`, and after a fault its jobs go to `cpu`. The thread ends once no one reads `reports`.
+pub(crate) fn start(solver: GpuSolver, cpu: Arc<CpuLane>, reports: ReportTx) -> Arc<GpuLane> {
     let lane = Arc::new(GpuLane {
         queue: Mutex::new(VecDeque::new()),
         wake: Condvar::new(),
         alive: AtomicBool::new(true),
+        stopping: AtomicBool::new(false),
         device: solver.device().to_string(),
     });
-    let weak = Arc::downgrade(worker);
     let me = lane.clone();
     let span = tracing::Span::current();
     std::thread::Builder::new()
         .name("nq-gpu".into())
-        .spawn(move || span.in_scope(|| run(weak, me, solver)))
+        .spawn(move || span.in_scope(|| run(&me, solver, &cpu, &reports)))
         .expect("starting the GPU thread");
     lane
 }
 
-/// The GPU thread: takes every queued job, counts them on the device, sends the results.
-fn run(worker: Weak<Worker>, lane: Arc<GpuLane>, mut solver: GpuSolver) {
+/// The GPU thread: takes every queued job, counts them on the device, reports the answers.
+fn run(lane: &GpuLane, mut solver: GpuSolver, cpu: &Arc<CpuLane>, reports: &ReportTx) {
     let mut rate = Rate::default();
     loop {
         let tasks: Vec<Task> = {
             let mut queue = lane.queue.lock();
             while queue.is_empty() {
                 lane.wake.wait_for(&mut queue, Duration::from_secs(1));
-                if worker.strong_count() == 0 {
+                if reports.is_closed() {
                     return;
                 }
             }
             let take = queue.len().min(MAX_BATCH_JOBS);
             queue.drain(..take).collect()
         };
-        let Some(worker) = worker.upgrade() else { return };
-        if worker.stopping.load(Ordering::SeqCst) {
+        if lane.stopping.load(Ordering::SeqCst) {
             // Not started before the stop: they stay held and are released.
-            for _ in &tasks {
-                worker.abandon();
-            }
+            tasks.iter().for_each(|_| reports.abandoned());
             continue;
         }
-        // Malformed specs are reported as errors by the CPU path, like there.
-        let (good, bad): (Vec<Task>, Vec<Task>) = tasks.into_iter().partition(|t| t.job.is_ok());
-        for task in bad {
-            worker.solve_on_cpu(task);
-        }
-        let jobs: Vec<Job> = good.iter().filter_map(|t| t.job.as_ref().ok().cloned()).collect();
-        worker.running.fetch_add(good.len(), Ordering::SeqCst);
+        let jobs: Vec<Job> = tasks.iter().map(|t| t.job.clone()).collect();
         let started = Instant::now();
         let solved = solver.solve_jobs(&jobs);
         let seconds = started.elapsed().as_secs_f64();
-        worker.running.fetch_sub(good.len(), Ordering::SeqCst);
         match solved {
             Ok(counts) => {
-                let share = seconds / good.len().max(1) as f64;
-                for (task, counts) in good.into_iter().zip(counts) {
-                    worker.finish(task, Ok(counts), share);
+                let share = seconds / tasks.len().max(1) as f64;
+                for (task, counts) in tasks.iter().zip(counts) {
+                    reports.finished(task, Ok((counts, share)));
                 }
                 rate.add(&lane.device, jobs.len(), seconds, solver.last_stats().items);
             }
-            Err(e) => {
-                let queued: Vec<Task> = {
-                    let mut queue = lane.queue.lock();
-                    lane.alive.store(false, Ordering::SeqCst);
-                    queue.drain(..).collect()
-                };
-                tracing::error!(
-                    device = %lane.device,
-                    error = %e,
-                    jobs = good.len() + queued.len(),
-                    "GPU fault: no result taken from the device; its jobs are solved on the CPU, \
-                     and the GPU is not used again in this run"
-                );
-                for task in good.into_iter().chain(queued) {
-                    worker.solve_on_cpu(task);
-                }
-                return;
-            }
+            Err(e) => return shut(lane, &e, tasks, cpu, reports),
         }
+    }
+}
+
+/// A GPU fault: the lane shuts for the rest of the run, and the batch that failed and every
+/// queued job go to the CPU lane. No count is taken from the device.
+fn shut(lane: &GpuLane, e: &GpuError, failed: Vec<Task>, cpu: &Arc<CpuLane>, reports: &ReportTx) {
+    let queued: Vec<Task> = {
+        let mut queue = lane.queue.lock();
+        lane.alive.store(false, Ordering::SeqCst);
+        queue.drain(..).collect()
+    };
+    tracing::error!(
+        device = %lane.device,
+        error = %e,
+        jobs = failed.len() + queued.len(),
+        "GPU fault: no result taken from the device; its jobs are solved on the CPU, \
+         and the GPU is not used again in this run"
+    );
+    for task in failed.into_iter().chain(queued) {
+        cpu.take(task, reports);
     }
 }
 

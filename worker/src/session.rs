@@ -5,12 +5,20 @@
 //! Deadlines: connecting (TCP, TLS and HTTP/2 handshakes together) gets [`CONNECT_TIMEOUT`], every
 //! unary call and the opening of the result stream [`CALL_TIMEOUT`], so a coordinator that accepts
 //! the connection but never answers ends the session instead of hanging the worker.
+//!
+//! The wire ends here: leased `JobSpec`s become `core::Job`s with typed ids for the lanes, and
+//! their answers become `JobResult`s under the current identity only as they enter the stream.
+//! The worker's state is changed only through [`State`]'s methods; the run's end and a fatal
+//! refusal are values ([`Ended`]) that the reconnect loop alone acts on.
 
-use crate::error::SessionError;
-use crate::{FinishedTx, Worker, WorkerError, WorkerExit};
+use crate::config::WorkerConfig;
+use crate::error::{SessionError, WorkerError};
+use crate::lanes::Lanes;
+use crate::state::{Identity, State};
+use crate::work::{Finished, JobId, LeaseId};
+use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_proto::{CheckBounds, Reason};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -30,36 +38,52 @@ pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// backoff again.
 const HEALTHY_SESSION: Duration = Duration::from_secs(30);
 
-/// Keeps the worker connected until the run is complete or the coordinator refuses it for good:
-/// each session ends on the first failure, and the next starts after a growing backoff.
-pub(crate) async fn connect_loop(
-    worker: Arc<Worker>,
-    finished: FinishedTx,
-    test: pb::SelfTest,
-) -> Result<WorkerExit, WorkerError> {
+/// What the sessions need of the worker: its settings, what it registers as, the owner of its
+/// state, and the lanes it feeds.
+pub(crate) struct Worker {
+    pub config: WorkerConfig,
+    /// What solves, as registered ("cpu (8 threads)", or the GPU's name).
+    pub device: String,
+    /// Lease slots declared to the coordinator (which sizes leases by them): the CPU threads, or
+    /// with a GPU its slots plus the CPU threads that solve beside it.
+    pub slots: usize,
+    pub state: Arc<State>,
+    pub lanes: Lanes,
+}
+
+/// How a session ended without a connection error: the worker's run is over.
+pub(crate) enum Ended {
+    /// The coordinator reported the run complete.
+    RunComplete,
+    /// The coordinator refused this worker for a reason that reconnecting cannot fix.
+    Refused { reason: Reason, message: String },
+}
+
+/// Keeps the worker connected until the run is complete (`Ok`) or the coordinator refuses it for
+/// good: each session ends on the first failure, and the next starts after a growing backoff.
+pub(crate) async fn connect_loop(worker: &Worker, test: pb::SelfTest) -> Result<(), WorkerError> {
     let mut backoff = Duration::from_millis(200);
     loop {
         let started = Instant::now();
-        let ended = session(&worker, &finished, &test).await;
-        if let Some(e) = worker.fatal.lock().take() {
-            return Err(e);
-        }
+        let ended = session(worker, &test).await;
+        worker.state.disconnected();
         // 0 until the first registration.
-        let worker_id = worker.shared.lock().worker_id;
-        if worker.complete.load(Ordering::SeqCst) {
-            tracing::info!(worker_id, "the coordinator reports the run complete; exiting");
-            return Ok(WorkerExit::RunComplete);
-        }
+        let worker_id = worker.state.identity().map_or(0, |me| me.worker_id);
         match ended {
+            Ok(Ended::RunComplete) => {
+                tracing::info!(worker_id, "the coordinator reports the run complete; exiting");
+                return Ok(());
+            }
+            Ok(Ended::Refused { reason, message }) => {
+                return Err(WorkerError::Refused { reason, message })
+            }
             Err(e) => {
                 if let Some((reason, message)) = fatal_refusal(&e) {
                     return Err(WorkerError::Refused { reason, message });
                 }
                 tracing::warn!(worker_id, why = e.why(), error = %e.chain(), retry_in = ?backoff, "connection to the coordinator lost");
             }
-            Ok(()) => tracing::warn!(worker_id, retry_in = ?backoff, "session ended"),
         }
-        worker.shared.lock().stream = None;
         if started.elapsed() > HEALTHY_SESSION {
             backoff = Duration::from_millis(200);
         }
@@ -69,41 +93,45 @@ pub(crate) async fn connect_loop(
 }
 
 /// One connection: register, open the result stream and re-send what is unacknowledged, then
-/// lease, heartbeat and read acknowledgements until something fails or the run is complete. All
-/// that follows the registration is logged in a span carrying the worker id.
-async fn session(
-    worker: &Arc<Worker>,
-    finished: &FinishedTx,
-    test: &pb::SelfTest,
-) -> Result<(), SessionError> {
+/// lease, heartbeat and read acknowledgements until something fails or the run ends. All that
+/// follows the registration is logged in a span carrying the worker id.
+async fn session(worker: &Worker, test: &pb::SelfTest) -> Result<Ended, SessionError> {
     let mut client = connect(&worker.config).await?;
     let registered = register(&mut client, worker, test).await?;
     let run = registered.run.clone().unwrap_or_default();
-    let worker_id = registered.worker_id;
-    let me = Identity { worker_id, secret: registered.worker_secret.clone() };
-    let span = tracing::info_span!("session", worker_id, n = run.n);
+    let me = Identity {
+        n: run.n,
+        fingerprint: run.fingerprint.clone(),
+        worker_id: registered.worker_id,
+        secret: registered.worker_secret.clone(),
+    };
+    let span = tracing::info_span!("session", worker_id = me.worker_id, n = run.n);
     async move {
         tracing::info!(fingerprint = %run.fingerprint, "registered with the coordinator");
-        adopt_identity(worker, &run, &me);
+        worker.state.registered(me.clone());
         if registered.run_complete {
-            worker.complete.store(true, Ordering::SeqCst);
-            return Ok(());
+            return Ok(Ended::RunComplete);
         }
-        let acks = open_result_stream(&mut client, worker).await?;
+        let acks = open_result_stream(&mut client, &worker.state, &me).await?;
         let heartbeat_every = Duration::from_secs(registered.heartbeat_seconds.max(1) as u64);
         tokio::select! {
-            r = read_acks(worker, acks) => r,
-            r = heartbeats(worker, client.clone(), &run, &me, heartbeat_every) => r,
-            r = lease_loop(worker, client, &run, &me, finished) => r,
+            r = read_acks(&worker.state, acks) => r,
+            r = heartbeats(&worker.state, client.clone(), &me, heartbeat_every) => r,
+            r = lease_loop(worker, client, &me) => r,
         }
     }
     .instrument(span)
     .await
 }
 
+/// The run a registration names, as sent.
+fn run_id(me: &Identity) -> pb::RunId {
+    pb::RunId { n: me.n, fingerprint: me.fingerprint.clone() }
+}
+
 /// Opens a channel to the coordinator and wraps it in a client that sends the token, within
 /// [`CONNECT_TIMEOUT`].
-pub(crate) async fn connect(config: &crate::WorkerConfig) -> Result<pb::Client, SessionError> {
+pub(crate) async fn connect(config: &WorkerConfig) -> Result<pb::Client, SessionError> {
     let url = &config.connect;
     let channel =
         tokio::time::timeout(CONNECT_TIMEOUT, pb::connect_channel(url, config.tls_ca.as_deref()))
@@ -133,19 +161,16 @@ async fn register(
     worker: &Worker,
     test: &pb::SelfTest,
 ) -> Result<pb::RegisterResponse, SessionError> {
-    let (known_run, previous, previous_secret) = {
-        let s = worker.shared.lock();
-        (s.run.clone(), s.worker_id, s.secret.clone())
-    };
+    let previous = worker.state.identity();
     let mut request = pb::RegisterRequest {
-        run: known_run,
+        run: previous.as_ref().map(run_id),
         name: worker.config.name.clone(),
         host: crate::config::host_name(),
-        cores: worker.config.threads as u32,
+        slots: worker.slots.try_into().unwrap_or(u32::MAX),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         self_test: Some(*test),
-        previous_worker_id: previous,
-        previous_worker_secret: previous_secret,
+        previous_worker_id: previous.as_ref().map_or(0, |me| me.worker_id),
+        previous_worker_secret: previous.map(|me| me.secret).unwrap_or_default(),
         device: worker.device.clone(),
     };
     let call = |source| SessionError::Call { call: "register", source };
@@ -162,34 +187,36 @@ async fn register(
     Ok(reply)
 }
 
-/// Who this worker is to the coordinator: its id and the secret that proves it.
-struct Identity {
-    worker_id: u64,
-    secret: String,
-}
-
-/// Records the run and the identity this session registered as. A new id (the coordinator forgot
-/// the old one) is written into the unacknowledged results, which name the old one.
-fn adopt_identity(worker: &Worker, run: &pb::RunId, me: &Identity) {
-    let mut s = worker.shared.lock();
-    for r in s.unacked.values_mut() {
-        r.worker_id = me.worker_id;
-        r.worker_secret = me.secret.clone();
+/// An answer as sent on the result stream, under the identity `me`.
+fn to_wire(finished: Finished, me: &Identity) -> pb::JobResult {
+    let (counts, seconds, error) = match finished.answer {
+        Ok((counts, seconds)) => (Some(counts.into()), seconds, String::new()),
+        Err(e) => (None, 0.0, e),
+    };
+    pb::JobResult {
+        run: Some(run_id(me)),
+        worker_id: me.worker_id,
+        lease_id: finished.lease.get(),
+        job_id: finished.id.get(),
+        counts,
+        seconds,
+        error,
+        worker_secret: me.secret.clone(),
     }
-    s.run = Some(run.clone());
-    s.worker_id = me.worker_id;
-    s.secret = me.secret.clone();
 }
 
-/// Opens the result stream, makes it where new results go, and re-sends every result not yet
-/// acknowledged: results outlive connections. Returns the stream of acknowledgements.
+/// Opens the result stream, makes it where new answers go, and re-sends every answer not yet
+/// acknowledged: answers outlive connections. Returns the stream of acknowledgements.
 async fn open_result_stream(
     client: &mut pb::Client,
-    worker: &Worker,
+    state: &State,
+    me: &Identity,
 ) -> Result<tonic::Streaming<pb::ResultAck>, SessionError> {
-    let (stream_tx, stream_rx) = mpsc::channel::<pb::JobResult>(4096);
+    let (stream_tx, stream_rx) = mpsc::channel::<Finished>(4096);
+    let sent_as = me.clone();
+    let results = ReceiverStream::new(stream_rx).map(move |f| to_wire(f, &sent_as));
     // A deadline on the request would end the whole stream, so only the opening is timed.
-    let acks = tokio::time::timeout(CALL_TIMEOUT, client.results(ReceiverStream::new(stream_rx)))
+    let acks = tokio::time::timeout(CALL_TIMEOUT, client.results(results))
         .await
         .map_err(|_| SessionError::Call {
             call: "results",
@@ -197,11 +224,7 @@ async fn open_result_stream(
         })?
         .map_err(|source| SessionError::Call { call: "results", source })?
         .into_inner();
-    let pending: Vec<pb::JobResult> = {
-        let mut s = worker.shared.lock();
-        s.stream = Some(stream_tx.clone());
-        s.unacked.values().cloned().collect()
-    };
+    let pending = state.connected(stream_tx.clone());
     if !pending.is_empty() {
         tracing::info!(results = pending.len(), "re-sending unacknowledged results");
     }
@@ -213,12 +236,12 @@ async fn open_result_stream(
     Ok(acks)
 }
 
-/// Reads acknowledgements: an acknowledged result is committed and forgotten here. Ends the
-/// session on a refusal that reconnecting cannot fix (kept in `worker.fatal`) or the run's end.
+/// Reads acknowledgements: an acknowledged answer is committed and forgotten. Ends the session
+/// on a refusal that reconnecting cannot fix, or the run's end.
 async fn read_acks(
-    worker: &Worker,
+    state: &State,
     mut acks: tonic::Streaming<pb::ResultAck>,
-) -> Result<(), SessionError> {
+) -> Result<Ended, SessionError> {
     while let Some(ack) = acks.next().await {
         let ack = ack.map_err(|source| SessionError::Call { call: "results", source })?;
         ack.check_bounds().map_err(|source| SessionError::Answer { call: "results", source })?;
@@ -227,17 +250,14 @@ async fn read_acks(
             let reason = Reason::try_from(ack.reason).unwrap_or(Reason::Unspecified);
             tracing::error!(job = ack.job_id, lease = ack.lease_id, ?reason, message = %ack.message, "result rejected by the coordinator");
             if is_fatal(reason) {
-                *worker.fatal.lock() =
-                    Some(WorkerError::Refused { reason, message: ack.message.clone() });
-                return Ok(());
+                return Ok(Ended::Refused { reason, message: ack.message });
             }
         } else if outcome == pb::Outcome::Conflict {
             tracing::warn!(job = ack.job_id, "coordinator recorded a conflict for this result");
         }
-        worker.shared.lock().unacked.remove(&(ack.job_id, ack.lease_id));
+        state.acknowledged(JobId::new(ack.job_id), LeaseId::new(ack.lease_id));
         if ack.run_complete {
-            worker.complete.store(true, Ordering::SeqCst);
-            return Ok(());
+            return Ok(Ended::RunComplete);
         }
     }
     Err(SessionError::StreamClosed)
@@ -246,19 +266,17 @@ async fn read_acks(
 /// Tells the coordinator every `every` which leases this worker still holds, so they do not
 /// expire however long their jobs take; learns of leases already lost and of the run's end.
 async fn heartbeats(
-    worker: &Worker,
+    state: &State,
     mut client: pb::Client,
-    run: &pb::RunId,
     me: &Identity,
     every: Duration,
-) -> Result<(), SessionError> {
+) -> Result<Ended, SessionError> {
     loop {
         tokio::time::sleep(every).await;
-        let lease_ids: Vec<u64> = worker.shared.lock().held.keys().copied().collect();
         let request = pb::HeartbeatRequest {
-            run: Some(run.clone()),
+            run: Some(run_id(me)),
             worker_id: me.worker_id,
-            lease_ids,
+            lease_ids: state.held_leases().into_iter().map(LeaseId::get).collect(),
             worker_secret: me.secret.clone(),
         };
         let reply = client
@@ -273,37 +291,34 @@ async fn heartbeats(
             tracing::warn!(leases = ?reply.lost_lease_ids, "leases lost (expired); results for them are still sent");
         }
         if reply.run_complete {
-            worker.complete.store(true, Ordering::SeqCst);
-            return Ok(());
+            return Ok(Ended::RunComplete);
         }
     }
 }
 
-/// Keeps the solver pool fed, one lease ahead: asks for more jobs while no more than a slot's
-/// worth plus half the last lease is queued, so the next lease arrives before the pool runs dry,
-/// and hands each lease to the pool. An empty answer while work is queued waits for that work to
-/// run low (or the coordinator's retry time) rather than idling the pool. Stops asking once the
+/// Keeps the lanes fed, one lease ahead: asks for more jobs while no more than a slot's worth
+/// plus half the last lease is queued, so the next lease arrives before the lanes run dry, and
+/// hands each lease to the lanes. An empty answer while work is queued waits for that work to run
+/// low (or the coordinator's retry time) rather than idling the lanes. Stops asking once the
 /// worker is stopping.
 async fn lease_loop(
-    worker: &Arc<Worker>,
+    worker: &Worker,
     mut client: pb::Client,
-    run: &pb::RunId,
     me: &Identity,
-    finished: &FinishedTx,
-) -> Result<(), SessionError> {
-    let slots = worker.config.threads;
+) -> Result<Ended, SessionError> {
+    let (state, slots) = (&worker.state, worker.slots);
     let mut ahead = 0;
     loop {
-        if worker.stopping.load(Ordering::SeqCst) {
+        if state.stopping() {
             std::future::pending::<()>().await;
         }
-        if !wait_for_room(worker, slots + ahead, Duration::from_secs(1)).await {
+        if !state.wait_for_room(slots + ahead, Duration::from_secs(1)).await {
             continue;
         }
         let request = pb::LeaseRequest {
-            run: Some(run.clone()),
+            run: Some(run_id(me)),
             worker_id: me.worker_id,
-            free_slots: slots as u32,
+            free_slots: slots.try_into().unwrap_or(u32::MAX),
             worker_secret: me.secret.clone(),
         };
         let reply = client
@@ -313,14 +328,13 @@ async fn lease_loop(
             .into_inner();
         reply.check_bounds().map_err(|source| SessionError::Answer { call: "lease", source })?;
         if reply.run_complete {
-            worker.complete.store(true, Ordering::SeqCst);
-            return Ok(());
+            return Ok(Ended::RunComplete);
         }
         if reply.jobs.is_empty() {
             let retry_after = Duration::from_millis(reply.retry_after_ms.clamp(50, 5000) as u64);
-            if worker.in_flight.load(Ordering::SeqCst) > slots {
+            if state.in_flight() > slots {
                 // Work is queued: ask again when it runs low, not later.
-                wait_for_room(worker, slots, retry_after).await;
+                state.wait_for_room(slots, retry_after).await;
             } else {
                 tokio::time::sleep(retry_after).await;
             }
@@ -328,22 +342,37 @@ async fn lease_loop(
         }
         tracing::debug!(lease = reply.lease_id, jobs = reply.jobs.len(), "lease received");
         ahead = reply.jobs.len() / 2;
-        worker.start_batch(reply.lease_id, &reply.jobs, run, me.worker_id, finished);
+        hand_over(worker, LeaseId::new(reply.lease_id), &reply.jobs);
     }
 }
 
-/// Waits (at most `patience`) until no more than `queued` jobs are in flight: whether they are.
-async fn wait_for_room(worker: &Worker, queued: usize, patience: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + patience;
-    loop {
-        let wait = worker.job_done.notified();
-        if worker.in_flight.load(Ordering::SeqCst) <= queued {
-            return true;
-        }
-        if tokio::time::timeout_at(deadline, wait).await.is_err() {
-            return false;
-        }
-    }
+/// A lease's specs as jobs for the lanes, recorded as held first. A spec that does not fit a job
+/// is reported as that job's error, like a solver error.
+fn hand_over(worker: &Worker, lease: LeaseId, specs: &[pb::JobSpec]) {
+    worker.state.leased(lease, specs.iter().map(|spec| JobId::new(spec.job_id)));
+    let jobs = specs.iter().map(|spec| {
+        let job = Job::try_from(spec).map_err(|e| format!("malformed job spec: {e}"));
+        (JobId::new(spec.job_id), job)
+    });
+    worker.lanes.start(lease, jobs);
+}
+
+/// Releases every lease of the worker `me` (lease id 0), including one granted by a lease call
+/// that a stop interrupted before its answer arrived: the number of jobs released.
+pub(crate) async fn release_all(config: &WorkerConfig, me: &Identity) -> Result<u32, SessionError> {
+    let mut client = connect(config).await?;
+    let request = pb::ReleaseRequest {
+        run: Some(run_id(me)),
+        worker_id: me.worker_id,
+        lease_id: 0,
+        job_ids: vec![],
+        worker_secret: me.secret.clone(),
+    };
+    let reply = client
+        .release(with_deadline(request))
+        .await
+        .map_err(|source| SessionError::Call { call: "release", source })?;
+    Ok(reply.into_inner().released)
 }
 
 /// The typed reason a coordinator's status carries, if any.

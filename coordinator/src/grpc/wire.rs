@@ -101,7 +101,8 @@ impl Registration {
             name: bounded_name("name", req.name)?,
             host: bounded_name("host", req.host)?,
             device: bounded_name("device", req.device)?,
-            cores: req.cores.clamp(1, MAX_CORES),
+            // The worker's lease slots, kept as `cores` here and in the rows and status.
+            cores: req.slots.clamp(1, MAX_CORES),
             version: req.version,
             peer: None,
         })

@@ -20,7 +20,7 @@ fn register_request(name: &str) -> pb::RegisterRequest {
     pb::RegisterRequest {
         name: name.into(),
         host: "here".into(),
-        cores: 2,
+        slots: 2,
         version: env!("CARGO_PKG_VERSION").into(),
         self_test: Some(claimed_self_test()),
         device: "cpu".into(),

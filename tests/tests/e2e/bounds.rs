@@ -17,7 +17,7 @@ fn register_request(version: String) -> pb::RegisterRequest {
     pb::RegisterRequest {
         name: "bounded".into(),
         host: "here".into(),
-        cores: 1,
+        slots: 1,
         version,
         self_test: Some(claimed_self_test()),
         device: "cpu".into(),

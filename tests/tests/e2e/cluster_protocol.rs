@@ -21,7 +21,7 @@ fn register_request(run: Option<pb::RunId>, version: &str) -> pb::RegisterReques
         run,
         name: "probe".into(),
         host: "test".into(),
-        cores: 1,
+        slots: 1,
         version: version.into(),
         self_test: Some(self_test()),
         previous_worker_id: 0,
@@ -257,7 +257,7 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
         let reg = client
             .register(pb::RegisterRequest {
                 name: name.into(),
-                cores: 4,
+                slots: 4,
                 ..register_request(None, env!("CARGO_PKG_VERSION"))
             })
             .await

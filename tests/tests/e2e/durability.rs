@@ -65,7 +65,7 @@ async fn acknowledged_results(port: u16, stop: Arc<AtomicBool>) -> (u64, Vec<(u6
     let request = pb::RegisterRequest {
         name: "ack-counter".into(),
         host: "here".into(),
-        cores: 4,
+        slots: 4,
         version: env!("CARGO_PKG_VERSION").into(),
         self_test: Some(claimed_self_test()),
         device: "cpu".into(),

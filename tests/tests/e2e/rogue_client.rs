@@ -1,5 +1,5 @@
 //! A hostile client built from the protocol alone cannot change a run's answer. It registers
-//! claiming a passed self-test and a thousand cores, takes as many jobs as it can in one call,
+//! claiming a passed self-test and a thousand slots, takes as many jobs as it can in one call,
 //! gives back the ones it might guess are cross-checked (weight 2 and 4, and the ids the old public
 //! verification hash picked), and reports true counts for the rest except one solution too many
 //! on one job. The run still ends exact, the client is untrusted and named by `status`, and its
@@ -42,7 +42,7 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
             run: None,
             name: "rogue".into(),
             host: "nowhere".into(),
-            cores: 1_000_000,
+            slots: 1_000_000,
             version: env!("CARGO_PKG_VERSION").into(),
             self_test: Some(claimed_self_test()),
             previous_worker_id: 0,

@@ -19,7 +19,7 @@ pub(crate) fn register_request(name: &str, previous: u64, secret: &str) -> pb::R
         run: None,
         name: name.into(),
         host: "nowhere".into(),
-        cores: 64,
+        slots: 64,
         version: env!("CARGO_PKG_VERSION").into(),
         self_test: Some(claimed_self_test()),
         previous_worker_id: previous,

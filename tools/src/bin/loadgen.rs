@@ -145,7 +145,7 @@ async fn fake_worker(
             run: None,
             name: format!("fake-{i}"),
             host: "loadgen".into(),
-            cores: slots,
+            slots,
             version: env!("CARGO_PKG_VERSION").into(),
             self_test: Some(test),
             previous_worker_id: 0,

@@ -212,7 +212,7 @@ async fn drive(args: &Args, port: u16, jobs: Arc<Vec<Job>>) -> Result<()> {
             run: None,
             name: "status-bench".into(),
             host: "localhost".into(),
-            cores: args.slots,
+            slots: args.slots,
             version: env!("CARGO_PKG_VERSION").into(),
             self_test: Some(test),
             previous_worker_id: 0,

@@ -1,0 +1,202 @@
+//! The worker's state, with one owner: [`State`] holds the [`Ledger`] (who this worker is, which
+//! leases it holds, which jobs are with the lanes, which answers await acknowledgement, where new
+//! answers go, whether it is stopping) behind one lock, and only its methods change it.
+//!
+//! Why one owner: the session (leasing, heartbeats, the result stream, reconnects), the CPU lane
+//! and the GPU lane all need parts of this state. Spread over atomics set from several files, each
+//! fact had several writers and no place said what it meant. Here the lanes never touch it: they
+//! send a [`Report`] per task on a channel, and [`collect`] (one task) records each in the ledger
+//! and forwards answers to the open result stream. The session calls named steps
+//! ([`State::leased`], [`State::acknowledged`], [`State::connected`], ...) and reads what it needs.
+//!
+//! The run's end and a fatal refusal are not state: the session call that learns of them returns
+//! them ([`crate::session`]'s `Ended`), and the reconnect loop is the one place that acts on them.
+//!
+//! The lock is held for a few map operations, never across an await or a solve.
+
+use crate::work::{Finished, JobId, LeaseId, Report};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use tokio::sync::{mpsc, Notify};
+
+/// Who this worker is to the coordinator, once registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    /// The run's board size.
+    pub n: u32,
+    /// The run's fingerprint.
+    pub fingerprint: String,
+    /// The id the coordinator gave this worker.
+    pub worker_id: u64,
+    /// The secret that proves `worker_id` is this worker's.
+    pub secret: String,
+}
+
+/// The facts, changed only by [`State`]'s methods.
+#[derive(Default)]
+struct Ledger {
+    /// Set by the latest registration.
+    identity: Option<Identity>,
+    /// Jobs leased and without an answer yet, by lease.
+    held: HashMap<LeaseId, HashSet<JobId>>,
+    /// Jobs handed to the lanes whose report has not arrived.
+    in_flight: usize,
+    /// Answers sent (or waiting to be sent) and not yet acknowledged, by (job, lease).
+    unacked: BTreeMap<(JobId, LeaseId), Finished>,
+    /// Where new answers go while a result stream is open.
+    stream: Option<mpsc::Sender<Finished>>,
+    /// Set once by a stop request: no more leases are asked for.
+    stopping: bool,
+}
+
+/// The owner of the worker's state. See the module docs.
+#[derive(Default)]
+pub(crate) struct State {
+    ledger: Mutex<Ledger>,
+    /// Woken whenever a job leaves the lanes (answered or abandoned).
+    job_done: Notify,
+}
+
+impl State {
+    /// The identity of the latest registration, if any.
+    pub fn identity(&self) -> Option<Identity> {
+        self.ledger.lock().identity.clone()
+    }
+
+    /// A registration: this is who the worker now is (answers not yet acknowledged are sent
+    /// under it).
+    pub fn registered(&self, identity: Identity) {
+        self.ledger.lock().identity = Some(identity);
+    }
+
+    /// A lease's jobs, about to be handed to the lanes.
+    pub fn leased(&self, lease: LeaseId, jobs: impl IntoIterator<Item = JobId>) {
+        let mut ledger = self.ledger.lock();
+        let held = ledger.held.entry(lease).or_default();
+        let mut added = 0;
+        for job in jobs {
+            held.insert(job);
+            added += 1;
+        }
+        ledger.in_flight += added;
+    }
+
+    /// The leases with jobs still held, for the heartbeat.
+    pub fn held_leases(&self) -> Vec<LeaseId> {
+        self.ledger.lock().held.keys().copied().collect()
+    }
+
+    /// Jobs with the lanes now.
+    pub fn in_flight(&self) -> usize {
+        self.ledger.lock().in_flight
+    }
+
+    /// Answers not yet acknowledged.
+    pub fn unacked(&self) -> usize {
+        self.ledger.lock().unacked.len()
+    }
+
+    /// Waits (at most `patience`) until no more than `queued` jobs are with the lanes: whether
+    /// they are.
+    pub async fn wait_for_room(&self, queued: usize, patience: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let wait = self.job_done.notified();
+            if self.in_flight() <= queued {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, wait).await.is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// A result stream opened: new answers go to `stream`. Returns every answer not yet
+    /// acknowledged, to be re-sent on it (answers outlive connections).
+    pub fn connected(&self, stream: mpsc::Sender<Finished>) -> Vec<Finished> {
+        let mut ledger = self.ledger.lock();
+        ledger.stream = Some(stream);
+        ledger.unacked.values().cloned().collect()
+    }
+
+    /// The session ended: answers wait for the next stream.
+    pub fn disconnected(&self) {
+        self.ledger.lock().stream = None;
+    }
+
+    /// The coordinator committed (or refused for good) this answer: it is forgotten.
+    pub fn acknowledged(&self, job: JobId, lease: LeaseId) {
+        self.ledger.lock().unacked.remove(&(job, lease));
+    }
+
+    /// A stop request: no more leases are asked for.
+    pub fn stop(&self) {
+        self.ledger.lock().stopping = true;
+    }
+
+    /// Whether a stop was requested.
+    pub fn stopping(&self) -> bool {
+        self.ledger.lock().stopping
+    }
+
+    /// Records one lane report; returns the stream an answer is to be sent on, if one is open.
+    fn report(&self, report: Report) -> Option<(mpsc::Sender<Finished>, Finished)> {
+        let mut ledger = self.ledger.lock();
+        ledger.in_flight = ledger.in_flight.saturating_sub(1);
+        let Report::Finished(finished) = report else { return None };
+        if let Some(jobs) = ledger.held.get_mut(&finished.lease) {
+            jobs.remove(&finished.id);
+            if jobs.is_empty() {
+                ledger.held.remove(&finished.lease);
+            }
+        }
+        ledger.unacked.insert((finished.id, finished.lease), finished.clone());
+        ledger.stream.clone().map(|stream| (stream, finished))
+    }
+}
+
+/// The one reader of the lanes' reports: records each in `state` and sends answers on the open
+/// result stream. The lanes' threads never wait on the network; this task does.
+pub(crate) async fn collect(state: std::sync::Arc<State>, mut rx: mpsc::UnboundedReceiver<Report>) {
+    while let Some(report) = rx.recv().await {
+        if let Some((stream, finished)) = state.report(report) {
+            let _ = stream.send(finished).await;
+        }
+        state.job_done.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(lease: u64, job: u64) -> Report {
+        Report::Finished(Finished {
+            lease: LeaseId::new(lease),
+            id: JobId::new(job),
+            answer: Err("x".into()),
+        })
+    }
+
+    /// A lease is held until its last job is answered; an answer is kept until acknowledged and
+    /// offered again on the next stream.
+    #[test]
+    fn the_ledger_follows_a_lease_to_its_acknowledgement() {
+        let state = State::default();
+        state.leased(LeaseId::new(7), [JobId::new(1), JobId::new(2)]);
+        assert_eq!(state.in_flight(), 2);
+        assert_eq!(state.held_leases(), vec![LeaseId::new(7)]);
+        assert!(state.report(answer(7, 1)).is_none(), "no stream open");
+        state.report(Report::Abandoned);
+        assert_eq!(state.in_flight(), 0);
+        assert_eq!(state.held_leases(), vec![LeaseId::new(7)], "job 2 is still held");
+        let (tx, _rx) = mpsc::channel(4);
+        assert_eq!(state.connected(tx).len(), 1);
+        assert!(state.report(answer(7, 2)).is_some());
+        assert!(state.held_leases().is_empty());
+        state.acknowledged(JobId::new(1), LeaseId::new(7));
+        assert_eq!(state.unacked(), 1);
+        state.disconnected();
+        assert_eq!(state.connected(mpsc::channel(1).0).len(), 1);
+    }
+}
