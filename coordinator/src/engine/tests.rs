@@ -38,8 +38,8 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
         recheck_fraction: 0.0,
     };
     let metrics = Arc::new(Metrics::default());
-    let (engine, complete, _ended, thread) =
-        Engine::start(store, Duration::from_secs(30), metrics, config).unwrap();
+    let started = Engine::start(store, Duration::from_secs(30), metrics, config).unwrap();
+    let (engine, complete, snapshots) = (started.handle, started.complete, started.snapshots);
 
     // Two workers under two credentials, so that they can confirm each other's answers.
     let mut workers = Vec::new();
@@ -105,11 +105,19 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while complete.borrow().is_none() {
         assert!(std::time::Instant::now() < deadline, "no result published");
-        let _ = ask(&engine, |reply| Command::Status { reply });
         std::thread::sleep(Duration::from_millis(10));
     }
     let record = complete.borrow().clone().unwrap();
     assert_eq!(record.total, 92, "Q(8)");
+    // The snapshot published with the result shows the run complete, every job done.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while snapshots.borrow().progress.result.is_none() {
+        assert!(std::time::Instant::now() < deadline, "no complete snapshot published");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let last = snapshots.borrow().clone();
+    assert!(last.progress.complete && last.progress.jobs_done == last.progress.jobs_total);
+    assert_eq!(last.progress.result.as_ref().map(|r| r.total), Some(92));
     assert!(engine.send(Command::Shutdown));
-    thread.join().unwrap().unwrap();
+    started.thread.join().unwrap().unwrap();
 }

@@ -33,6 +33,18 @@ impl WorkerState {
             _ => self.recent.push_back((now, 1)),
         }
     }
+
+    /// Its counted results per second over the last `period` (a lease period): the one rate of a
+    /// worker that every view shows.
+    pub(super) fn counted_per_second(&self, now: Instant, period: Duration) -> f64 {
+        let counted: u32 = self
+            .recent
+            .iter()
+            .filter(|(t, _)| now.duration_since(*t) <= period)
+            .map(|(_, k)| *k)
+            .sum();
+        counted as f64 / period.as_secs_f64()
+    }
 }
 
 impl Engine {
