@@ -136,6 +136,9 @@ pub struct Engine {
     snapshots: watch::Sender<Arc<RunSnapshot>>,
     /// How many snapshots were published, and when the last one was.
     published: (u64, Instant),
+    /// When the leases' last deadline was last looked up, and what it was (see
+    /// `Engine::last_lease_deadline` in `engine/publish.rs`).
+    lease_deadline: (Option<Instant>, Option<Instant>),
     complete_tx: watch::Sender<Option<RunResult>>,
     result_written: bool,
 }
@@ -208,6 +211,7 @@ impl Engine {
             pace: Pace::new(Instant::now(), done_at_start),
             snapshots,
             published: (0, Instant::now()),
+            lease_deadline: (None, None),
             complete_tx,
             result_written: false,
         };
@@ -545,7 +549,7 @@ impl Engine {
                 }
                 if let Some(w) = self.workers.get_mut(&msg.worker_id) {
                     w.results += 1;
-                    w.delivered(now);
+                    w.delivered(now, self.lease_duration);
                 }
             }
             Verdict::Duplicate => {

@@ -48,7 +48,7 @@ impl Engine {
             self.scheduler.conflicts_total(),
             result,
         );
-        let last_deadline = self.scheduler.last_lease_deadline();
+        let last_deadline = self.last_lease_deadline(now);
         RunSnapshot {
             snapshot_seq: self.published.0 + 1,
             taken_unix: unix_now(),
@@ -64,6 +64,18 @@ impl Engine {
             workers: self.worker_views(now),
             counters: Some(counters),
         }
+    }
+
+    /// When the last current lease runs out unless renewed. Walking the leases costs about as
+    /// much as everything else in a snapshot together (every lease of the run is looked at), so
+    /// it is walked at most every [`REFRESH_EVERY`]: a lease granted or renewed since shows up in
+    /// the expiry within a second.
+    fn last_lease_deadline(&mut self, now: Instant) -> Option<Instant> {
+        let (walked, deadline) = &mut self.lease_deadline;
+        if walked.is_none_or(|t| now.duration_since(t) >= REFRESH_EVERY) {
+            (*walked, *deadline) = (Some(now), self.scheduler.last_lease_deadline());
+        }
+        *deadline
     }
 
     /// Every worker registered with this process, by id.
