@@ -6,6 +6,7 @@
 //! results per second possible with synchronous=FULL; a single writer makes decisions race-free.
 
 mod command;
+mod publish;
 #[cfg(test)]
 mod tests;
 mod workers;
@@ -16,7 +17,7 @@ use workers::WorkerState;
 use crate::metrics::Metrics;
 use crate::run_result::RunResult;
 use crate::secrets::{Credential, RegistrationLimiter};
-use crate::status::{Progress, RunName, Source, StatusView, WorkerView};
+use crate::snapshot::{Pace, RunSnapshot};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::{
     Change, Finding, JobId, LeaseId, Scheduler, SchedulerConfig, Verdict, WorkerId,
@@ -109,15 +110,19 @@ fn seed_from_os() -> u64 {
     u64::from_le_bytes(seed)
 }
 
-/// What [`Engine::start`] gives back: the command handle, the final result once the run is
-/// complete, a signal that fires when the engine thread has ended (for whatever reason), and the
-/// thread itself.
-type Started = (
-    EngineHandle,
-    watch::Receiver<Option<RunResult>>,
-    oneshot::Receiver<()>,
-    std::thread::JoinHandle<Result<(), StoreError>>,
-);
+/// What [`Engine::start`] gives back.
+pub struct Started {
+    /// The command handle.
+    pub handle: EngineHandle,
+    /// The final result, once the run is complete.
+    pub complete: watch::Receiver<Option<RunResult>>,
+    /// The run as the engine last published it (after every batch it commits).
+    pub snapshots: watch::Receiver<Arc<RunSnapshot>>,
+    /// Fires when the engine thread has ended (for whatever reason).
+    pub ended: oneshot::Receiver<()>,
+    /// The engine thread itself.
+    pub thread: std::thread::JoinHandle<Result<(), StoreError>>,
+}
 
 pub struct EngineConfig {
     pub result_file: PathBuf,
@@ -153,9 +158,15 @@ pub struct Engine {
     metrics: Arc<Metrics>,
     config: EngineConfig,
     started: Instant,
-    done_at_start: u64,
-    /// When the last result was counted (accepted or confirmed) by this process.
-    last_counted: Option<Instant>,
+    /// The run's pace: the one rule for its rate and quiet time (see `snapshot/pace.rs`).
+    pace: Pace,
+    /// Where the engine publishes the run's [`RunSnapshot`] (see `engine/publish.rs`).
+    snapshots: watch::Sender<Arc<RunSnapshot>>,
+    /// How many snapshots were published, and when the last one was.
+    published: (u64, Instant),
+    /// When the leases' last deadline was last looked up, and what it was (see
+    /// `Engine::last_lease_deadline` in `engine/publish.rs`).
+    lease_deadline: (Option<Instant>, Option<Instant>),
     complete_tx: watch::Sender<Option<RunResult>>,
     result_written: bool,
 }
@@ -202,6 +213,7 @@ impl Engine {
             Instant::now(),
         );
         let (complete_tx, complete_rx) = watch::channel(None);
+        let (snapshots, snapshot_rx) = watch::channel(Arc::default());
         let done_at_start = scheduler.count(JobState::Done);
         let (tx, rx) = mpsc::channel();
         let referee = config.jobs.clone().map(|jobs| {
@@ -213,7 +225,7 @@ impl Engine {
                 })
             })
         });
-        let engine = Engine {
+        let mut engine = Engine {
             store,
             scheduler,
             workers: HashMap::new(),
@@ -229,8 +241,10 @@ impl Engine {
             metrics,
             config,
             started: Instant::now(),
-            done_at_start,
-            last_counted: None,
+            pace: Pace::new(Instant::now(), done_at_start),
+            snapshots,
+            published: (0, Instant::now()),
+            lease_deadline: (None, None),
             complete_tx,
             result_written: false,
         };
@@ -240,7 +254,7 @@ impl Engine {
             leased = engine.scheduler.count(JobState::Leased),
             "run loaded; leases found in the store get a fresh grace period"
         );
-        engine.publish_gauges();
+        engine.publish();
         let (ended_tx, ended_rx) = oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("nq-engine".into())
@@ -250,7 +264,13 @@ impl Engine {
                 ended
             })
             .expect("spawn engine thread");
-        Ok((EngineHandle { tx }, complete_rx, ended_rx, thread))
+        Ok(Started {
+            handle: EngineHandle { tx },
+            complete: complete_rx,
+            snapshots: snapshot_rx,
+            ended: ended_rx,
+            thread,
+        })
     }
 
     fn run(mut self, rx: mpsc::Receiver<Command>) -> Result<(), StoreError> {
@@ -264,6 +284,7 @@ impl Engine {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             };
             let batch = gather(first, &rx);
+            let busy = !batch.is_empty();
             let shutdown = batch.iter().any(|c| matches!(c, Command::Shutdown));
             let mut changes = Vec::new();
             let mut worker_rows = Vec::new();
@@ -279,7 +300,6 @@ impl Engine {
                         leases = expired,
                         "leases expired; their jobs are pending again"
                     );
-                    self.metrics.lease_expiries.fetch_add(expired, Ordering::Relaxed);
                 }
             }
             if !changes.is_empty() || !worker_rows.is_empty() {
@@ -292,13 +312,18 @@ impl Engine {
                 }
                 self.metrics.commits.fetch_add(1, Ordering::Relaxed);
             }
+            // Published before the answers go out: whoever hears back sees the batch in status.
+            self.publish_if(busy || !changes.is_empty());
             let run_complete = self.scheduler.is_complete();
             for reply in replies {
                 reply.send(run_complete);
             }
             self.hand_to_referee();
-            self.publish_gauges();
+            let was_complete = self.result_written;
             self.check_complete()?;
+            if self.result_written != was_complete {
+                self.publish();
+            }
             if shutdown {
                 // The `.db` alone is then the whole state: a copy of it needs no `-wal` beside.
                 self.store.checkpoint()?;
@@ -362,9 +387,6 @@ impl Engine {
             Command::RefereeFailed { job_id } => {
                 tracing::error!(job = %job_id, "the coordinator's own attempt at a job workers reported errors for failed too: the job is failed (`requeue` puts it back)");
                 self.scheduler.coordinator_failed(job_id, changes);
-            }
-            Command::Status { reply } => {
-                let _ = reply.send(self.status());
             }
         }
     }
@@ -490,14 +512,14 @@ impl Engine {
         let worker_id = msg.caller.worker_id;
         match outcome {
             Verdict::Accepted | Verdict::Confirmed => {
-                self.last_counted = Some(now);
+                self.pace.counted(now);
                 m.results_accepted.fetch_add(1, Ordering::Relaxed);
                 if let Finding::Solved { counts, .. } = msg.finding {
                     m.nodes.fetch_add(counts.nodes, Ordering::Relaxed);
                 }
                 if let Some(w) = self.workers.get_mut(&worker_id) {
                     w.results += 1;
-                    w.delivered(now);
+                    w.delivered(now, self.lease_duration);
                 }
             }
             Verdict::Duplicate => {
@@ -531,13 +553,6 @@ impl Engine {
                 );
             }
         }
-    }
-
-    fn publish_gauges(&self) {
-        let m = &self.metrics;
-        m.set_jobs(self.scheduler.by_state());
-        m.workers.store(self.active_workers(Instant::now()) as u64, Ordering::Relaxed);
-        m.untrusted_workers.store(self.scheduler.untrusted_count(), Ordering::Relaxed);
     }
 
     /// Once every job is done: totals from the committed rows, the result file, and the signal
@@ -608,67 +623,7 @@ impl Engine {
         tracing::warn!(%reason, jobs = doubted.len(), round = self.repairs, ids = ?&doubted[..doubted.len().min(20)], "the final tally breaks the symmetry identities: the jobs that can explain it are solved again");
         self.store.apply(&changes, &[])?;
         self.hand_to_referee();
-        self.publish_gauges();
+        self.publish();
         Ok(())
-    }
-
-    /// The run's progress as the engine knows it. The partial totals and the result are left
-    /// empty: they are summed from committed rows by the caller, on its own read connection, so
-    /// that a status poll never holds up leases and results (see `CoordinatorService::status`).
-    fn status(&self) -> StatusView {
-        let now = Instant::now();
-        let elapsed = self.started.elapsed().as_secs_f64().max(1e-3);
-        let jobs = self.scheduler.by_state();
-        let done = jobs.get(JobState::Done);
-        let rate = (done - self.done_at_start.min(done)) as f64 / elapsed;
-        let quiet = self.last_counted.map_or(elapsed, |t| now.duration_since(t).as_secs_f64());
-        let meta = self.store.meta();
-        let run = RunName { n: meta.n.into(), fingerprint: &meta.fingerprint };
-        let progress =
-            Progress::new(run, &jobs, Some(rate), quiet, self.scheduler.conflicts_total(), None);
-        let last_deadline = self.scheduler.last_lease_deadline();
-        let mut workers: Vec<WorkerView> = self
-            .workers
-            .values()
-            .map(|w| WorkerView {
-                worker_id: w.row.id,
-                name: w.row.name.clone(),
-                host: w.row.host.clone(),
-                cores: w.row.cores,
-                version: w.row.version.clone(),
-                results: w.results,
-                conflicts: w.conflicts,
-                last_seen_seconds_ago: now.duration_since(w.last_seen).as_secs_f64(),
-                jobs_leased: self.scheduler.leased_by(WorkerId::new(w.row.id)),
-                untrusted: self.scheduler.is_untrusted(WorkerId::new(w.row.id)),
-                credential: w.row.credential.clone(),
-                device: w.device.clone(),
-                counted_per_second: w
-                    .recent
-                    .iter()
-                    .filter(|(t, _)| now.duration_since(*t) <= self.lease_duration)
-                    .map(|(_, k)| *k as f64)
-                    .sum::<f64>()
-                    / self.lease_duration.as_secs_f64(),
-                trust: self.scheduler.standing_of(WorkerId::new(w.row.id)).into(),
-                lease_size: w.last_lease_size as u64,
-            })
-            .collect();
-        workers.sort_by_key(|w| w.worker_id);
-        StatusView {
-            progress,
-            source: Source::Coordinator(String::new()),
-            untrusted_workers: self.scheduler.untrusted_count(),
-            lease_expiries: Some(self.scheduler.lease_expiries()),
-            leases_expire_in_seconds: last_deadline
-                .map(|d| d.saturating_duration_since(now).as_secs_f64()),
-            // Summed from the committed rows by the caller, off this thread.
-            partial_total: 0,
-            partial_sym180: 0,
-            partial_sym90: 0,
-            nodes: 0,
-            workers,
-            uptime_seconds: Some(elapsed),
-        }
     }
 }

@@ -12,6 +12,7 @@ mod referee;
 mod run_result;
 mod secrets;
 mod server;
+mod snapshot;
 mod spot_checks;
 mod status;
 mod verify;
@@ -23,7 +24,8 @@ pub use server::{
     check_target_jobs, default_http_listen, result_file, serve, ConfigError, ServeConfig,
     ServeError, DEFAULT_HTTP_PORT, MAX_TARGET_JOBS,
 };
-pub use status::{Progress, Source, StatusReport, StatusView, WorkerView};
+pub use snapshot::{Progress, RunSnapshot, WorkerView};
+pub use status::{Source, StatusReport, StatusView};
 pub use verify::{verify_state, Sample, Verification, VerifyError};
 // The store as the end-to-end tests and tools drive it.
 pub use nqueens_store::{LocalCheckpoint, RunKind, Store, StoreError, WorkerRow};

@@ -9,12 +9,11 @@ use crate::engine::{Command, Engine, EngineConfig};
 use crate::grpc::auth::{Credentials, TokenCheck};
 use crate::grpc::connections::{GrpcLimits, GuardedIncoming};
 use crate::grpc::service::CoordinatorService;
-use crate::http::{
-    sample_every, serve_http, History, HttpAccess, HttpState, RunInfo, StatusSource,
-};
+use crate::http::{sample_every, serve_http, History, HttpAccess, HttpState, StatusSource};
 use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
 use crate::metrics::Metrics;
 use crate::run_result::RunResult;
+use crate::snapshot::RunSnapshot;
 use crate::status::StatusReader;
 use nqueens_core::{job_list, SplitParams};
 use nqueens_proto as pb;
@@ -396,6 +395,8 @@ fn open_run(config: &ServeConfig) -> Result<OpenedRun, ServeError> {
 struct Running {
     engine: crate::engine::EngineHandle,
     complete_rx: watch::Receiver<Option<RunResult>>,
+    /// The run as the engine last published it: what every status view shows.
+    snapshots: watch::Receiver<Arc<RunSnapshot>>,
     engine_thread: std::thread::JoinHandle<Result<(), StoreError>>,
     metrics: Arc<Metrics>,
     jobs: Arc<Vec<nqueens_core::Job>>,
@@ -425,20 +426,22 @@ fn start_engine(
         jobs: config.coordinator_checks.then(|| jobs.clone()),
         recheck_fraction: config.recheck_fraction,
     };
-    let (engine, complete_rx, engine_ended, engine_thread) = Engine::start(
+    let started = Engine::start(
         store,
         Duration::from_secs(config.lease_seconds as u64),
         metrics.clone(),
         engine_config,
     )?;
+    let engine = started.handle;
     if config.spot_checks {
         drop(crate::spot_checks::spawn(jobs.clone(), engine.clone()));
     }
     let reader = Arc::new(StatusReader::new(config.state.clone()));
     let running = Running {
         engine,
-        complete_rx,
-        engine_thread,
+        complete_rx: started.complete,
+        snapshots: started.snapshots,
+        engine_thread: started.thread,
         metrics,
         jobs,
         run,
@@ -446,7 +449,7 @@ fn start_engine(
         reader,
         heartbeat_seconds,
     };
-    Ok((running, engine_ended))
+    Ok((running, started.ended))
 }
 
 /// Step three, the HTTP port: metrics, the status page and the rate history its page draws.
@@ -455,27 +458,17 @@ fn start_http(
     running: &Running,
     listener: TcpListener,
 ) -> [tokio::task::JoinHandle<()>; 2] {
-    let metrics = &running.metrics;
     let history = Arc::new(parking_lot::Mutex::new(History::new(HISTORY_SAMPLES)));
-    let sampler = tokio::spawn(sample_every(metrics.clone(), history.clone(), SAMPLE_EVERY));
-    let run_info = RunInfo {
-        n: running.run.n,
-        fingerprint: running.run.fingerprint.clone(),
-        jobs_total: running.jobs.len() as u64,
-        state_file: std::path::absolute(&config.state).unwrap_or_else(|_| config.state.clone()),
-    };
-    let status = StatusSource::new(
-        run_info,
-        metrics.clone(),
-        history,
-        running.reader.clone(),
-        running.complete_rx.clone(),
-    );
+    let sampler =
+        tokio::spawn(sample_every(running.snapshots.clone(), history.clone(), SAMPLE_EVERY));
+    let state_file = std::path::absolute(&config.state).unwrap_or_else(|_| config.state.clone());
+    let status =
+        StatusSource::new(state_file, running.snapshots.clone(), history, running.reader.clone());
     // An address not known to be loopback gets the token if there is one.
     let addr = listener.local_addr().unwrap_or_else(|_| ([0; 4], 0).into());
     let access = HttpAccess::new(config.token.as_deref(), config.public_status, addr);
     tracing::info!(token_required = access.token_required, "http port: metrics and status page");
-    let state = Arc::new(HttpState { metrics: metrics.clone(), status, access });
+    let state = Arc::new(HttpState { status, access });
     [sampler, tokio::spawn(serve_http(listener, state))]
 }
 
@@ -494,6 +487,7 @@ async fn serve_grpc(
         run: running.run.clone(),
         jobs: running.jobs.clone(),
         reader: running.reader.clone(),
+        snapshots: running.snapshots.clone(),
         lease_seconds: config.lease_seconds,
         heartbeat_seconds: running.heartbeat_seconds,
         stopping: stopping_rx.clone(),

@@ -2,7 +2,6 @@
 //! what comes back, once the changes a command made are committed.
 
 use crate::secrets::Credential;
-use crate::status::StatusView;
 use nqueens_scheduler::{Finding, JobId, LeaseId, Verdict, WorkerId};
 use std::sync::mpsc;
 use tokio::sync::oneshot;
@@ -34,9 +33,6 @@ pub enum Command {
         lease_id: LeaseId,
         job_ids: Vec<JobId>,
         reply: ReplyTx<u32>,
-    },
-    Status {
-        reply: oneshot::Sender<StatusView>,
     },
     /// The coordinator's own answer for a job, to check workers against (see `spot_checks.rs`).
     Reference {

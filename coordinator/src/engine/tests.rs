@@ -4,7 +4,7 @@
 
 use super::{
     Caller, Command, Engine, EngineConfig, EngineHandle, Granted, JobAnswer, Refusal, Registered,
-    Registration,
+    Registration, Started,
 };
 use crate::metrics::Metrics;
 use crate::secrets::Credential;
@@ -23,7 +23,7 @@ fn ask<T>(engine: &EngineHandle, make: impl FnOnce(oneshot::Sender<T>) -> Comman
 }
 
 /// An engine over a fresh N=8 run in `dir`, with its completion signal and thread.
-fn start_engine(dir: &std::path::Path) -> (EngineHandle, Started, nqueens_core::JobList) {
+fn start_engine(dir: &std::path::Path) -> (Started, nqueens_core::JobList) {
     let list = job_list(8, &SplitParams::default()).unwrap();
     let state = dir.join("run8.db");
     let store =
@@ -37,15 +37,9 @@ fn start_engine(dir: &std::path::Path) -> (EngineHandle, Started, nqueens_core::
         recheck_fraction: 0.0,
     };
     let metrics = Arc::new(Metrics::default());
-    let (engine, complete, _ended, thread) =
-        Engine::start(store, Duration::from_secs(30), metrics, config).unwrap();
-    (engine, (complete, thread), list)
+    let started = Engine::start(store, Duration::from_secs(30), metrics, config).unwrap();
+    (started, list)
 }
-
-type Started = (
-    tokio::sync::watch::Receiver<Option<crate::run_result::RunResult>>,
-    std::thread::JoinHandle<Result<(), nqueens_store::StoreError>>,
-);
 
 /// Registers a worker under the credential `name`.
 fn register(engine: &EngineHandle, name: &str) -> Caller {
@@ -69,7 +63,8 @@ fn register(engine: &EngineHandle, name: &str) -> Caller {
 #[test]
 fn every_command_of_a_caller_that_is_not_the_worker_it_names_is_refused_alike() {
     let dir = tempfile::tempdir().unwrap();
-    let (engine, (_complete, thread), _) = start_engine(dir.path());
+    let (started, _) = start_engine(dir.path());
+    let engine = started.handle.clone();
     let honest = register(&engine, "a");
     let wrong_secret = Caller { secret: "not-it".into(), ..honest.clone() };
     let unknown = Caller { worker_id: nqueens_scheduler::WorkerId::new(99), ..honest.clone() };
@@ -100,13 +95,15 @@ fn every_command_of_a_caller_that_is_not_the_worker_it_names_is_refused_alike() 
     let lease = ask(&engine, |reply| Command::Lease { caller: c, free_slots: 4, reply });
     assert!(!lease.outcome.unwrap().job_ids.is_empty());
     assert!(engine.send(Command::Shutdown));
-    thread.join().unwrap().unwrap();
+    started.thread.join().unwrap().unwrap();
 }
 
 #[test]
 fn an_engine_in_process_completes_n8_with_the_known_total() {
     let dir = tempfile::tempdir().unwrap();
-    let (engine, (complete, thread), list) = start_engine(dir.path());
+    let (started, list) = start_engine(dir.path());
+    let (engine, complete, snapshots) =
+        (started.handle.clone(), started.complete.clone(), started.snapshots.clone());
     // Two workers under two credentials, so that they can confirm each other's answers.
     let workers = [register(&engine, "a"), register(&engine, "b")];
     let mut rounds = 0;
@@ -147,11 +144,19 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while complete.borrow().is_none() {
         assert!(std::time::Instant::now() < deadline, "no result published");
-        let _ = ask(&engine, |reply| Command::Status { reply });
         std::thread::sleep(Duration::from_millis(10));
     }
     let record = complete.borrow().clone().unwrap();
     assert_eq!(record.total, 92, "Q(8)");
+    // The snapshot published with the result shows the run complete, every job done.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while snapshots.borrow().progress.result.is_none() {
+        assert!(std::time::Instant::now() < deadline, "no complete snapshot published");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let last = snapshots.borrow().clone();
+    assert!(last.progress.complete && last.progress.jobs_done == last.progress.jobs_total);
+    assert_eq!(last.progress.result.as_ref().map(|r| r.total), Some(92));
     assert!(engine.send(Command::Shutdown));
-    thread.join().unwrap().unwrap();
+    started.thread.join().unwrap().unwrap();
 }

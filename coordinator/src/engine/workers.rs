@@ -27,11 +27,28 @@ pub(super) struct WorkerState {
 }
 
 impl WorkerState {
-    pub(super) fn delivered(&mut self, now: Instant) {
+    /// A result of its was counted at `now`; what is older than `keep` is forgotten (every
+    /// snapshot reads what is left).
+    pub(super) fn delivered(&mut self, now: Instant, keep: Duration) {
+        while self.recent.front().is_some_and(|(t, _)| now.duration_since(*t) > keep) {
+            self.recent.pop_front();
+        }
         match self.recent.back_mut() {
             Some((t, k)) if now.duration_since(*t) < Duration::from_secs(1) => *k += 1,
             _ => self.recent.push_back((now, 1)),
         }
+    }
+
+    /// Its counted results per second over the last `period` (a lease period): the one rate of a
+    /// worker that every view shows.
+    pub(super) fn counted_per_second(&self, now: Instant, period: Duration) -> f64 {
+        let counted: u32 = self
+            .recent
+            .iter()
+            .filter(|(t, _)| now.duration_since(*t) <= period)
+            .map(|(_, k)| *k)
+            .sum();
+        counted as f64 / period.as_secs_f64()
     }
 }
 

@@ -9,7 +9,8 @@ use crate::engine::{
 };
 use crate::metrics::Metrics;
 use crate::secrets::Credential;
-use crate::status::StatusReader;
+use crate::snapshot::RunSnapshot;
+use crate::status::{Source, StatusReader, StatusView};
 use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, CheckBounds, Reason};
@@ -17,7 +18,6 @@ use nqueens_scheduler::{JobId, LeaseId, WorkerId};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::sync::{oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -30,6 +30,8 @@ pub struct CoordinatorService {
     pub jobs: Arc<Vec<Job>>,
     /// Sums committed rows for `status`, off the engine thread.
     pub reader: Arc<StatusReader>,
+    /// The run as the engine last published it: what `status` shows.
+    pub snapshots: watch::Receiver<Arc<RunSnapshot>>,
     pub lease_seconds: u32,
     pub heartbeat_seconds: u32,
     /// Flips to true when the coordinator starts shutting down; open result streams end then.
@@ -330,25 +332,22 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 "per-host tokens are for workers: the status call needs the shared --token (or read `status --state FILE` on the coordinator's host)",
             ));
         }
-        let asked = Instant::now();
-        let mut view = self.ask(|reply| Command::Status { reply }).await?;
-        let engine_took = asked.elapsed();
+        // The engine's latest snapshot, and the partial totals of the committed rows, summed
+        // on this reader's own connection so that a status poll never holds up the engine.
+        let run = RunSnapshot::clone(&self.snapshots.borrow());
         let reader = self.reader.clone();
-        let complete = view.progress.complete;
-        let summed = tokio::task::spawn_blocking(move || reader.sums(complete))
+        let summed = tokio::task::spawn_blocking(move || reader.sums())
             .await
             .map_err(|e| Status::internal(format!("status: {e}")))?
             .map_err(|e| Status::internal(format!("status: {e}")))?;
-        // The engine's part holds up leases and results; the rows' part runs beside them.
-        tracing::debug!(
-            engine_ms = engine_took.as_secs_f64() * 1e3,
-            rows_ms = (asked.elapsed() - engine_took).as_secs_f64() * 1e3,
-            jobs = view.progress.jobs_total,
-            "status call answered"
-        );
-        (view.partial_total, view.partial_sym180, view.partial_sym90, view.nodes) =
-            (summed.tally.total, summed.tally.sym180, summed.tally.sym90, summed.tally.nodes);
-        view.progress.result = summed.result;
+        let view = StatusView {
+            run,
+            source: Source::Coordinator(String::new()),
+            partial_total: summed.tally.total,
+            partial_sym180: summed.tally.sym180,
+            partial_sym90: summed.tally.sym90,
+            nodes: summed.tally.nodes,
+        };
         let mut response = view.to_response(&self.run);
         response.bad_rows = summed.bad_rows;
         Ok(Response::new(response))

@@ -8,7 +8,8 @@
 use crate::engine::{Caller, JobAnswer, Refusal, Registration, Reply};
 use crate::run_result::RunResult;
 use crate::secrets::Credential;
-use crate::status::{percent, Progress, Source, StatusReport, StatusView, WorkerView};
+use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
+use crate::status::{Source, StatusReport, StatusView};
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, CheckBounds, Outcome, Reason, WireError};
@@ -315,7 +316,7 @@ impl TryFrom<pb::RunResult> for RunResult {
 impl StatusView {
     /// The wire form of a live coordinator's status, naming the run `run`.
     pub fn to_response(&self, run: &pb::RunId) -> pb::StatusResponse {
-        let p = &self.progress;
+        let (p, snap) = (&self.run.progress, &self.run);
         let (partial_total, partial_total_hi) = split_wide(self.partial_total);
         let (partial_sym180, partial_sym180_hi) = split_wide(self.partial_sym180);
         let (partial_sym90, partial_sym90_hi) = split_wide(self.partial_sym90);
@@ -339,7 +340,7 @@ impl StatusView {
             nodes: self.nodes,
             complete: p.complete,
             result: p.result.as_ref().map(pb::RunResult::from),
-            workers: self
+            workers: snap
                 .workers
                 .iter()
                 .map(|w| pb::WorkerInfo {
@@ -360,13 +361,18 @@ impl StatusView {
                     lease_size: w.lease_size,
                 })
                 .collect(),
-            lease_expiries: self.lease_expiries.unwrap_or(0),
-            uptime_seconds: self.uptime_seconds.unwrap_or(0.0),
-            untrusted_workers: self.untrusted_workers,
+            lease_expiries: snap.lease_expiries.unwrap_or(0),
+            uptime_seconds: snap.uptime_seconds.unwrap_or(0.0),
+            untrusted_workers: snap.untrusted_workers,
             waiting_on_leases: p.waiting_on_leases,
-            leases_expire_in_seconds: self.leases_expire_in_seconds.unwrap_or(-1.0),
+            leases_expire_in_seconds: snap.leases_expire_in_seconds.unwrap_or(-1.0),
             // Found by the status reader, not the engine: the service fills it in.
             bad_rows: 0,
+            snapshot_seq: snap.snapshot_seq,
+            quiet_seconds: snap.quiet_seconds,
+            nodes_per_second: snap.nodes_per_second.unwrap_or(0.0),
+            live_workers: snap.live_workers.unwrap_or(0),
+            taken_unix: snap.taken_unix,
         }
     }
 
@@ -392,40 +398,53 @@ impl StatusView {
             complete: r.complete,
             result: r.result.map(RunResult::try_from).transpose()?,
         };
-        Ok(StatusView {
+        let run = RunSnapshot {
+            snapshot_seq: r.snapshot_seq,
+            taken_unix: r.taken_unix,
             progress,
-            source: Source::Coordinator(source.to_owned()),
+            nodes_per_second: Some(r.nodes_per_second),
+            quiet_seconds: r.quiet_seconds,
             untrusted_workers: r.untrusted_workers,
+            live_workers: Some(r.live_workers),
             lease_expiries: Some(r.lease_expiries),
             leases_expire_in_seconds: (r.leases_expire_in_seconds >= 0.0)
                 .then_some(r.leases_expire_in_seconds),
+            uptime_seconds: Some(r.uptime_seconds),
+            workers: r.workers.into_iter().map(WorkerView::from_wire).collect(),
+            // The counters are on `/metrics`.
+            counters: None,
+        };
+        Ok(StatusView {
+            run,
+            source: Source::Coordinator(source.to_owned()),
             partial_total: join_wide(r.partial_total, r.partial_total_hi),
             partial_sym180: join_wide(r.partial_sym180, r.partial_sym180_hi),
             partial_sym90: join_wide(r.partial_sym90, r.partial_sym90_hi),
             nodes: r.nodes,
-            workers: r
-                .workers
-                .into_iter()
-                .map(|w| WorkerView {
-                    worker_id: w.worker_id,
-                    name: w.name,
-                    host: w.host,
-                    cores: w.cores,
-                    version: w.version,
-                    results: w.results,
-                    conflicts: w.conflicts,
-                    jobs_leased: w.jobs_leased,
-                    last_seen_seconds_ago: w.last_seen_seconds_ago,
-                    untrusted: w.untrusted,
-                    credential: w.credential,
-                    device: w.device,
-                    counted_per_second: w.results_per_second,
-                    trust: w.trust,
-                    lease_size: w.lease_size,
-                })
-                .collect(),
-            uptime_seconds: Some(r.uptime_seconds),
         })
+    }
+}
+
+impl WorkerView {
+    /// A worker as a live coordinator's status call describes it.
+    fn from_wire(w: pb::WorkerInfo) -> WorkerView {
+        WorkerView {
+            worker_id: w.worker_id,
+            name: w.name,
+            host: w.host,
+            cores: w.cores,
+            version: w.version,
+            results: w.results,
+            conflicts: w.conflicts,
+            jobs_leased: w.jobs_leased,
+            last_seen_seconds_ago: w.last_seen_seconds_ago,
+            untrusted: w.untrusted,
+            credential: w.credential,
+            device: w.device,
+            counted_per_second: w.results_per_second,
+            trust: w.trust,
+            lease_size: w.lease_size,
+        }
     }
 }
 
@@ -477,25 +496,21 @@ mod tests {
         let total = u128::from(u64::MAX) * 5 + 3;
         let mut jobs = nqueens_scheduler::JobsByState::default();
         jobs.add(nqueens_scheduler::JobState::Done, 10);
-        let name = crate::status::RunName { n: 29, fingerprint: "f" };
+        let name = crate::snapshot::RunName { n: 29, fingerprint: "f" };
         let view = StatusView {
-            progress: Progress::new(name, &jobs, Some(1.0), 0.0, 0, None),
+            run: RunSnapshot::with_progress(Progress::new(name, &jobs, Some(1.0), 0.0, 0, None)),
             source: Source::Coordinator("x".into()),
-            untrusted_workers: 0,
-            lease_expiries: Some(0),
-            leases_expire_in_seconds: None,
             partial_total: total,
             partial_sym180: u128::from(u64::MAX) + 1,
             partial_sym90: 4,
             nodes: 5,
-            workers: Vec::new(),
-            uptime_seconds: Some(2.0),
         };
         let back = StatusView::from_response(view.to_response(&run), "x").unwrap();
         assert_eq!(
             (back.partial_total, back.partial_sym180, back.partial_sym90),
             (total, u128::from(u64::MAX) + 1, 4)
         );
-        assert_eq!(back.progress, view.progress);
+        assert_eq!(back.run.progress, view.run.progress);
+        assert_eq!(back.run.snapshot_seq, view.run.snapshot_seq);
     }
 }

@@ -1,14 +1,14 @@
-//! The recent rates of a run: a ring of counter samples taken by a tokio task, from which the status
-//! page draws results/s and nodes/s over the last hours and estimates the time left.
+//! The rate chart of a run: a ring of samples of the engine's snapshots, taken by a tokio task, from
+//! which the status page draws results/s and nodes/s over the last hours. (The rate behind the
+//! ETA is the snapshot's own, by the one rule of `snapshot/pace.rs`.)
 
-use crate::metrics::Metrics;
-use nqueens_scheduler::state::JobState;
+use crate::snapshot::RunSnapshot;
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+use tokio::sync::watch;
 
 /// How often the coordinator samples its counters.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(10);
@@ -25,19 +25,16 @@ pub struct Sample {
     pub results: u64,
     /// Search nodes of those results.
     pub nodes: u64,
-    /// Jobs done (counted), over the whole run.
-    pub done: u64,
 }
 
 impl Sample {
-    /// The counters of `metrics` now.
-    pub fn take(metrics: &Metrics) -> Sample {
-        let at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    /// The counters of `snapshot`, at the moment it shows.
+    pub fn of(snapshot: &RunSnapshot) -> Sample {
+        let counters = snapshot.counters.unwrap_or_default();
         Sample {
-            at,
-            results: metrics.results_accepted.load(Ordering::Relaxed),
-            nodes: metrics.nodes.load(Ordering::Relaxed),
-            done: metrics.jobs[JobState::Done as usize].load(Ordering::Relaxed),
+            at: snapshot.taken_unix,
+            results: counters.results_accepted,
+            nodes: counters.nodes,
         }
     }
 }
@@ -51,17 +48,6 @@ pub struct RatePoint {
     pub results_per_second: f64,
     /// Search nodes of those results per second.
     pub nodes_per_second: f64,
-}
-
-/// Rates over a window ending now.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rates {
-    /// Results committed per second.
-    pub results_per_second: f64,
-    /// Search nodes of those results per second.
-    pub nodes_per_second: f64,
-    /// Jobs done per second (less than results/s by the jobs solved twice for verification).
-    pub done_per_second: f64,
 }
 
 /// A bounded ring of samples, oldest first; the oldest is dropped when it is full.
@@ -137,28 +123,21 @@ impl History {
             })
             .collect()
     }
-
-    /// The rates from the oldest sample at most `window` before `now` up to `now` (from the newest
-    /// sample if all are older); `None` until the two are at least a second apart.
-    pub fn rates_over(&self, now: &Sample, window: Duration) -> Option<Rates> {
-        let since = now.at - window.as_secs_f64();
-        let from = self.samples.iter().find(|s| s.at >= since).or(self.samples.back())?;
-        let dt = now.at - from.at;
-        (dt >= 1.0).then(|| Rates {
-            results_per_second: now.results.saturating_sub(from.results) as f64 / dt,
-            nodes_per_second: now.nodes.saturating_sub(from.nodes) as f64 / dt,
-            done_per_second: now.done.saturating_sub(from.done) as f64 / dt,
-        })
-    }
 }
 
-/// Samples `metrics` into `history` now and then every `every`, until the task is dropped.
-pub async fn sample_every(metrics: Arc<Metrics>, history: Arc<Mutex<History>>, every: Duration) {
+/// Samples the latest of `snapshots` into `history` now and then every `every`, until the task is
+/// dropped.
+pub async fn sample_every(
+    snapshots: watch::Receiver<Arc<RunSnapshot>>,
+    history: Arc<Mutex<History>>,
+    every: Duration,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        history.lock().push(Sample::take(&metrics));
+        let sample = Sample::of(&snapshots.borrow());
+        history.lock().push(sample);
     }
 }
 
@@ -166,8 +145,8 @@ pub async fn sample_every(metrics: Arc<Metrics>, history: Arc<Mutex<History>>, e
 mod tests {
     use super::*;
 
-    fn s(at: f64, results: u64, nodes: u64, done: u64) -> Sample {
-        Sample { at, results, nodes, done }
+    fn s(at: f64, results: u64, nodes: u64) -> Sample {
+        Sample { at, results, nodes }
     }
 
     #[test]
@@ -175,7 +154,7 @@ mod tests {
         let mut h = History::new(3);
         assert!(h.is_empty());
         for i in 0..5u64 {
-            h.push(s(i as f64 * 10.0, i, i * 100, i));
+            h.push(s(i as f64 * 10.0, i, i * 100));
         }
         assert_eq!(h.len(), 3);
         let at: Vec<f64> = h.samples().map(|x| x.at).collect();
@@ -184,7 +163,7 @@ mod tests {
         assert_eq!(HISTORY_SAMPLES, 2160);
         let mut full = History::new(HISTORY_SAMPLES);
         for i in 0..HISTORY_SAMPLES as u64 + 7 {
-            full.push(s(i as f64, i, i, i));
+            full.push(s(i as f64, i, i));
         }
         assert_eq!(full.len(), HISTORY_SAMPLES);
         assert_eq!(full.samples().next().unwrap().at, 7.0);
@@ -193,10 +172,10 @@ mod tests {
     #[test]
     fn rates_between_samples_and_up_to_now() {
         let mut h = History::new(10);
-        h.push(s(100.0, 0, 0, 0));
-        h.push(s(110.0, 50, 5_000, 40));
-        h.push(s(120.0, 150, 25_000, 140));
-        let now = s(125.0, 200, 30_000, 190);
+        h.push(s(100.0, 0, 0));
+        h.push(s(110.0, 50, 5_000));
+        h.push(s(120.0, 150, 25_000));
+        let now = s(125.0, 200, 30_000);
         let points = h.rate_points(&now, 100);
         assert_eq!(
             points,
@@ -211,23 +190,14 @@ mod tests {
         assert_eq!(two.len(), 2);
         assert_eq!(two[0].results_per_second, 7.5);
         assert_eq!(two[1], points[2]);
-        // Over the last 15 s: from the sample at 110.
-        let r = h.rates_over(&now, Duration::from_secs(15)).unwrap();
-        assert_eq!((r.results_per_second, r.done_per_second), (10.0, 10.0));
-        // A window shorter than the gap to the newest sample uses the newest sample.
-        let r = h.rates_over(&now, Duration::from_secs(1)).unwrap();
-        assert_eq!(r.nodes_per_second, 1000.0);
-        // Nothing to measure yet.
-        assert_eq!(History::new(5).rates_over(&now, Duration::from_secs(60)), None);
-        assert_eq!(h.rates_over(&s(120.5, 151, 0, 0), Duration::from_millis(200)), None);
         assert!(History::new(5).rate_points(&now, 10).is_empty());
     }
 
     #[test]
     fn counters_that_go_back_give_zero_not_a_wrap() {
         let mut h = History::new(4);
-        h.push(s(0.0, 10, 10, 10));
-        let now = s(10.0, 10, 10, 5);
-        assert_eq!(h.rates_over(&now, Duration::from_secs(60)).unwrap().done_per_second, 0.0);
+        h.push(s(0.0, 10, 10));
+        let points = h.rate_points(&s(10.0, 5, 5), 10);
+        assert_eq!((points[0].results_per_second, points[0].nodes_per_second), (0.0, 0.0));
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! | path           | answer                                                        |
 //! |----------------|---------------------------------------------------------------|
-//! | `/metrics`     | the Prometheus text exposition ([`Metrics::render`])          |
+//! | `/metrics`     | the Prometheus text of the run's snapshot ([`metrics::render`]) |
 //! | `/`            | the status page ([`page`]), one self-contained HTML document  |
 //! | `/status.json` | the page's data ([`PageStatus`]), polled by the page          |
 //!
@@ -18,9 +18,12 @@
 //! loopback unless `--public-status`; without it the answer is 401 with `WWW-Authenticate: Bearer`.
 //! A viewer without the token sees the state file's name only, never its absolute path.
 //!
-//! Nothing here talks to the engine: the counters are atomics it publishes and the rows are read
-//! on the blocking pool through a read-only connection, so neither a slow client nor many of them
-//! can hold up leases and results.
+//! Nothing here talks to the engine: every answer is a view of the [`RunSnapshot`] it last
+//! published (see `snapshot.rs`), and the held and failed jobs are read on the blocking pool
+//! through a read-only connection, so neither a slow client nor many of them can hold up leases
+//! and results.
+//!
+//! [`RunSnapshot`]: crate::snapshot::RunSnapshot
 
 mod history;
 mod page;
@@ -31,9 +34,9 @@ mod token;
 use history::Sample;
 pub use history::{sample_every, History, HISTORY_SAMPLES, SAMPLE_EVERY};
 pub use page::{escape_html, render_page};
-pub use snapshot::{shell_word, RunInfo, StatusSource};
+pub use snapshot::StatusSource;
 
-use crate::metrics::Metrics;
+use crate::metrics;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{self, HeaderMap, HeaderValue};
@@ -68,8 +71,6 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'unsaf
 
 /// What the HTTP port serves from.
 pub struct HttpState {
-    /// The counters rendered on `/metrics`.
-    pub metrics: Arc<Metrics>,
     /// The data of the page and of `/status.json`.
     pub status: StatusSource,
     /// Who may read it.
@@ -172,7 +173,8 @@ async fn answer(state: &HttpState, req: &Request<hyper::body::Incoming>) -> Resp
             )
         }
         (Route::Metrics, Some(_)) => {
-            (StatusCode::OK, "text/plain; version=0.0.4", state.metrics.render().into_bytes())
+            let text = metrics::render(&state.status.latest());
+            (StatusCode::OK, "text/plain; version=0.0.4", text.into_bytes())
         }
         (Route::Page, Some(viewer)) => (
             StatusCode::OK,

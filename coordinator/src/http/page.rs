@@ -45,38 +45,40 @@ fn seconds(s: Option<f64>) -> String {
 /// The value of the template's `{{key}}` for `s`.
 fn fill(s: &PageStatus, key: &str) -> Fill {
     use Fill::{Markup, Text};
+    let p = &s.run.progress;
     match key {
-        "n" => Text(s.progress.n.to_string()),
-        "percent" => Text(format!("{:.2}", s.progress.percent_done)),
+        "n" => Text(p.n.to_string()),
+        "percent" => Text(format!("{:.2}", p.percent_done)),
         "state" | "state_class" => {
-            let (state, class) = if s.progress.complete {
+            let (state, class) = if p.complete {
                 ("complete", "ok")
-            } else if s.progress.jobs_held + s.progress.jobs_failed > 0 {
+            } else if p.jobs_held + p.jobs_failed > 0 {
                 ("blocked", "bad")
             } else {
                 ("running", "")
             };
             Text(if key == "state" { state } else { class }.into())
         }
-        "fingerprint" => Text(s.progress.fingerprint.clone()),
+        "fingerprint" => Text(p.fingerprint.clone()),
         "state_file" => Text(s.state_file.clone()),
-        "uptime" => Text(seconds(Some(s.uptime_seconds))),
-        "done" => Text(s.progress.jobs_done.to_string()),
-        "total" => Text(s.progress.jobs_total.to_string()),
+        "uptime" => Text(seconds(s.run.uptime_seconds)),
+        "done" => Text(p.jobs_done.to_string()),
+        "total" => Text(p.jobs_total.to_string()),
         "eta" => Text(s.eta_text.clone()),
-        "pending" => Text(s.progress.jobs_pending.to_string()),
-        "leased" => Text(s.progress.jobs_leased.to_string()),
-        "held" => Text(s.progress.jobs_held.to_string()),
-        "failed" => Text(s.progress.jobs_failed.to_string()),
-        "rps" => Text(rate(s.recent_results_per_second, 1)),
-        "nps" => Text(rate(s.recent_nodes_per_second, 0)),
-        "live" => Text(s.live_workers.to_string()),
-        "conflicts" => Text(s.progress.conflicts.to_string()),
-        "expiries" => Text(s.lease_expiries.to_string()),
-        "worker_count" => Text(s.workers.len().to_string()),
+        "pending" => Text(p.jobs_pending.to_string()),
+        "leased" => Text(p.jobs_leased.to_string()),
+        "held" => Text(p.jobs_held.to_string()),
+        "failed" => Text(p.jobs_failed.to_string()),
+        "rps" => Text(rate(p.results_per_second, 1)),
+        "nps" => Text(rate(s.run.nodes_per_second, 0)),
+        "live" => Text(s.run.live_workers.unwrap_or(0).to_string()),
+        "conflicts" => Text(p.conflicts.to_string()),
+        "expiries" => Text(s.run.lease_expiries.unwrap_or(0).to_string()),
+        "worker_count" => Text(s.run.workers.len().to_string()),
+        "snapshot_seq" => Text(s.run.snapshot_seq.to_string()),
         "workers" => Markup(worker_rows(s)),
         "blocked" => Markup(blocked(s)),
-        "result" => Markup(match &s.progress.result {
+        "result" => Markup(match &p.result {
             Some(r) => format!(
                 "<h2>Result</h2><pre>N={} total {} unique {}\njobs {} {} s {} nodes</pre>",
                 r.n, r.total, r.unique, r.jobs, r.seconds, r.nodes
@@ -94,8 +96,7 @@ fn fill(s: &PageStatus, key: &str) -> Fill {
 
 fn worker_rows(s: &PageStatus) -> String {
     let mut out = String::new();
-    for w in &s.workers {
-        let v = &w.view;
+    for v in &s.run.workers {
         let name = format!("{}{}", v.name, if v.untrusted { " (untrusted)" } else { "" });
         let _ = write!(
             out,
@@ -106,7 +107,7 @@ fn worker_rows(s: &PageStatus) -> String {
             escape_html(&v.host),
             v.cores,
             v.results,
-            rate(w.results_per_second, 2),
+            rate(Some(v.counted_per_second), 2),
             v.jobs_leased,
             escape_html(&v.trust),
             v.lease_size,
@@ -120,8 +121,13 @@ fn worker_rows(s: &PageStatus) -> String {
 fn blocked(s: &PageStatus) -> String {
     let mut out = String::new();
     let lists = [
-        (s.progress.jobs_held, &s.held_jobs, &s.requeue_held, "held (results kept disagreeing)"),
-        (s.progress.jobs_failed, &s.failed_jobs, &s.requeue_failed, "failed (solver errors)"),
+        (
+            s.run.progress.jobs_held,
+            &s.held_jobs,
+            &s.requeue_held,
+            "held (results kept disagreeing)",
+        ),
+        (s.run.progress.jobs_failed, &s.failed_jobs, &s.requeue_failed, "failed (solver errors)"),
     ];
     for (count, ids, command, why) in lists {
         let Some(command) = command else { continue };
@@ -166,8 +172,7 @@ pub fn render_page(status: &PageStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::snapshot::PageWorker;
-    use crate::status::{Progress, RunName, WorkerView};
+    use crate::snapshot::{Progress, RunName, RunSnapshot, WorkerView};
     use nqueens_scheduler::JobState::{Done, Held, Leased, Pending};
     use nqueens_scheduler::JobsByState;
 
@@ -176,37 +181,33 @@ mod tests {
         for (state, count) in [(Pending, 50), (Leased, 8), (Done, 40), (Held, 2)] {
             jobs.add(state, count);
         }
-        let run = RunName { n: 17, fingerprint: "n17-abc-p1" };
-        let progress = Progress::new(run, &jobs, Some(1.5), 1.0, 3, None);
+        let name_of_run = RunName { n: 17, fingerprint: "n17-abc-p1" };
+        let mut run =
+            RunSnapshot::with_progress(Progress::new(name_of_run, &jobs, Some(1.5), 1.0, 3, None));
+        run.nodes_per_second = Some(2.0e9);
+        run.uptime_seconds = Some(27.0);
+        run.live_workers = Some(1);
+        run.workers = vec![WorkerView {
+            worker_id: 7,
+            name: name.into(),
+            host: host.into(),
+            cores: 2,
+            version: "0.1.0".into(),
+            results: 40,
+            conflicts: 0,
+            jobs_leased: 8,
+            last_seen_seconds_ago: 1.0,
+            untrusted: false,
+            credential: "shared".into(),
+            device: "cpu (2 threads)".into(),
+            counted_per_second: 1.5,
+            trust: "trusted".into(),
+            lease_size: 64,
+        }];
         PageStatus {
-            eta_text: progress.eta_text(None),
-            progress,
+            eta_text: run.eta_text(),
+            run,
             state_file: "/data/run <17>.db".into(),
-            recent_results_per_second: Some(1.5),
-            recent_nodes_per_second: Some(2.0e9),
-            uptime_seconds: 27.0,
-            live_workers: 1,
-            lease_expiries: 0,
-            workers: vec![PageWorker {
-                view: WorkerView {
-                    worker_id: 7,
-                    name: name.into(),
-                    host: host.into(),
-                    cores: 2,
-                    version: "0.1.0".into(),
-                    results: 40,
-                    conflicts: 0,
-                    jobs_leased: 8,
-                    last_seen_seconds_ago: 1.0,
-                    untrusted: false,
-                    credential: "shared".into(),
-                    device: "cpu (2 threads)".into(),
-                    counted_per_second: 1.5,
-                    trust: "trusted".into(),
-                    lease_size: 64,
-                },
-                results_per_second: Some(1.25),
-            }],
             held_jobs: vec![3, 9],
             failed_jobs: vec![],
             requeue_held: Some(

@@ -1,6 +1,7 @@
 //! The HTTP port over a real socket, on a real (small) state file.
 
 use super::*;
+use crate::snapshot::RunSnapshot;
 use crate::status::StatusReader;
 use nqueens_core::{job_list, SplitParams};
 use nqueens_store::{RunKind, Store};
@@ -68,41 +69,31 @@ fn the_token_is_required_off_loopback_unless_public() {
 }
 
 /// A coordinator's HTTP port on 127.0.0.1 for a fresh N=8 state file, open to anyone.
-async fn port(dir: &std::path::Path) -> (std::net::SocketAddr, Arc<Metrics>) {
+async fn port(dir: &std::path::Path) -> std::net::SocketAddr {
     port_with(dir, HttpAccess::default()).await
 }
 
-/// A coordinator's HTTP port on 127.0.0.1 for a fresh N=8 state file, under `access`.
-async fn port_with(
-    dir: &std::path::Path,
-    access: HttpAccess,
-) -> (std::net::SocketAddr, Arc<Metrics>) {
+/// A coordinator's HTTP port on 127.0.0.1 for a fresh N=8 state file, under `access`, showing
+/// the file's snapshot as read offline.
+async fn port_with(dir: &std::path::Path, access: HttpAccess) -> std::net::SocketAddr {
     let path = dir.join("page.db");
     let list = job_list(8, &SplitParams::default()).unwrap();
     let store =
         Store::open_or_create(&path, &list, nqueens_proto::PROTOCOL_MAJOR, 0.0, RunKind::Cluster)
             .unwrap();
-    let fingerprint = store.meta().fingerprint.clone();
+    let snapshot = Arc::new(RunSnapshot::from_store(&store, &store.summary().unwrap()).unwrap());
     drop(store);
-    let metrics = Arc::new(Metrics::default());
-    metrics.jobs[0].store(list.jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
     let history = Arc::new(Mutex::new(History::new(HISTORY_SAMPLES)));
-    history.lock().push(Sample::take(&metrics));
-    let (_complete_tx, complete) = tokio::sync::watch::channel(None);
-    let run =
-        RunInfo { n: 8, fingerprint, jobs_total: list.jobs.len() as u64, state_file: path.clone() };
-    let status = StatusSource::new(
-        run,
-        metrics.clone(),
-        history,
-        Arc::new(StatusReader::new(path)),
-        complete,
-    );
+    history.lock().push(Sample::of(&snapshot));
+    // A receiver keeps the last value its sender sent, after the sender is gone too.
+    let (_, snapshots) = tokio::sync::watch::channel(snapshot);
+    let status =
+        StatusSource::new(path.clone(), snapshots, history, Arc::new(StatusReader::new(path)));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let state = HttpState { metrics: metrics.clone(), status, access };
+    let state = HttpState { status, access };
     tokio::spawn(serve_http(listener, Arc::new(state)));
-    (addr, metrics)
+    addr
 }
 
 /// Sends `request` and reads the answer to its end: (status line, headers, body).
@@ -125,7 +116,7 @@ async fn fetch(addr: std::net::SocketAddr, request: &[u8]) -> (String, String, S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_page_json_and_errors_over_a_socket() {
     let dir = tempfile::tempdir().unwrap();
-    let (addr, _metrics) = port(dir.path()).await;
+    let addr = port(dir.path()).await;
 
     // A client that connects and says nothing does not hold up the others.
     let mut idle = TcpStream::connect(addr).await.unwrap();
@@ -159,9 +150,14 @@ async fn metrics_page_json_and_errors_over_a_socket() {
     assert_eq!(json["state_file"], "page.db", "{json}");
     assert_eq!(json["requeue_held"], serde_json::Value::Null);
     assert_eq!(json["rows_error"], serde_json::Value::Null, "{json}");
-    for key in
-        ["results_per_second", "recent_nodes_per_second", "eta_seconds", "held_jobs", "result"]
-    {
+    for key in [
+        "results_per_second",
+        "nodes_per_second",
+        "eta_seconds",
+        "held_jobs",
+        "result",
+        "snapshot_seq",
+    ] {
         assert!(json.get(key).is_some(), "{key} in {json}");
     }
 
@@ -193,7 +189,7 @@ async fn metrics_page_json_and_errors_over_a_socket() {
 async fn off_loopback_the_token_is_required_and_shows_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let any: SocketAddr = "0.0.0.0:9447".parse().unwrap();
-    let (addr, _metrics) = port_with(dir.path(), HttpAccess::new(Some("s3cret"), false, any)).await;
+    let addr = port_with(dir.path(), HttpAccess::new(Some("s3cret"), false, any)).await;
 
     for path in ["/metrics", "/", "/status.json"] {
         let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -248,7 +244,7 @@ async fn slowloris(addr: SocketAddr, count: usize) -> Vec<tokio::task::JoinHandl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_clients_hold_up_no_honest_one() {
     let dir = tempfile::tempdir().unwrap();
-    let (addr, _metrics) = port(dir.path()).await;
+    let addr = port(dir.path()).await;
     // Three times as many as the port serves at once.
     let attackers = slowloris(addr, 3 * MAX_CONNECTIONS).await;
     assert_eq!(attackers.len(), 3 * MAX_CONNECTIONS);

@@ -30,6 +30,7 @@ mod rogue_client;
 mod solve_checkpoint;
 mod state_integrity;
 mod status_page;
+mod status_views;
 mod store_faults;
 mod trust;
 mod trust_evidence;

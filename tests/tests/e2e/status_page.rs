@@ -33,7 +33,7 @@ fn chromium() -> Option<PathBuf> {
 }
 
 /// `status --connect URL --json`.
-fn status(port: u16) -> Value {
+pub(crate) fn status(port: u16) -> Value {
     let out = coordinator_output([
         "status".to_string(),
         "--connect".into(),
@@ -45,7 +45,7 @@ fn status(port: u16) -> Value {
 }
 
 /// GET `path` from the HTTP port: (status line, body).
-fn get(port: u16, path: &str) -> (String, String) {
+pub(crate) fn get(port: u16, path: &str) -> (String, String) {
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(conn, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
@@ -84,7 +84,7 @@ fn run_chromium(chromium: &Path, url: &str, args: &[String]) -> String {
 }
 
 /// The text of the element with `id` in serialized HTML (up to its first child tag).
-fn text_of<'a>(dom: &'a str, id: &str) -> &'a str {
+pub(crate) fn text_of<'a>(dom: &'a str, id: &str) -> &'a str {
     let marker = format!("id=\"{id}\"");
     let at = dom.find(&marker).unwrap_or_else(|| panic!("no #{id} in the page:\n{dom}"));
     let rest = &dom[at..];
@@ -94,12 +94,12 @@ fn text_of<'a>(dom: &'a str, id: &str) -> &'a str {
 }
 
 /// A number as the page shows it (with thousands separators).
-fn number(dom: &str, id: &str) -> u64 {
+pub(crate) fn number(dom: &str, id: &str) -> u64 {
     let text = text_of(dom, id).replace(',', "");
     text.parse().unwrap_or_else(|_| panic!("#{id} is {text:?}, not a number"))
 }
 
-fn u(v: &Value, key: &str) -> u64 {
+pub(crate) fn u(v: &Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
 }
 

@@ -1,0 +1,153 @@
+//! The run at one moment, as every reader sees it: one [`RunSnapshot`], built by the engine after
+//! each batch it commits and published through a `watch` channel (`Engine::start` hands out the
+//! receiver). The gRPC `Status` call, the status page, `/status.json` and `/metrics` are views of
+//! the latest one, so they never disagree on jobs, rate, quiet time or ETA; `status --state` builds
+//! the same type offline from a state file ([`RunSnapshot::from_store`]).
+//!
+//! To show a new number everywhere, add it here (and fill it in `engine/publish.rs`, and offline
+//! in [`RunSnapshot::from_store`]).
+
+mod pace;
+mod progress;
+mod worker;
+
+pub use pace::{per_second, Pace};
+#[cfg(test)]
+pub use progress::{eta, Eta};
+pub use progress::{percent, Progress, RunName};
+pub use worker::WorkerView;
+
+use crate::run_result::RunResult;
+use nqueens_scheduler::state::JobState;
+use nqueens_store::{Store, StoreError, Summary};
+use serde::Serialize;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The coordinator's counters since it started (what `/metrics` exposes beside the jobs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Counters {
+    /// Results committed (accepted or verified).
+    pub results_accepted: u64,
+    /// Duplicate results acknowledged and ignored.
+    pub results_duplicate: u64,
+    /// Results refused (unknown job or lease, wrong run, not the caller's).
+    pub results_rejected: u64,
+    /// Solver errors reported by workers.
+    pub job_errors: u64,
+    /// Conflicting results recorded.
+    pub conflicts: u64,
+    /// Search nodes of the committed results.
+    pub nodes: u64,
+    /// Store transactions committed.
+    pub commits: u64,
+    /// Calls refused for a missing or wrong token (or a worker's secret).
+    pub auth_failures: u64,
+}
+
+/// The run at one moment: jobs by state, pace and ETA by the one rule, every worker, the
+/// counters, and the result once complete.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunSnapshot {
+    /// Which of the engine's publications this is (1 for its first); 0 when read offline.
+    pub snapshot_seq: u64,
+    /// Unix time (seconds) of the moment it shows.
+    pub taken_unix: f64,
+    /// Jobs by state, the rate and the ETA, the conflicts, the result.
+    #[serde(flatten)]
+    pub progress: Progress,
+    /// Search nodes per second over the same window as the rate (live only).
+    pub nodes_per_second: Option<f64>,
+    /// Seconds since the last counted result (or since the start, if none yet).
+    pub quiet_seconds: f64,
+    /// Workers refused after losing a verification (or too many solver errors).
+    pub untrusted_workers: u64,
+    /// Workers heard from within three heartbeats (live only).
+    pub live_workers: Option<u64>,
+    /// Leases that expired since the coordinator started (live only).
+    pub lease_expiries: Option<u64>,
+    /// Seconds until the last current lease expires unless its worker renews it (live only).
+    pub leases_expire_in_seconds: Option<f64>,
+    /// Seconds since the coordinator started (live only).
+    pub uptime_seconds: Option<f64>,
+    /// Every worker, by id: those registered with this process (live), or the stored rows.
+    pub workers: Vec<WorkerView>,
+    /// The coordinator's counters (live only).
+    pub counters: Option<Counters>,
+}
+
+/// Unix time now, in seconds.
+pub fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl RunSnapshot {
+    /// Offline, from the committed rows of a state file (and their `summary`). With no live
+    /// clock, the rate is measured over the span of the result rows (the first to the last) and
+    /// the quiet time since the last of them: the one rule of [`pace`] over the window the file
+    /// can tell.
+    pub fn from_store(store: &Store, s: &Summary) -> Result<RunSnapshot, StoreError> {
+        let meta = store.meta();
+        let done = s.jobs.get(JobState::Done);
+        // A finished run took until its last counted result, however long ago that was.
+        let took = match s.last_result_unix {
+            Some(last) => Duration::from_secs_f64((last - meta.created_unix).max(0.0)),
+            None => store.age(),
+        };
+        let result = match done == meta.job_count {
+            true => store
+                .final_totals(&s.tally)?
+                .map(|t| RunResult::new(&t, meta.job_count, took, s.tally.nodes)),
+            false => None,
+        };
+        let rate = match (s.first_result_unix, s.last_result_unix) {
+            (Some(a), Some(b)) => per_second(done, b - a),
+            _ => None,
+        };
+        let now_unix = unix_now();
+        let quiet = match s.last_result_unix {
+            Some(last) => (now_unix - last).max(0.0),
+            None => store.age().as_secs_f64(),
+        };
+        let run = RunName { n: meta.n.into(), fingerprint: &meta.fingerprint };
+        Ok(RunSnapshot {
+            snapshot_seq: 0,
+            taken_unix: now_unix,
+            progress: Progress::new(run, &s.jobs, rate, quiet, s.conflicts, result),
+            nodes_per_second: None,
+            quiet_seconds: quiet,
+            untrusted_workers: s.untrusted_workers,
+            live_workers: None,
+            lease_expiries: None,
+            leases_expire_in_seconds: None,
+            uptime_seconds: None,
+            workers: store.workers()?.into_iter().map(WorkerView::from).collect(),
+            counters: None,
+        })
+    }
+
+    /// The ETA as words (see [`Progress::eta_text`]), with the leases' expiry when known.
+    pub fn eta_text(&self) -> String {
+        self.progress.eta_text(self.leases_expire_in_seconds)
+    }
+}
+
+#[cfg(test)]
+impl RunSnapshot {
+    /// A live-looking snapshot showing `progress`, everything else empty (for unit tests).
+    pub fn with_progress(progress: Progress) -> RunSnapshot {
+        RunSnapshot {
+            snapshot_seq: 1,
+            taken_unix: 0.0,
+            progress,
+            nodes_per_second: None,
+            quiet_seconds: 0.0,
+            untrusted_workers: 0,
+            live_workers: Some(0),
+            lease_expiries: Some(0),
+            leases_expire_in_seconds: None,
+            uptime_seconds: Some(1.0),
+            workers: Vec::new(),
+            counters: Some(Counters::default()),
+        }
+    }
+}
