@@ -70,9 +70,18 @@ pub fn render(snapshot: &RunSnapshot) -> String {
     ] {
         let _ = writeln!(out, "nqueens_jobs{{state=\"{state}\"}} {jobs}");
     }
+    for (name, kind, help, value) in series(snapshot) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+    }
+    out
+}
+
+/// Every one-value series of [`render`]: name, type, help and value.
+fn series(snapshot: &RunSnapshot) -> [(&'static str, &'static str, &'static str, f64); 13] {
+    let p = &snapshot.progress;
     let c = snapshot.counters.unwrap_or_default();
     let g = |v: u64| v as f64;
-    let simple: [(&str, &str, &str, f64); 13] = [
+    [
             (
                 "nqueens_workers",
                 "gauge",
@@ -151,9 +160,5 @@ pub fn render(snapshot: &RunSnapshot) -> String {
                 "Search nodes per second over the same window.",
                 snapshot.nodes_per_second.unwrap_or(0.0),
             ),
-        ];
-    for (name, kind, help, value) in simple {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
-    }
-    out
+    ]
 }
