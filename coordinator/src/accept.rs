@@ -141,6 +141,11 @@ impl Incoming {
             match ready!(self.listener.poll_accept(cx)) {
                 Ok((stream, _)) => {
                     self.backoff.succeeded();
+                    // Replies are small frames: without this, Nagle's algorithm holds each one
+                    // until the peer's delayed ACK (tens of milliseconds a round trip).
+                    if let Err(e) = stream.set_nodelay(true) {
+                        tracing::debug!(listener = self.what, error = %e, "TCP_NODELAY not set");
+                    }
                     return Poll::Ready(stream);
                 }
                 Err(e) if connection_error(&e) => {

@@ -34,23 +34,30 @@ use tokio::sync::{oneshot, watch};
 /// Most commands decided and committed in one transaction.
 const MAX_BATCH: usize = 8192;
 
-/// How long a batch holding results waits for more commands before it commits: results arrive
-/// one by one from every worker, and each commit is an fsync; a millisecond or two of patience
-/// turns a trickle of small commits into a few larger ones (and frees the cores they share).
-const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(2);
+/// How long a batch of nothing but results waits for more before it commits: results arrive one
+/// by one from every worker and each commit is an fsync, while a result's acknowledgement is on
+/// no one's critical path (the worker keeps solving). A few milliseconds of patience turn a
+/// trickle of small commits into a few larger ones, and free the cores they share.
+const RESULTS_WINDOW: Duration = Duration::from_millis(50);
 
-/// The batch that starts with `first`: every command already waiting, and when it holds a result,
-/// those that arrive within [`GROUP_COMMIT_WINDOW`], up to [`MAX_BATCH`].
-fn gather(first: Option<Command>, rx: &mpsc::Receiver<Command>) -> Vec<Command> {
+/// The batch that starts with `first`: every command already waiting, and while it holds
+/// nothing but results, those that arrive within `patience`, up to [`MAX_BATCH`]. Any other
+/// command (a lease, a registration: someone waits on its answer) ends the wait.
+fn gather(
+    first: Option<Command>,
+    rx: &mpsc::Receiver<Command>,
+    patience: Duration,
+) -> Vec<Command> {
+    let is_result = |c: &Command| matches!(c, Command::Result { .. });
     let mut batch: Vec<Command> = first.into_iter().collect();
-    let mut has_result = batch.iter().any(|c| matches!(c, Command::Result { .. }));
-    let deadline = Instant::now() + GROUP_COMMIT_WINDOW;
+    let mut only_results = !batch.is_empty() && batch.iter().all(is_result);
+    let deadline = Instant::now() + patience;
     while batch.len() < MAX_BATCH {
         let next = match rx.try_recv() {
             Ok(cmd) => cmd,
             Err(_) => {
                 let left = deadline.saturating_duration_since(Instant::now());
-                if !has_result || left.is_zero() {
+                if !only_results || left.is_zero() {
                     break;
                 }
                 match rx.recv_timeout(left) {
@@ -59,7 +66,7 @@ fn gather(first: Option<Command>, rx: &mpsc::Receiver<Command>) -> Vec<Command> 
                 }
             }
         };
-        has_result |= matches!(next, Command::Result { .. });
+        only_results &= is_result(&next);
         batch.push(next);
     }
     batch
@@ -283,7 +290,13 @@ impl Engine {
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             };
-            let batch = gather(first, &rx);
+            // Once no job is pending, each result may be one of the run's last: no waiting.
+            let patience = if self.scheduler.count(JobState::Pending) > 0 {
+                RESULTS_WINDOW
+            } else {
+                Duration::ZERO
+            };
+            let batch = gather(first, &rx, patience);
             let busy = !batch.is_empty();
             let shutdown = batch.iter().any(|c| matches!(c, Command::Shutdown));
             let mut changes = Vec::new();

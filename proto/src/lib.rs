@@ -85,6 +85,7 @@ pub async fn connect_channel(
     let url = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
     let mut endpoint = tonic::transport::Endpoint::from_shared(url)?
         .connect_timeout(std::time::Duration::from_secs(5))
+        .tcp_nodelay(true)
         .http2_keep_alive_interval(std::time::Duration::from_secs(20))
         .keep_alive_while_idle(true);
     if let Some(ca) = tls_ca {

@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 /// A group counts as active while it delivered verified work within this many lease periods.
 pub const ACTIVE_LEASES: u32 = 3;
 
+/// The most jobs one slot is given in one lease, however short its jobs: leases are sized by the
+/// measured job time; this only bounds what a mis-measured one could ask.
+pub const MAX_JOBS_PER_SLOT: usize = 4096;
+
 /// What the scheduler measured of the groups' speed.
 #[derive(Debug, Default)]
 pub(crate) struct Pace {
@@ -93,9 +97,22 @@ impl Pace {
     /// measured job time (2 before anything was measured).
     fn jobs_per_slot(&self, lease: Duration) -> usize {
         match self.mean_job_seconds {
-            Some(s) if s > 0.0 => ((lease.as_secs_f64() / 4.0) / s).clamp(1.0, 64.0) as usize,
+            Some(s) if s > 0.0 => {
+                ((lease.as_secs_f64() / 4.0) / s).clamp(1.0, MAX_JOBS_PER_SLOT as f64) as usize
+            }
             _ => 2,
         }
+    }
+
+    /// `group`'s share of the answers every group delivered within `window` before `now` (the
+    /// whole when none delivered any).
+    fn share(&self, group: u64, window: Duration, now: Instant) -> f64 {
+        let all: usize =
+            self.delivered.keys().map(|g| self.delivered_within(*g, window, now)).sum();
+        if all == 0 {
+            return 1.0;
+        }
+        self.delivered_within(group, window, now) as f64 / all as f64
     }
 }
 
@@ -270,11 +287,24 @@ impl Scheduler {
         self.group_cap(worker_id, now).saturating_sub(self.group_holds(worker_id))
     }
 
+    /// The most jobs one lease may give `worker_id` so that the run's end stays balanced
+    /// (guided self-scheduling): half the pending jobs times its group's share of what every
+    /// group delivered in the last lease period, never less than a job a slot. A lone worker may
+    /// take half of what is left; near the end leases shrink, so that no worker sits on a queue
+    /// while others run dry. Shares are measured answers, not claims.
+    pub(crate) fn fair_share(&self, worker_id: WorkerId, slots: u32, now: Instant) -> usize {
+        let pending = self.count(crate::state::JobState::Pending) as f64;
+        let share = self.pace.share(self.group(worker_id), self.config.lease_duration, now);
+        ((pending * share / 2.0).ceil() as usize).max(slots.max(1) as usize)
+    }
+
     /// How many jobs a lease gives `worker_id` asking for `slots` free slots: a batch that keeps
-    /// the slots busy for about a quarter of a lease at the measured job time, within the room
-    /// its group's cap leaves (see [`Scheduler::group_cap`]).
+    /// the slots busy for about a quarter of a lease at the measured job time, within its fair
+    /// share of the pending jobs (see [`Scheduler::fair_share`]) and the room its group's cap
+    /// leaves (see [`Scheduler::group_cap`]).
     pub fn lease_size(&self, worker_id: WorkerId, slots: u32, now: Instant) -> usize {
-        sized_lease(&self.config, self.batch_size(slots), self.room(worker_id, now))
+        let batch = self.batch_size(slots).min(self.fair_share(worker_id, slots, now));
+        sized_lease(&self.config, batch, self.room(worker_id, now))
     }
 }
 

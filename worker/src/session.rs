@@ -62,7 +62,9 @@ pub(crate) enum Ended {
 /// Keeps the worker connected until the run is complete (`Ok`) or the coordinator refuses it for
 /// good: each session ends on the first failure, and the next starts after a growing backoff.
 pub(crate) async fn connect_loop(worker: &Worker, test: pb::SelfTest) -> Result<(), WorkerError> {
-    let mut backoff = Duration::from_millis(200);
+    // A worker started beside its coordinator may try before the coordinator listens: the first
+    // retries come soon, and back off from there.
+    let mut backoff = Duration::from_millis(25);
     loop {
         let started = Instant::now();
         let ended = session(worker, &test).await;
@@ -315,6 +317,7 @@ async fn lease_loop(
         if !state.wait_for_room(slots + ahead, Duration::from_secs(1)).await {
             continue;
         }
+        state.flush();
         let request = pb::LeaseRequest {
             run: Some(run_id(me)),
             worker_id: me.worker_id,
@@ -336,7 +339,9 @@ async fn lease_loop(
                 // Work is queued: ask again when it runs low, not later.
                 state.wait_for_room(slots, retry_after).await;
             } else {
-                tokio::time::sleep(retry_after).await;
+                // The coordinator may still be committing this worker's last answers (its cap
+                // on held jobs counts them until then): ask again once one is acknowledged.
+                state.wait_for_ack(retry_after).await;
             }
             continue;
         }

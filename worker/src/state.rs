@@ -55,6 +55,10 @@ pub(crate) struct State {
     ledger: Mutex<Ledger>,
     /// Woken whenever a job leaves the lanes (answered or abandoned).
     job_done: Notify,
+    /// Woken whenever the coordinator acknowledges an answer.
+    acked: Notify,
+    /// Asks [`collect`] to send the answers it holds back now.
+    flush: Notify,
 }
 
 impl State {
@@ -127,6 +131,25 @@ impl State {
     /// The coordinator committed (or refused for good) this answer: it is forgotten.
     pub fn acknowledged(&self, job: JobId, lease: LeaseId) {
         self.ledger.lock().unacked.remove(&(job, lease));
+        self.acked.notify_waiters();
+    }
+
+    /// Waits (at most `patience`) for the coordinator's next acknowledgement, when an answer
+    /// awaits one: a committed answer is what frees room under the coordinator's cap on held
+    /// jobs. With none awaited, waits the whole `patience`.
+    pub async fn wait_for_ack(&self, patience: std::time::Duration) {
+        let acked = self.acked.notified();
+        if self.unacked() == 0 {
+            tokio::time::sleep(patience).await;
+            return;
+        }
+        let _ = tokio::time::timeout(patience, acked).await;
+    }
+
+    /// Answers held back for a burst (see [`collect`]) leave now: the lease loop is about to
+    /// ask for work, and the coordinator counts unanswered jobs against the room it has.
+    pub fn flush(&self) {
+        self.flush.notify_one();
     }
 
     /// A stop request: no more leases are asked for.
@@ -155,14 +178,42 @@ impl State {
     }
 }
 
+/// How long an answer may wait for others to leave with it: a worker of short jobs finishes
+/// hundreds a second, and the coordinator's cost is per message read, wake-up and commit more than
+/// per answer. An answer waits only while the lanes are busy: the lease loop flushes before it
+/// asks for work (see [`State::flush`]), and the lanes running dry flush as well.
+pub const RESULT_BURST: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// The one reader of the lanes' reports: records each in `state` and sends answers on the open
-/// result stream. The lanes' threads never wait on the network; this task does.
+/// result stream, in bursts of at most [`RESULT_BURST`]. The lanes' threads never wait on the
+/// network; this task does.
 pub(crate) async fn collect(state: std::sync::Arc<State>, mut rx: mpsc::UnboundedReceiver<Report>) {
-    while let Some(report) = rx.recv().await {
-        if let Some((stream, finished)) = state.report(report) {
+    let mut held: Vec<(mpsc::Sender<Finished>, Finished)> = Vec::new();
+    let mut deadline: Option<tokio::time::Instant> = None;
+    loop {
+        let send_by = deadline.unwrap_or_else(|| tokio::time::Instant::now() + RESULT_BURST);
+        tokio::select! {
+            report = rx.recv() => {
+                let Some(report) = report else { break };
+                if let Some(answer) = state.report(report) {
+                    held.push(answer);
+                    deadline.get_or_insert(send_by);
+                }
+                state.job_done.notify_waiters();
+                if state.in_flight() > 0 && held.len() < 1024 {
+                    continue;
+                }
+            }
+            _ = state.flush.notified() => {}
+            _ = tokio::time::sleep_until(send_by), if deadline.is_some() => {}
+        }
+        deadline = None;
+        for (stream, finished) in held.drain(..) {
             let _ = stream.send(finished).await;
         }
-        state.job_done.notify_waiters();
+    }
+    for (stream, finished) in held {
+        let _ = stream.send(finished).await;
     }
 }
 
@@ -198,5 +249,38 @@ mod tests {
         assert_eq!(state.unacked(), 1);
         state.disconnected();
         assert_eq!(state.connected(mpsc::channel(1).0).len(), 1);
+    }
+
+    /// While the lanes are busy an answer waits for a burst; a flush (the lease loop about to
+    /// ask for work) sends it at once, and so do the lanes running dry.
+    #[test]
+    fn answers_leave_in_bursts_on_a_flush_or_when_the_lanes_run_dry() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let state = std::sync::Arc::new(State::default());
+            let (reports, reports_rx) = mpsc::unbounded_channel();
+            let (stream, mut sent) = mpsc::channel(16);
+            assert!(state.connected(stream).is_empty());
+            tokio::spawn(collect(state.clone(), reports_rx));
+            state.leased(LeaseId::new(1), [1, 2, 3].map(JobId::new));
+            let wait = std::time::Duration::from_secs(5);
+
+            reports.send(answer(1, 1)).unwrap();
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(state.in_flight(), 2, "the report was recorded");
+            assert!(sent.try_recv().is_err(), "held while two jobs are with the lanes");
+            state.flush();
+            let first = tokio::time::timeout(wait, sent.recv()).await.unwrap().unwrap();
+            assert_eq!(first.id, JobId::new(1));
+
+            reports.send(answer(1, 2)).unwrap();
+            reports.send(answer(1, 3)).unwrap();
+            let next = tokio::time::timeout(wait, sent.recv()).await.unwrap().unwrap();
+            let last = tokio::time::timeout(wait, sent.recv()).await.unwrap().unwrap();
+            assert_eq!((next.id, last.id), (JobId::new(2), JobId::new(3)));
+            assert_eq!(state.unacked(), 3, "every answer is kept until acknowledged");
+        });
     }
 }

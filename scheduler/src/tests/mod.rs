@@ -685,3 +685,35 @@ fn leases_follow_the_measured_throughput_of_the_group_within_its_cap() {
     // Past the lease period the deliveries age out and the cap falls back.
     assert_eq!(l.group_cap(w(1), t + Duration::from_secs(30)), 16);
 }
+
+#[test]
+fn a_lease_takes_at_most_half_the_pending_jobs_times_the_groups_share_of_deliveries() {
+    let mut l = life(200, false);
+    let mut ch = Vec::new();
+    let t = Instant::now();
+    // `worker` answers `jobs` jobs, lease after lease.
+    let deliver = |l: &mut Scheduler, ch: &mut Vec<Change>, worker: WorkerId, mut jobs: usize| {
+        while jobs > 0 {
+            let (lease, ids) = l.lease(worker, jobs, &[], t, ch).unwrap();
+            for &id in &ids {
+                l.result(worker, lease, id, solved(counts(1)), t, ch);
+            }
+            jobs -= ids.len();
+        }
+    };
+    // Nothing delivered yet: half of what is pending (and never less than a job a slot).
+    assert_eq!(l.fair_share(w(1), 4, t), 100);
+    // Worker 1 alone delivers: the whole share stays its own.
+    deliver(&mut l, &mut ch, w(1), 30);
+    assert_eq!(l.count(JobState::Pending), 170);
+    assert_eq!(l.fair_share(w(1), 4, t), 85);
+    // Worker 2 delivers three times as much: a quarter of the half for 1, three for 2.
+    deliver(&mut l, &mut ch, w(2), 90);
+    assert_eq!(l.count(JobState::Pending), 80);
+    assert_eq!(l.fair_share(w(1), 4, t), 10);
+    assert_eq!(l.fair_share(w(2), 4, t), 30);
+    assert!(l.lease_size(w(1), 4, t) <= 10);
+    // At the end of the run a lease is a job a slot.
+    deliver(&mut l, &mut ch, w(2), 79);
+    assert_eq!(l.fair_share(w(1), 4, t), 4);
+}

@@ -151,7 +151,14 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     outcomes.sort_by_key(|o| *o as i32);
     assert_eq!(outcomes, vec![pb::Outcome::Accepted, pb::Outcome::Duplicate]);
     let expected_total = job.weight as u64 * counts.solutions;
-    let before = status(&mut client).await;
+    // A new credential's answer is done once the coordinator's own check agrees (probation):
+    // both acknowledgements may come in one commit, before that check.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut before = status(&mut client).await;
+    while before.jobs_done == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        before = status(&mut client).await;
+    }
     assert_eq!((before.jobs_done, before.partial_total, before.conflicts), (1, expected_total, 0));
     assert_eq!(committed_results(&state), 1, "the replay added no counted row");
 
