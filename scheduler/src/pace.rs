@@ -104,15 +104,21 @@ impl Pace {
         }
     }
 
-    /// `group`'s share of the answers every group delivered within `window` before `now` (the
-    /// whole when none delivered any).
+    /// `group`'s share of the answers every group delivered within `window` before `now`, and
+    /// never less than an equal share among the groups that delivered and `group` (a newcomer's
+    /// small leases must not keep its share small).
     fn share(&self, group: u64, window: Duration, now: Instant) -> f64 {
-        let all: usize =
-            self.delivered.keys().map(|g| self.delivered_within(*g, window, now)).sum();
-        if all == 0 {
-            return 1.0;
+        let (mut all, mut groups) = (0, 0);
+        for g in self.delivered.keys() {
+            let delivered = self.delivered_within(*g, window, now);
+            all += delivered;
+            groups += usize::from(delivered > 0 && *g != group);
         }
-        self.delivered_within(group, window, now) as f64 / all as f64
+        let equal = 1.0 / (groups + 1) as f64;
+        if all == 0 {
+            return equal;
+        }
+        (self.delivered_within(group, window, now) as f64 / all as f64).max(equal)
     }
 }
 
@@ -289,7 +295,8 @@ impl Scheduler {
 
     /// The most jobs one lease may give `worker_id` so that the run's end stays balanced
     /// (guided self-scheduling): half the pending jobs times its group's share of what every
-    /// group delivered in the last lease period, never less than a job a slot. A lone worker may
+    /// group delivered in the last lease period (at least an equal share among the groups
+    /// delivering), never less than a job a slot. A lone worker may
     /// take half of what is left; near the end leases shrink, so that no worker sits on a queue
     /// while others run dry. Shares are measured answers, not claims.
     pub(crate) fn fair_share(&self, worker_id: WorkerId, slots: u32, now: Instant) -> usize {

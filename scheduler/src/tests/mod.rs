@@ -707,12 +707,15 @@ fn a_lease_takes_at_most_half_the_pending_jobs_times_the_groups_share_of_deliver
     deliver(&mut l, &mut ch, w(1), 30);
     assert_eq!(l.count(JobState::Pending), 170);
     assert_eq!(l.fair_share(w(1), 4, t), 85);
-    // Worker 2 delivers three times as much: a quarter of the half for 1, three for 2.
+    // Worker 2 delivers three times as much: three quarters of the half for 2, and for 1 no
+    // less than an equal share (its smaller leases must not keep it small).
     deliver(&mut l, &mut ch, w(2), 90);
     assert_eq!(l.count(JobState::Pending), 80);
-    assert_eq!(l.fair_share(w(1), 4, t), 10);
     assert_eq!(l.fair_share(w(2), 4, t), 30);
-    assert!(l.lease_size(w(1), 4, t) <= 10);
+    assert_eq!(l.fair_share(w(1), 4, t), 20);
+    assert!(l.lease_size(w(1), 4, t) <= 20);
+    // A third, new party gets an equal share of three.
+    assert_eq!(l.fair_share(w(3), 4, t), 14);
     // At the end of the run a lease is a job a slot.
     deliver(&mut l, &mut ch, w(2), 79);
     assert_eq!(l.fair_share(w(1), 4, t), 4);
