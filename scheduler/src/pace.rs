@@ -11,6 +11,7 @@
 use crate::config::SchedulerConfig;
 use crate::ids::{JobId, WorkerId};
 use crate::jobs::Standing;
+use crate::state::JobState;
 use crate::Scheduler;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -108,17 +109,21 @@ impl Pace {
     /// never less than an equal share among the groups that delivered and `group` (a newcomer's
     /// small leases must not keep its share small).
     fn share(&self, group: u64, window: Duration, now: Instant) -> f64 {
-        let (mut all, mut groups) = (0, 0);
-        for g in self.delivered.keys() {
-            let delivered = self.delivered_within(*g, window, now);
+        let (mut own, mut all, mut others) = (0, 0, 0);
+        for &g in self.delivered.keys() {
+            let delivered = self.delivered_within(g, window, now);
             all += delivered;
-            groups += usize::from(delivered > 0 && *g != group);
+            if g == group {
+                own = delivered;
+            } else if delivered > 0 {
+                others += 1;
+            }
         }
-        let equal = 1.0 / (groups + 1) as f64;
+        let equal = 1.0 / (others + 1) as f64;
         if all == 0 {
             return equal;
         }
-        (self.delivered_within(group, window, now) as f64 / all as f64).max(equal)
+        (own as f64 / all as f64).max(equal)
     }
 }
 
@@ -296,11 +301,11 @@ impl Scheduler {
     /// The most jobs one lease may give `worker_id` so that the run's end stays balanced
     /// (guided self-scheduling): half the pending jobs times its group's share of what every
     /// group delivered in the last lease period (at least an equal share among the groups
-    /// delivering), never less than a job a slot. A lone worker may
-    /// take half of what is left; near the end leases shrink, so that no worker sits on a queue
-    /// while others run dry. Shares are measured answers, not claims.
+    /// delivering), never less than a job a slot. A lone worker may take half of what is left;
+    /// near the end leases shrink, so that no worker sits on a queue while others run dry.
+    /// Shares are measured answers, not claims.
     pub(crate) fn fair_share(&self, worker_id: WorkerId, slots: u32, now: Instant) -> usize {
-        let pending = self.count(crate::state::JobState::Pending) as f64;
+        let pending = self.count(JobState::Pending) as f64;
         let share = self.pace.share(self.group(worker_id), self.config.lease_duration, now);
         ((pending * share / 2.0).ceil() as usize).max(slots.max(1) as usize)
     }

@@ -184,26 +184,32 @@ impl State {
 /// asks for work (see [`State::flush`]), and the lanes running dry flush as well.
 pub const RESULT_BURST: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// The most answers held for one burst.
+const RESULT_BURST_MAX: usize = 1024;
+
 /// The one reader of the lanes' reports: records each in `state` and sends answers on the open
 /// result stream, in bursts of at most [`RESULT_BURST`]. The lanes' threads never wait on the
 /// network; this task does.
 pub(crate) async fn collect(state: std::sync::Arc<State>, mut rx: mpsc::UnboundedReceiver<Report>) {
     let mut held: Vec<(mpsc::Sender<Finished>, Finished)> = Vec::new();
     let mut deadline: Option<tokio::time::Instant> = None;
-    loop {
+    let mut open = true;
+    while open {
         let send_by = deadline.unwrap_or_else(|| tokio::time::Instant::now() + RESULT_BURST);
         tokio::select! {
-            report = rx.recv() => {
-                let Some(report) = report else { break };
-                if let Some(answer) = state.report(report) {
-                    held.push(answer);
-                    deadline.get_or_insert(send_by);
+            report = rx.recv() => match report {
+                Some(report) => {
+                    if let Some(answer) = state.report(report) {
+                        held.push(answer);
+                        deadline.get_or_insert(send_by);
+                    }
+                    state.job_done.notify_waiters();
+                    if state.in_flight() > 0 && held.len() < RESULT_BURST_MAX {
+                        continue;
+                    }
                 }
-                state.job_done.notify_waiters();
-                if state.in_flight() > 0 && held.len() < 1024 {
-                    continue;
-                }
-            }
+                None => open = false,
+            },
             _ = state.flush.notified() => {}
             _ = tokio::time::sleep_until(send_by), if deadline.is_some() => {}
         }
@@ -211,9 +217,6 @@ pub(crate) async fn collect(state: std::sync::Arc<State>, mut rx: mpsc::Unbounde
         for (stream, finished) in held.drain(..) {
             let _ = stream.send(finished).await;
         }
-    }
-    for (stream, finished) in held {
-        let _ = stream.send(finished).await;
     }
 }
 
