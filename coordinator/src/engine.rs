@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 
-/// Most commands decided and committed in one transaction.
+/// Most commands (a result counted as one) decided and committed in one transaction.
 const MAX_BATCH: usize = 8192;
 
 /// How long a batch of nothing but results waits for more before it commits: results arrive one
@@ -48,11 +48,16 @@ fn gather(
     rx: &mpsc::Receiver<Command>,
     patience: Duration,
 ) -> Vec<Command> {
-    let is_result = |c: &Command| matches!(c, Command::Result { .. });
+    let is_result = |c: &Command| matches!(c, Command::Results { .. });
+    let weight = |c: &Command| match c {
+        Command::Results { answers } => answers.len(),
+        _ => 1,
+    };
     let mut batch: Vec<Command> = first.into_iter().collect();
     let mut only_results = !batch.is_empty() && batch.iter().all(is_result);
+    let mut size: usize = batch.iter().map(weight).sum();
     let deadline = Instant::now() + patience;
-    while batch.len() < MAX_BATCH {
+    while size < MAX_BATCH {
         let next = match rx.try_recv() {
             Ok(cmd) => cmd,
             Err(_) => {
@@ -67,6 +72,7 @@ fn gather(
             }
         };
         only_results &= is_result(&next);
+        size += weight(&next);
         batch.push(next);
     }
     batch
@@ -381,15 +387,17 @@ impl Engine {
                     .map(|()| self.on_release(caller.worker_id, lease_id, &job_ids, changes));
                 replies.push(Outgoing::Release(Deferred { tx: reply, outcome }));
             }
-            Command::Result { answer, reply } => {
-                let outcome = self
-                    .authenticate(&answer.caller, now)
-                    .map(|()| self.on_result(&answer, now, changes));
-                if let Err(refusal) = outcome {
-                    self.metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(job = %answer.job_id, worker = %answer.caller.worker_id, ?refusal, "result refused: the caller is not that worker");
+            Command::Results { answers } => {
+                for (answer, reply) in answers {
+                    let outcome = self
+                        .authenticate(&answer.caller, now)
+                        .map(|()| self.on_result(&answer, now, changes));
+                    if let Err(refusal) = outcome {
+                        self.metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(job = %answer.job_id, worker = %answer.caller.worker_id, ?refusal, "result refused: the caller is not that worker");
+                    }
+                    replies.push(Outgoing::Result(Deferred { tx: reply, outcome }));
                 }
-                replies.push(Outgoing::Result(Deferred { tx: reply, outcome }));
             }
             Command::Reference { job_id, counts } => {
                 let before = changes.len();

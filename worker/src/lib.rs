@@ -28,7 +28,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
-use work::ReportTx;
 
 mod config;
 pub mod cpu;
@@ -106,10 +105,9 @@ async fn run_in_span(
         });
     }
     tracing::info!(seconds = test.seconds, "solver self-test passed");
-    let (reports, reports_rx) = ReportTx::channel();
-    let worker = start_lanes(config, reports).await?;
-    let collector =
-        tokio::spawn(state::collect(worker.state.clone(), reports_rx).in_current_span());
+    let state = Arc::new(State::default());
+    let worker = start_lanes(config, state).await?;
+    let collector = tokio::spawn(state::collect(worker.state.clone()).in_current_span());
     let outcome = tokio::select! {
         r = session::connect_loop(&worker, test) => r.map(|()| WorkerExit::RunComplete),
         _ = shutdown => {
@@ -122,8 +120,9 @@ async fn run_in_span(
     outcome
 }
 
-/// Opens the GPU (if one is wanted) and starts the CPU and GPU lanes, reporting to `reports`.
-async fn start_lanes(config: WorkerConfig, reports: ReportTx) -> Result<Worker, WorkerError> {
+/// Opens the GPU (if one is wanted) and starts the CPU and GPU lanes, reporting to `state`.
+async fn start_lanes(config: WorkerConfig, state: Arc<State>) -> Result<Worker, WorkerError> {
+    let reports = state.reports();
     let gpu_config = config.clone();
     let span = tracing::Span::current();
     let solver = tokio::task::spawn_blocking(move || span.in_scope(|| gpu::open(&gpu_config)))
@@ -142,7 +141,7 @@ async fn start_lanes(config: WorkerConfig, reports: ReportTx) -> Result<Worker, 
         gpu = Some(gpu::start(solver, cpu.clone(), reports.clone()));
     }
     let lanes = Lanes::new(cpu, gpu, config.cpu_beside_gpu, reports);
-    Ok(Worker { config, device, slots, state: Arc::new(State::default()), lanes })
+    Ok(Worker { config, device, slots, state, lanes })
 }
 
 /// SIGTERM: no new jobs start; running ones get a short while to finish and be acknowledged;

@@ -5,8 +5,8 @@
 //! Why one owner: the session (leasing, heartbeats, the result stream, reconnects), the CPU lane
 //! and the GPU lane all need parts of this state. Spread over atomics set from several files, each
 //! fact had several writers and no place said what it meant. Here the lanes never touch it: they
-//! send a [`Report`] per task on a channel, and [`collect`] (one task) records each in the ledger
-//! and forwards answers to the open result stream. The session calls named steps
+//! leave a [`Report`] per task in the [`Inbox`], and [`collect`] (one task) records each in the
+//! ledger and forwards answers to the open result stream. The session calls named steps
 //! ([`State::leased`], [`State::acknowledged`], [`State::connected`], ...) and reads what it needs.
 //!
 //! The run's end and a fatal refusal are not state: the session call that learns of them returns
@@ -14,7 +14,7 @@
 //!
 //! The lock is held for a few map operations, never across an await or a solve.
 
-use crate::work::{Finished, JobId, LeaseId, Report};
+use crate::work::{Finished, Inbox, JobId, LeaseId, Report, ReportTx, INBOX_FULL};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio::sync::{mpsc, Notify};
@@ -39,8 +39,6 @@ struct Ledger {
     identity: Option<Identity>,
     /// Jobs leased and without an answer yet, by lease.
     held: HashMap<LeaseId, HashSet<JobId>>,
-    /// Jobs handed to the lanes whose report has not arrived.
-    in_flight: usize,
     /// Answers sent (or waiting to be sent) and not yet acknowledged, by (job, lease).
     unacked: BTreeMap<(JobId, LeaseId), Finished>,
     /// Where new answers go while a result stream is open.
@@ -53,8 +51,8 @@ struct Ledger {
 #[derive(Default)]
 pub(crate) struct State {
     ledger: Mutex<Ledger>,
-    /// Woken whenever a job leaves the lanes (answered or abandoned).
-    job_done: Notify,
+    /// The lanes' reports, and how many jobs are with them.
+    inbox: std::sync::Arc<Inbox>,
     /// Woken whenever the coordinator acknowledges an answer.
     acked: Notify,
     /// Asks [`collect`] to send the answers it holds back now.
@@ -73,6 +71,11 @@ impl State {
         self.ledger.lock().identity = Some(identity);
     }
 
+    /// Where the lanes report.
+    pub fn reports(&self) -> ReportTx {
+        ReportTx::new(self.inbox.clone())
+    }
+
     /// A lease's jobs, about to be handed to the lanes.
     pub fn leased(&self, lease: LeaseId, jobs: impl IntoIterator<Item = JobId>) {
         let mut ledger = self.ledger.lock();
@@ -82,7 +85,7 @@ impl State {
             held.insert(job);
             added += 1;
         }
-        ledger.in_flight += added;
+        self.inbox.handed(added);
     }
 
     /// The leases with jobs still held, for the heartbeat.
@@ -92,27 +95,19 @@ impl State {
 
     /// Jobs with the lanes now.
     pub fn in_flight(&self) -> usize {
-        self.ledger.lock().in_flight
+        self.inbox.with_lanes()
     }
 
-    /// Answers not yet acknowledged.
+    /// Answers not yet acknowledged (those still in the inbox included).
     pub fn unacked(&self) -> usize {
-        self.ledger.lock().unacked.len()
+        let ledger = self.ledger.lock();
+        ledger.unacked.len() + self.inbox.waiting()
     }
 
     /// Waits (at most `patience`) until no more than `queued` jobs are with the lanes: whether
     /// they are.
     pub async fn wait_for_room(&self, queued: usize, patience: std::time::Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + patience;
-        loop {
-            let wait = self.job_done.notified();
-            if self.in_flight() <= queued {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, wait).await.is_err() {
-                return false;
-            }
-        }
+        self.inbox.wait_for_room(queued, patience).await
     }
 
     /// A result stream opened: new answers go to `stream`. Returns every answer not yet
@@ -162,60 +157,59 @@ impl State {
         self.ledger.lock().stopping
     }
 
-    /// Records one lane report; returns the stream an answer is to be sent on, if one is open.
-    fn report(&self, report: Report) -> Option<(mpsc::Sender<Finished>, Finished)> {
+    /// Records every report in the inbox (under the ledger's lock, so that an answer is always
+    /// counted by [`unacked`](Self::unacked)); returns the answers to send, with the stream to
+    /// send them on, if one is open.
+    fn record_inbox(&self) -> Option<(mpsc::Sender<Finished>, Vec<Finished>)> {
         let mut ledger = self.ledger.lock();
-        ledger.in_flight = ledger.in_flight.saturating_sub(1);
-        let Report::Finished(finished) = report else { return None };
-        if let Some(jobs) = ledger.held.get_mut(&finished.lease) {
-            jobs.remove(&finished.id);
-            if jobs.is_empty() {
-                ledger.held.remove(&finished.lease);
+        let mut answers = Vec::new();
+        for report in self.inbox.take() {
+            let Report::Finished(finished) = report else { continue };
+            if let Some(jobs) = ledger.held.get_mut(&finished.lease) {
+                jobs.remove(&finished.id);
+                if jobs.is_empty() {
+                    ledger.held.remove(&finished.lease);
+                }
             }
+            ledger.unacked.insert((finished.id, finished.lease), finished.clone());
+            answers.push(finished);
         }
-        ledger.unacked.insert((finished.id, finished.lease), finished.clone());
-        ledger.stream.clone().map(|stream| (stream, finished))
+        ledger.stream.clone().map(|stream| (stream, answers))
     }
 }
 
 /// How long an answer may wait for others to leave with it: a worker of short jobs finishes
 /// hundreds a second, and the coordinator's cost is per message read, wake-up and commit more than
 /// per answer. An answer waits only while the lanes are busy: the lease loop flushes before it
-/// asks for work (see [`State::flush`]), and the lanes running dry flush as well.
+/// asks for work (see [`State::flush`]), and the lanes running dry or the inbox filling up
+/// ([`INBOX_FULL`]) end a burst as well.
 pub const RESULT_BURST: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// The most answers held for one burst.
-const RESULT_BURST_MAX: usize = 1024;
-
-/// The one reader of the lanes' reports: records each in `state` and sends answers on the open
-/// result stream, in bursts of at most [`RESULT_BURST`]. The lanes' threads never wait on the
-/// network; this task does.
-pub(crate) async fn collect(state: std::sync::Arc<State>, mut rx: mpsc::UnboundedReceiver<Report>) {
-    let mut held: Vec<(mpsc::Sender<Finished>, Finished)> = Vec::new();
-    let mut deadline: Option<tokio::time::Instant> = None;
-    let mut open = true;
-    while open {
-        let send_by = deadline.unwrap_or_else(|| tokio::time::Instant::now() + RESULT_BURST);
-        tokio::select! {
-            report = rx.recv() => match report {
-                Some(report) => {
-                    if let Some(answer) = state.report(report) {
-                        held.push(answer);
-                        deadline.get_or_insert(send_by);
-                    }
-                    state.job_done.notify_waiters();
-                    if state.in_flight() > 0 && held.len() < RESULT_BURST_MAX {
-                        continue;
-                    }
-                }
-                None => open = false,
-            },
-            _ = state.flush.notified() => {}
-            _ = tokio::time::sleep_until(send_by), if deadline.is_some() => {}
+/// The one reader of the lanes' reports: records them in `state` and sends answers on the open
+/// result stream, in bursts of at most [`RESULT_BURST`]. It wakes on the first report of a burst
+/// (see [`Inbox`]), not on each. The lanes' threads never wait on the network; this task does.
+pub(crate) async fn collect(state: std::sync::Arc<State>) {
+    let _closed = state.inbox.close_on_drop();
+    loop {
+        let flushed = tokio::select! {
+            _ = state.inbox.ready.notified() => false,
+            _ = state.flush.notified() => true,
+        };
+        let waiting = state.inbox.waiting();
+        if waiting == 0 {
+            continue;
         }
-        deadline = None;
-        for (stream, finished) in held.drain(..) {
-            let _ = stream.send(finished).await;
+        if !flushed && waiting < INBOX_FULL && state.in_flight() > 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(RESULT_BURST) => {}
+                _ = state.inbox.ready.notified() => {}
+                _ = state.flush.notified() => {}
+            }
+        }
+        if let Some((stream, answers)) = state.record_inbox() {
+            for finished in answers {
+                let _ = stream.send(finished).await;
+            }
         }
     }
 }
@@ -223,13 +217,11 @@ pub(crate) async fn collect(state: std::sync::Arc<State>, mut rx: mpsc::Unbounde
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::work::Task;
 
-    fn answer(lease: u64, job: u64) -> Report {
-        Report::Finished(Finished {
-            lease: LeaseId::new(lease),
-            id: JobId::new(job),
-            answer: Err("x".into()),
-        })
+    fn task(lease: u64, job: u64) -> Task {
+        let job_spec = nqueens_core::job_list(8, &Default::default()).unwrap().jobs[0].clone();
+        Task { lease: LeaseId::new(lease), id: JobId::new(job), job: job_spec }
     }
 
     /// A lease is held until its last job is answered; an answer is kept until acknowledged and
@@ -237,16 +229,20 @@ mod tests {
     #[test]
     fn the_ledger_follows_a_lease_to_its_acknowledgement() {
         let state = State::default();
+        let reports = state.reports();
         state.leased(LeaseId::new(7), [JobId::new(1), JobId::new(2)]);
         assert_eq!(state.in_flight(), 2);
         assert_eq!(state.held_leases(), vec![LeaseId::new(7)]);
-        assert!(state.report(answer(7, 1)).is_none(), "no stream open");
-        state.report(Report::Abandoned);
+        reports.finished(&task(7, 1), Err("x".into()));
+        assert_eq!(state.unacked(), 1, "an answer in the inbox is not acknowledged");
+        assert!(state.record_inbox().is_none(), "no stream open");
+        reports.abandoned();
         assert_eq!(state.in_flight(), 0);
         assert_eq!(state.held_leases(), vec![LeaseId::new(7)], "job 2 is still held");
         let (tx, _rx) = mpsc::channel(4);
         assert_eq!(state.connected(tx).len(), 1);
-        assert!(state.report(answer(7, 2)).is_some());
+        reports.finished(&task(7, 2), Err("x".into()));
+        assert_eq!(state.record_inbox().map(|(_, answers)| answers.len()), Some(1));
         assert!(state.held_leases().is_empty());
         state.acknowledged(JobId::new(1), LeaseId::new(7));
         assert_eq!(state.unacked(), 1);
@@ -255,35 +251,46 @@ mod tests {
     }
 
     /// While the lanes are busy an answer waits for a burst; a flush (the lease loop about to
-    /// ask for work) sends it at once, and so do the lanes running dry.
+    /// ask for work) sends it at once, and so do the lanes running dry. The lease loop is woken
+    /// when the jobs left with the lanes reach its low-water mark, not before.
     #[test]
     fn answers_leave_in_bursts_on_a_flush_or_when_the_lanes_run_dry() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let state = std::sync::Arc::new(State::default());
-            let (reports, reports_rx) = mpsc::unbounded_channel();
+            let reports = state.reports();
             let (stream, mut sent) = mpsc::channel(16);
             assert!(state.connected(stream).is_empty());
-            tokio::spawn(collect(state.clone(), reports_rx));
-            state.leased(LeaseId::new(1), [1, 2, 3].map(JobId::new));
+            tokio::spawn(collect(state.clone()));
+            state.leased(LeaseId::new(1), [1, 2, 3, 4].map(JobId::new));
             let wait = std::time::Duration::from_secs(5);
+            let room = tokio::spawn({
+                let state = state.clone();
+                async move { state.wait_for_room(1, wait).await }
+            });
+            tokio::task::yield_now().await;
 
-            reports.send(answer(1, 1)).unwrap();
+            reports.finished(&task(1, 1), Err("x".into()));
             for _ in 0..10 {
                 tokio::task::yield_now().await;
             }
-            assert_eq!(state.in_flight(), 2, "the report was recorded");
-            assert!(sent.try_recv().is_err(), "held while two jobs are with the lanes");
+            assert_eq!(state.in_flight(), 3);
+            assert!(!room.is_finished(), "three jobs are still with the lanes");
+            assert!(sent.try_recv().is_err(), "held while three jobs are with the lanes");
             state.flush();
             let first = tokio::time::timeout(wait, sent.recv()).await.unwrap().unwrap();
             assert_eq!(first.id, JobId::new(1));
 
-            reports.send(answer(1, 2)).unwrap();
-            reports.send(answer(1, 3)).unwrap();
-            let next = tokio::time::timeout(wait, sent.recv()).await.unwrap().unwrap();
-            let last = tokio::time::timeout(wait, sent.recv()).await.unwrap().unwrap();
-            assert_eq!((next.id, last.id), (JobId::new(2), JobId::new(3)));
-            assert_eq!(state.unacked(), 3, "every answer is kept until acknowledged");
+            reports.finished(&task(1, 2), Err("x".into()));
+            reports.finished(&task(1, 3), Err("x".into()));
+            assert!(room.await.unwrap(), "one job left: the lease loop is woken");
+            reports.finished(&task(1, 4), Err("x".into()));
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                got.push(tokio::time::timeout(wait, sent.recv()).await.unwrap().unwrap().id);
+            }
+            assert_eq!(got, [2, 3, 4].map(JobId::new));
+            assert_eq!(state.unacked(), 4, "every answer is kept until acknowledged");
         });
     }
 }

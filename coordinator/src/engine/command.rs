@@ -23,9 +23,10 @@ pub enum Command {
         lease_ids: Vec<LeaseId>,
         reply: ReplyTx<Vec<LeaseId>>,
     },
-    Result {
-        answer: JobAnswer,
-        reply: ReplyTx<Verdict>,
+    /// Answers read together from one result stream (one wake-up of the engine for them all),
+    /// each answered on its own channel.
+    Results {
+        answers: Vec<(JobAnswer, ReplyTx<Verdict>)>,
     },
     /// Gives jobs back; the reply says how many were released.
     Release {

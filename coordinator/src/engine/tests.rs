@@ -87,7 +87,7 @@ fn every_command_of_a_caller_that_is_not_the_worker_it_names_is_refused_alike() 
             job_id: nqueens_scheduler::JobId::new(0),
             finding: Finding::SolverError("x".into()),
         };
-        let result = ask(&engine, |reply| Command::Result { answer, reply });
+        let result = ask(&engine, |reply| Command::Results { answers: vec![(answer, reply)] });
         assert_eq!(result.outcome.unwrap_err(), refusal);
     }
     // The worker itself is served.
@@ -129,7 +129,7 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
                 job_id,
                 finding: Finding::Solved { counts, seconds: 0.001 },
             };
-            let reply = ask(&engine, |reply| Command::Result { answer, reply });
+            let reply = ask(&engine, |reply| Command::Results { answers: vec![(answer, reply)] });
             assert!(
                 matches!(
                     reply.outcome,

@@ -5,7 +5,7 @@
 use super::auth::{revoked, Credentials};
 use super::wire::{rejected_ack, result_ack};
 use crate::engine::{
-    Caller, Command, EngineHandle, Granted, JobAnswer, Refusal, Registered, Registration,
+    Caller, Command, EngineHandle, Granted, JobAnswer, Refusal, Registered, Registration, Reply,
 };
 use crate::metrics::Metrics;
 use crate::secrets::Credential;
@@ -14,7 +14,7 @@ use crate::status::{Source, StatusReader, StatusView};
 use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, CheckBounds, Reason};
-use nqueens_scheduler::{JobId, LeaseId, WorkerId};
+use nqueens_scheduler::{JobId, LeaseId, Verdict, WorkerId};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -59,6 +59,104 @@ fn invalid(e: nqueens_proto::WireError) -> Status {
 
 fn shutting_down() -> Status {
     status_with_reason(Code::Unavailable, Reason::ShuttingDown, "the coordinator is shutting down")
+}
+
+/// Most results of one stream read together and sent to the engine as one command.
+const MAX_RESULTS_READ: usize = 256;
+
+/// `first` and every further result already received on `inbound` (up to
+/// [`MAX_RESULTS_READ`]), without waiting; and whether the stream ended (or broke) meanwhile.
+fn ready_after(
+    first: pb::JobResult,
+    inbound: &mut Streaming<pb::JobResult>,
+) -> (Vec<pb::JobResult>, bool) {
+    let mut messages = vec![first];
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    while messages.len() < MAX_RESULTS_READ {
+        match Pin::new(&mut *inbound).poll_next(&mut cx) {
+            std::task::Poll::Ready(Some(Ok(msg))) => messages.push(msg),
+            std::task::Poll::Ready(Some(Err(e))) => {
+                tracing::debug!(error = %e, "result stream broke");
+                return (messages, true);
+            }
+            std::task::Poll::Ready(None) => return (messages, true),
+            std::task::Poll::Pending => break,
+        }
+    }
+    (messages, false)
+}
+
+/// Nothing more is read from a result stream: its token was revoked, or nobody reads its acks.
+struct StreamEnds;
+
+/// One worker's result stream: checks each answer before the engine sees it.
+struct ResultStream {
+    credential: Credential,
+    engine: EngineHandle,
+    run: pb::RunId,
+    metrics: Arc<Metrics>,
+    credentials: Arc<Credentials>,
+    out: tokio::sync::mpsc::Sender<Result<pb::ResultAck, Status>>,
+}
+
+impl ResultStream {
+    /// `msg` as an answer for the engine, or None where it was refused here (its rejection is
+    /// acknowledged at once).
+    async fn admit(&self, msg: pb::JobResult) -> Result<Option<JobAnswer>, StreamEnds> {
+        // A token revoked since the stream opened ends it: nothing more is taken on it.
+        if !self.credentials.in_force(&self.credential) {
+            self.metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(credential = %self.credential.name, job = msg.job_id, "result on a stream whose token was revoked: stream ended");
+            let _ = self.out.send(Err(revoked())).await;
+            return Err(StreamEnds);
+        }
+        let ids = (msg.job_id, msg.lease_id);
+        let refused = if let Err(e) = msg.check_bounds() {
+            tracing::warn!(job = msg.job_id, error = %e, "oversized result rejected");
+            rejected_ack(ids, Reason::InvalidRequest, e.to_string())
+        } else if let Some(why) = run_mismatch(&self.run, msg.run.as_ref()) {
+            tracing::warn!(job = msg.job_id, %why, "result for another run rejected");
+            rejected_ack(ids, Reason::WrongRun, why)
+        } else {
+            match JobAnswer::from_wire(msg, self.credential.clone()) {
+                Ok(answer) => return Ok(Some(answer)),
+                Err(e) => {
+                    tracing::warn!(job = ids.0, error = %e, "malformed result rejected");
+                    rejected_ack(ids, Reason::InvalidRequest, e.to_string())
+                }
+            }
+        };
+        self.metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
+        match self.out.send(Ok(refused)).await {
+            Ok(()) => Ok(None),
+            Err(_) => Err(StreamEnds),
+        }
+    }
+
+    /// Sends `answers` to the engine; each one's acknowledgement follows its commit (on
+    /// `committing`). The next results are read meanwhile, so a worker can keep many in flight.
+    /// False once the engine or the ack task is gone.
+    async fn to_engine(
+        &self,
+        answers: Vec<JobAnswer>,
+        committing: &tokio::sync::mpsc::UnboundedSender<(
+            JobAnswer,
+            oneshot::Receiver<Reply<Verdict>>,
+        )>,
+    ) -> bool {
+        let mut sent = Vec::with_capacity(answers.len());
+        let mut waiting = Vec::with_capacity(answers.len());
+        for answer in answers {
+            let (tx, rx) = oneshot::channel();
+            waiting.push((answer.clone(), rx));
+            sent.push((answer, tx));
+        }
+        if !self.engine.send(Command::Results { answers: sent }) {
+            let _ = self.out.send(Err(shutting_down())).await;
+            return false;
+        }
+        waiting.into_iter().all(|pair| committing.send(pair).is_ok())
+    }
 }
 
 impl CoordinatorService {
@@ -218,80 +316,61 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let credential = credential_of(&request);
         let mut inbound = request.into_inner();
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<pb::ResultAck, Status>>(1024);
-        let engine = self.engine.clone();
-        let run = self.run.clone();
         let mut stopping = self.stopping.clone();
-        let metrics = self.metrics.clone();
-        let credentials = self.credentials.clone();
+        // Acks leave in the order the answers reached the engine, which is the order it commits
+        // and answers them in: one task per stream, woken once per commit, not once per answer.
+        let (committing_tx, mut committing_rx) =
+            tokio::sync::mpsc::unbounded_channel::<(JobAnswer, oneshot::Receiver<Reply<Verdict>>)>(
+            );
+        let acks = out_tx.clone();
+        tokio::spawn(async move {
+            while let Some((result, rx)) = committing_rx.recv().await {
+                let ack = match rx.await {
+                    Ok(reply) => Ok(result_ack(&result, reply)),
+                    Err(_) => Err(shutting_down()),
+                };
+                if acks.send(ack).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let stream = ResultStream {
+            credential,
+            engine: self.engine.clone(),
+            run: self.run.clone(),
+            metrics: self.metrics.clone(),
+            credentials: self.credentials.clone(),
+            out: out_tx,
+        };
         tokio::spawn(async move {
             loop {
                 let next = tokio::select! {
                     msg = inbound.next() => msg,
                     _ = stopping.wait_for(|s| *s) => break,
                 };
-                let msg = match next {
-                    Some(Ok(msg)) => msg,
+                let (messages, ended) = match next {
+                    Some(Ok(msg)) => ready_after(msg, &mut inbound),
                     Some(Err(e)) => {
                         tracing::debug!(error = %e, "result stream broke");
                         break;
                     }
                     None => break,
                 };
-                // A token revoked since the stream opened ends it: nothing more is taken on it.
-                if !credentials.in_force(&credential) {
-                    metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(credential = %credential.name, job = msg.job_id, "result on a stream whose token was revoked: stream ended");
-                    let _ = out_tx.send(Err(revoked())).await;
+                // The answers read together reach the engine together: one wake-up for them all.
+                let mut answers = Vec::with_capacity(messages.len());
+                for msg in messages {
+                    match stream.admit(msg).await {
+                        Ok(Some(answer)) => answers.push(answer),
+                        Ok(None) => {}
+                        Err(StreamEnds) => return,
+                    }
+                }
+                if !answers.is_empty() && !stream.to_engine(answers, &committing_tx).await {
                     break;
                 }
-                if let Err(e) = msg.check_bounds() {
-                    metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(job = msg.job_id, error = %e, "oversized result rejected");
-                    let ack = rejected_ack(&msg, Reason::InvalidRequest, e.to_string());
-                    if out_tx.send(Ok(ack)).await.is_err() {
-                        break;
-                    }
-                    continue;
-                }
-                if let Some(why) = run_mismatch(&run, msg.run.as_ref()) {
-                    metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(job = msg.job_id, %why, "result for another run rejected");
-                    let ack = rejected_ack(&msg, Reason::WrongRun, why);
-                    if out_tx.send(Ok(ack)).await.is_err() {
-                        break;
-                    }
-                    continue;
-                }
-                let result = match JobAnswer::from_wire(msg.clone(), credential.clone()) {
-                    Ok(result) => result,
-                    Err(e) => {
-                        metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(job = msg.job_id, error = %e, "malformed result rejected");
-                        let ack = rejected_ack(&msg, Reason::InvalidRequest, e.to_string());
-                        if out_tx.send(Ok(ack)).await.is_err() {
-                            break;
-                        }
-                        continue;
-                    }
-                };
-                let (tx, rx) = oneshot::channel();
-                if !engine.send(Command::Result { answer: result.clone(), reply: tx }) {
-                    let _ = out_tx.send(Err(shutting_down())).await;
+                if ended {
                     break;
                 }
-                // The ack goes out when the engine has committed the result; the next result is
-                // read meanwhile, so a worker can keep many in flight.
-                let out = out_tx.clone();
-                tokio::spawn(async move {
-                    match rx.await {
-                        Ok(reply) => {
-                            let _ = out.send(Ok(result_ack(&result, reply))).await;
-                        }
-                        Err(_) => {
-                            let _ = out.send(Err(shutting_down())).await;
-                        }
-                    }
-                });
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(out_rx)) as AckStream))

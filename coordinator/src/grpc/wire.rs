@@ -250,11 +250,12 @@ fn ack(
     }
 }
 
-/// A refused result: nothing changed, and the ack says why.
-pub fn rejected_ack(msg: &pb::JobResult, reason: Reason, message: String) -> pb::ResultAck {
+/// A refused result (its job and lease ids): nothing changed, and the ack says why.
+pub fn rejected_ack(ids: (u64, u64), reason: Reason, message: String) -> pb::ResultAck {
+    let (job_id, lease_id) = ids;
     pb::ResultAck {
-        job_id: msg.job_id,
-        lease_id: msg.lease_id,
+        job_id,
+        lease_id,
         outcome: Outcome::Rejected as i32,
         reason: reason as i32,
         message,
