@@ -80,7 +80,10 @@ impl Scheduler {
     /// worker then reaches full speed within its first second or so). A job
     /// on which `worker_id`'s group gave an opinion is left for one of the `others` that has
     /// not, while there is one, and never given back to a group on probation (its second answer
-    /// would prove nothing).
+    /// would prove nothing). A job the coordinator is solving itself goes to a worker only when
+    /// no other job is pending: the referee's answer settles it, so a worker's would mostly be
+    /// work thrown away (81 extra job solves of 5,728 at N=18 with two workers), while at the
+    /// run's end nobody waits on the referee alone.
     fn pick_pending(
         &mut self,
         worker_id: WorkerId,
@@ -91,6 +94,7 @@ impl Scheduler {
         let end = if probation { Pick::Cheapest } else { Pick::Longest };
         let mut picked = Vec::new();
         let mut set_aside = Vec::new();
+        let mut with_referee = Vec::new();
         while picked.len() < max_jobs {
             let Some(id) = self.jobs.pop_queued(end) else { break };
             let job = self.jobs.entry(id);
@@ -101,10 +105,23 @@ impl Scheduler {
                 set_aside.push(id);
                 continue;
             }
+            if self.with_referee(id) {
+                with_referee.push(id);
+                continue;
+            }
             picked.push(id);
         }
+        let room = max_jobs - picked.len();
+        let taken = with_referee.len().min(room);
+        picked.extend(with_referee.drain(..taken));
+        set_aside.extend(with_referee);
         self.jobs.requeue(set_aside);
         picked
+    }
+
+    /// Whether the coordinator's referee has `job_id` and has not answered it yet.
+    fn with_referee(&self, job_id: JobId) -> bool {
+        self.checks.refereed.contains(&job_id) && !self.checks.reference.contains_key(&job_id)
     }
 
     /// Adds a spot check to a lease when one is due: on the worker's first lease, then at about
