@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The cluster against one machine: for each N (default "17 18"), ROUNDS (default 3) rounds of
+# The cluster against one machine: for each N (default "17 18"), ROUNDS (default 7: a shared
+# machine's speed swings from minute to minute) rounds of
 #   solve     `nqueens-coordinator solve N` on every core (no network),
 #   worker    a coordinator and one worker with every core, started as the README starts them,
 #   2 workers a coordinator and two one-thread workers,
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SIZES=("${@:-17 18}")
 read -r -a SIZES <<<"${SIZES[*]}"
-ROUNDS="${ROUNDS:-3}"
+ROUNDS="${ROUNDS:-7}"
 BIN="${BIN:-target/release}"
 CORES="$(nproc)"
 
