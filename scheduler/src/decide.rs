@@ -119,9 +119,12 @@ impl Scheduler {
         picked
     }
 
-    /// Whether the coordinator's referee has `job_id` and has not answered it yet.
+    /// Whether the coordinator's referee has `job_id` and has not answered it yet (never where
+    /// the coordinator solves no jobs: a conflict is still noted as referred there).
     fn with_referee(&self, job_id: JobId) -> bool {
-        self.checks.refereed.contains(&job_id) && !self.checks.reference.contains_key(&job_id)
+        self.config.coordinator_checks
+            && self.checks.refereed.contains(&job_id)
+            && !self.checks.reference.contains_key(&job_id)
     }
 
     /// Adds a spot check to a lease when one is due: on the worker's first lease, then at about
