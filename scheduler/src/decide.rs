@@ -81,9 +81,9 @@ impl Scheduler {
     /// on which `worker_id`'s group gave an opinion is left for one of the `others` that has
     /// not, while there is one, and never given back to a group on probation (its second answer
     /// would prove nothing). A job the coordinator is solving itself goes to a worker only when
-    /// no other job is pending: the referee's answer settles it, so a worker's would mostly be
-    /// work thrown away (81 extra job solves of 5,728 at N=18 with two workers), while at the
-    /// run's end nobody waits on the referee alone.
+    /// no other job is pending: the referee solves it anyway, so a worker's answer would be work
+    /// thrown away (26-44 of 5,728 jobs at N=18 with two workers), while at the run's end nobody
+    /// waits on the referee alone.
     fn pick_pending(
         &mut self,
         worker_id: WorkerId,
