@@ -80,10 +80,10 @@ impl Scheduler {
     /// worker then reaches full speed within its first second or so). A job
     /// on which `worker_id`'s group gave an opinion is left for one of the `others` that has
     /// not, while there is one, and never given back to a group on probation (its second answer
-    /// would prove nothing). A job the coordinator is solving itself goes to a worker only when
-    /// no other job is pending: the referee solves it anyway, so a worker's answer would be work
-    /// thrown away (26-44 of 5,728 jobs at N=18 with two workers), while at the run's end nobody
-    /// waits on the referee alone.
+    /// would prove nothing). A job the referee is also solving is leased all the same: the
+    /// second answer is one more cross-check on its group (leasing such jobs last saved under
+    /// half a percent of the work, but cut the checks on a worker with a small share so far that
+    /// a one-in-fifty faulty worker ended a test run with a wrong total).
     fn pick_pending(
         &mut self,
         worker_id: WorkerId,
@@ -94,7 +94,6 @@ impl Scheduler {
         let end = if probation { Pick::Cheapest } else { Pick::Longest };
         let mut picked = Vec::new();
         let mut set_aside = Vec::new();
-        let mut with_referee = Vec::new();
         while picked.len() < max_jobs {
             let Some(id) = self.jobs.pop_queued(end) else { break };
             let job = self.jobs.entry(id);
@@ -105,26 +104,10 @@ impl Scheduler {
                 set_aside.push(id);
                 continue;
             }
-            if self.with_referee(id) {
-                with_referee.push(id);
-                continue;
-            }
             picked.push(id);
         }
-        let room = max_jobs - picked.len();
-        let taken = with_referee.len().min(room);
-        picked.extend(with_referee.drain(..taken));
-        set_aside.extend(with_referee);
         self.jobs.requeue(set_aside);
         picked
-    }
-
-    /// Whether the coordinator's referee has `job_id` and has not answered it yet (never where
-    /// the coordinator solves no jobs: a conflict is still noted as referred there).
-    fn with_referee(&self, job_id: JobId) -> bool {
-        self.config.coordinator_checks
-            && self.checks.refereed.contains(&job_id)
-            && !self.checks.reference.contains_key(&job_id)
     }
 
     /// Adds a spot check to a lease when one is due: on the worker's first lease, then at about

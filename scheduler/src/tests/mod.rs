@@ -237,32 +237,6 @@ fn a_lone_worker_never_verifies_its_own_job_and_the_coordinator_settles_it() {
     assert_eq!(l.counted(j(0)), Some((COORDINATOR, counts(5))));
 }
 
-/// A job the coordinator's referee is solving is leased to another worker only once nothing else
-/// is pending: the referee's answer settles it, and a worker's would be thrown away.
-#[test]
-fn a_job_with_the_referee_waits_until_nothing_else_is_pending() {
-    let mut jobs: Vec<StoredJob> = (0..4).map(|i| stored(i, i, false)).collect();
-    jobs[3] = stored(3, 3, true);
-    let mut l = Scheduler::restore(
-        SchedulerConfig { coordinator_checks: true, ..config() },
-        jobs,
-        Vec::new(),
-        HashMap::new(),
-        [],
-        Instant::now(),
-    );
-    let mut ch = Vec::new();
-    let others = ws(&[2]);
-    let (a, got) = l.lease(w(1), 1, &others, Instant::now(), &mut ch).unwrap();
-    assert_eq!(got, js(&[3]), "the longest job first");
-    l.result(w(1), a, j(3), solved(counts(5)), Instant::now(), &mut ch);
-    assert_eq!(l.take_referee_jobs(), js(&[3]), "a verification goes to the referee");
-    let (_, got) = l.lease(w(2), 2, &ws(&[1]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(got, js(&[2, 1]), "the job with the referee is passed over");
-    let (_, got) = l.lease(w(2), 2, &ws(&[1]), Instant::now(), &mut ch).unwrap();
-    assert_eq!(got, js(&[3, 0]), "nothing else pending: it is leased after all");
-}
-
 #[test]
 fn two_disputing_workers_alone_solve_again_and_only_the_other_side_settles() {
     const A: u64 = 1;
