@@ -23,6 +23,23 @@ nq_pick_compose() {
     fi
 }
 
+# The coordinator container's descriptor limit: 65,536, or the Docker daemon's own hard limit
+# where that is lower (a container cannot be given more; runc refuses to start it). The daemon's
+# limit is read from /proc where it can be, else this shell's hard limit stands in for it.
+nq_nofile() {
+    local pid limit
+    pid="$(pgrep -xo dockerd 2>/dev/null || true)"
+    if [[ -n "$pid" && -r "/proc/$pid/limits" ]]; then
+        limit="$(awk '/^Max open files/ {print $5}' "/proc/$pid/limits")"
+    else
+        limit="$(ulimit -Hn)"
+    fi
+    if [[ "$limit" == unlimited || ! "$limit" =~ ^[0-9]+$ || "$limit" -gt 65536 ]]; then
+        limit=65536
+    fi
+    echo "$limit"
+}
+
 # Set up a fresh project: name, image tag, token, published ports on ephemeral loopback ports.
 # $1: a short prefix for the project name.
 nq_new_project() {
@@ -32,6 +49,7 @@ nq_new_project() {
     export NQ_TOKEN="${NQ_TOKEN:-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
     export NQ_GRPC_PUBLISH="127.0.0.1:"      # "127.0.0.1::7447": a free loopback port
     export NQ_METRICS_PUBLISH="127.0.0.1:"
+    export NQ_NOFILE="${NQ_NOFILE:-$(nq_nofile)}"
     NQ_OWN_CONTEXT=""
     if [[ -z "${NQ_BUILD_CONTEXT:-}" ]]; then
         NQ_BUILD_CONTEXT="$(mktemp -d "${TMPDIR:-/tmp}/nqueens-ctx.XXXXXX")"

@@ -14,13 +14,18 @@
 //! at most [`MAX_REQUEST`] bytes. They carry a name and a token's SHA-256 digest, never a token.
 //! Who may write the directory may change the run's tokens: its owner (the coordinator's user)
 //! and root, as for the state file itself. A coordinator refuses to start beside an admin
-//! directory that is a link, not its own or writable by others.
+//! directory that is a link, not its own or writable by others; it then holds the directory open
+//! and works only through that descriptor ([`AdminDir`]), checking before each look that it is
+//! still a directory of its own, private, and still the one at its path: one changed or swapped
+//! since (its mode, its owner, a link put in its place) is no longer read.
 
-use crate::engine::{Command, EngineHandle};
+use crate::engine::{Command, EngineHandle, TokensNow};
 use crate::grpc::auth::Credentials;
 use nqueens_store::{check_credential_name, StoreError};
+use rustix::fs::{self, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -141,7 +146,7 @@ fn write_atomically(path: &Path, body: &[u8], owner: Option<(u32, u32)>) -> Resu
 /// Reads the whole file at `path` (not through a link, at most [`MAX_REQUEST`] bytes), if it is
 /// there.
 fn read_small(path: &Path) -> Result<Option<Vec<u8>>, AdminError> {
-    let mut file = match std::fs::OpenOptions::new()
+    let file = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
@@ -150,6 +155,12 @@ fn read_small(path: &Path) -> Result<Option<Vec<u8>>, AdminError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io(path)(e)),
     };
+    read_open(file, path).map(Some)
+}
+
+/// The whole open `file` (found at `path`), which must be a regular file of at most
+/// [`MAX_REQUEST`] bytes.
+fn read_open(mut file: std::fs::File, path: &Path) -> Result<Vec<u8>, AdminError> {
     let meta = file.metadata().map_err(io(path))?;
     if !meta.is_file() || meta.len() > MAX_REQUEST {
         return Err(AdminError::Io {
@@ -162,7 +173,7 @@ fn read_small(path: &Path) -> Result<Option<Vec<u8>>, AdminError> {
     }
     let mut body = Vec::new();
     Read::by_ref(&mut file).take(MAX_REQUEST).read_to_end(&mut body).map_err(io(path))?;
-    Ok(Some(body))
+    Ok(body)
 }
 
 /// Sends `op` to the coordinator running on `state` and waits up to `timeout` for its reply.
@@ -195,30 +206,110 @@ pub fn ask(state: &Path, op: &AdminOp, timeout: Duration) -> Result<AdminReply, 
     Err(AdminError::NoAnswer { state: state.into(), waited: timeout })
 }
 
-/// Makes (or checks) the admin directory of `state` and clears what a previous coordinator left
-/// in it.
-fn prepare_dir(state: &Path) -> Result<PathBuf, AdminError> {
-    let dir = admin_dir(state);
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+/// The admin directory as the coordinator holds it: open, every file call relative to the
+/// descriptor, and what it is checked again before each look (see [`AdminDir::check`]).
+struct AdminDir {
+    fd: OwnedFd,
+    path: PathBuf,
+    /// The directory's device and inode when it was opened.
+    id: (u64, u64),
+}
+
+impl AdminDir {
+    /// Opens the directory at `path` (not through a link) and checks it.
+    fn open(path: &Path) -> Result<AdminDir, AdminError> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = fs::openat(fs::CWD, path, flags, Mode::empty()).map_err(|e| match e {
+            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => AdminError::Unsafe {
+                dir: path.into(),
+                reason: "a link or a file, not a directory".into(),
+            },
+            e => io(path)(e.into()),
+        })?;
+        let st = fs::fstat(&fd).map_err(|e| io(path)(e.into()))?;
+        let dir = AdminDir { fd, path: path.into(), id: file_id(&st) };
+        dir.check()?;
+        Ok(dir)
+    }
+
+    /// Whether the directory is still one to trust: a directory of this process's user that
+    /// others may not write, and still the one at its path.
+    fn check(&self) -> Result<(), AdminError> {
+        let unsafe_dir = |reason: String| AdminError::Unsafe { dir: self.path.clone(), reason };
+        let st = fs::fstat(&self.fd).map_err(|e| io(&self.path)(e.into()))?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if st.st_uid != me {
+            return Err(unsafe_dir(format!("owned by uid {}, not {me}", st.st_uid)));
+        }
+        if st.st_mode & 0o022 != 0 {
+            return Err(unsafe_dir(format!("mode {:o}: others may write it", st.st_mode & 0o777)));
+        }
+        let at_path = fs::statat(fs::CWD, &self.path, fs::AtFlags::SYMLINK_NOFOLLOW);
+        if at_path.map(|s| file_id(&s)).ok() != Some(self.id) {
+            return Err(unsafe_dir("no longer the directory the coordinator opened".into()));
+        }
+        Ok(())
+    }
+
+    /// The names of the files in the directory.
+    fn names(&self) -> Vec<String> {
+        let Ok(dir) = fs::Dir::read_from(&self.fd) else { return Vec::new() };
+        dir.flatten()
+            .filter_map(|entry| entry.file_name().to_str().ok().map(str::to_owned))
+            .filter(|name| name != "." && name != "..")
+            .collect()
+    }
+
+    /// The whole file `name` (not through a link, at most [`MAX_REQUEST`] bytes), if there.
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, AdminError> {
+        let path = self.path.join(name);
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = match fs::openat(&self.fd, name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(io(&path)(e.into())),
+        };
+        read_open(std::fs::File::from(fd), &path).map(Some)
+    }
+
+    /// Writes `body` to `name` through `<name>.tmp` (mode 0600, created new), synced, then
+    /// renamed, all within the directory.
+    fn write(&self, name: &str, body: &[u8]) -> Result<(), AdminError> {
+        let tmp = format!("{name}.tmp");
+        let path = self.path.join(&tmp);
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+        let fd = fs::openat(&self.fd, &tmp, flags | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))
+            .map_err(|e| io(&path)(e.into()))?;
+        let mut file = std::fs::File::from(fd);
+        file.write_all(body).and_then(|()| file.sync_all()).map_err(io(&path))?;
+        fs::renameat(&self.fd, &tmp, &self.fd, name).map_err(|e| io(&path)(e.into()))
+    }
+
+    /// Removes the file `name`, if there.
+    fn remove(&self, name: &str) {
+        let _ = fs::unlinkat(&self.fd, name, fs::AtFlags::empty());
+    }
+}
+
+/// The device and inode of a file: which file it is.
+#[allow(clippy::unnecessary_cast)] // the fields' types differ between platforms
+fn file_id(st: &fs::Stat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
+}
+
+/// Makes (or checks) the admin directory of `state`, opens it, and clears what a previous
+/// coordinator left in it.
+fn prepare_dir(state: &Path) -> Result<AdminDir, AdminError> {
+    let path = admin_dir(state);
+    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io(&dir)(e)),
+        Err(e) => return Err(io(&path)(e)),
     }
-    let meta = dir.symlink_metadata().map_err(io(&dir))?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let unsafe_dir = |reason: String| AdminError::Unsafe { dir: dir.clone(), reason };
-    if !meta.is_dir() {
-        return Err(unsafe_dir("a link or a file, not a directory".into()));
-    }
-    if meta.uid() != me {
-        return Err(unsafe_dir(format!("owned by uid {}, not {me}", meta.uid())));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(unsafe_dir(format!("mode {:o}: others may write it", meta.mode() & 0o777)));
-    }
-    for entry in std::fs::read_dir(&dir).map_err(io(&dir))?.flatten() {
-        let _ = std::fs::remove_file(entry.path());
+    let dir = AdminDir::open(&path)?;
+    for name in dir.names() {
+        dir.remove(&name);
     }
     Ok(dir)
 }
@@ -235,9 +326,19 @@ pub(crate) fn spawn(
     let thread = std::thread::Builder::new()
         .name("nq-admin".into())
         .spawn(move || {
+            let mut refused = false;
             while !stop.load(Ordering::SeqCst) {
-                if !answer_waiting(&dir, &engine, &credentials) {
-                    return;
+                match dir.check() {
+                    Ok(()) => {
+                        if !answer_waiting(&dir, &engine, &credentials) {
+                            return;
+                        }
+                    }
+                    Err(e) if !refused => {
+                        refused = true;
+                        tracing::error!(error = %e, "the admin directory changed since the coordinator made it: token requests are no longer read (restart the coordinator to make it again)");
+                    }
+                    Err(_) => {}
                 }
                 std::thread::sleep(POLL);
             }
@@ -247,16 +348,11 @@ pub(crate) fn spawn(
 }
 
 /// Answers every request in `dir`; false once the engine is gone.
-fn answer_waiting(dir: &Path, engine: &EngineHandle, credentials: &Credentials) -> bool {
-    let Ok(entries) = std::fs::read_dir(dir) else { return true };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Some(id) = path.file_name().and_then(|n| n.to_str()?.strip_suffix(".request")) else {
-            continue;
-        };
-        let reply_path = dir.join(format!("{id}.reply"));
-        let read = read_small(&path);
-        let _ = std::fs::remove_file(&path);
+fn answer_waiting(dir: &AdminDir, engine: &EngineHandle, credentials: &Credentials) -> bool {
+    for name in dir.names() {
+        let Some(id) = name.strip_suffix(".request") else { continue };
+        let read = dir.read(&name);
+        dir.remove(&name);
         let op = read.map(|body| body.and_then(|b| serde_json::from_slice::<AdminOp>(&b).ok()));
         let reply = match op {
             Ok(Some(op)) => match apply(op, engine, credentials) {
@@ -266,7 +362,7 @@ fn answer_waiting(dir: &Path, engine: &EngineHandle, credentials: &Credentials) 
             _ => refusal("the request is not one this coordinator reads"),
         };
         let body = serde_json::to_vec(&reply).expect("a reply serializes");
-        if let Err(e) = write_atomically(&reply_path, &body, None) {
+        if let Err(e) = dir.write(&format!("{id}.reply"), &body) {
             tracing::warn!(error = %e, "cannot write the reply to a token request");
         }
     }
@@ -277,49 +373,32 @@ fn refusal(message: impl Into<String>) -> AdminReply {
     AdminReply { ok: false, changed: false, message: message.into() }
 }
 
-/// What the engine did with one change: whether it changed anything, and the credentials then.
-type Applied = Result<(bool, Vec<(String, [u8; 32])>, bool), StoreError>;
-
 /// Has the engine make `op` and puts the credentials it leaves in force; `None` once the engine
 /// is gone.
 fn apply(op: AdminOp, engine: &EngineHandle, credentials: &Credentials) -> Option<AdminReply> {
-    let digest = match &op {
+    let (tx, rx) = std::sync::mpsc::channel::<Result<TokensNow, StoreError>>();
+    let command = match &op {
         AdminOp::Add { name, digest } => {
             if let Err(e) = check_credential_name(name) {
                 return Some(refusal(e.to_string()));
             }
-            match parse_digest(digest) {
-                Some(d) => Some(d),
-                None => return Some(refusal("the token digest is not 64 hex digits")),
-            }
+            let Some(digest) = parse_digest(digest) else {
+                return Some(refusal("the token digest is not 64 hex digits"));
+            };
+            Command::AddToken { name: name.clone(), digest, reply: tx }
         }
-        AdminOp::Revoke { .. } => None,
+        AdminOp::Revoke { name } => Command::RevokeToken { name: name.clone(), reply: tx },
     };
-    let (tx, rx) = std::sync::mpsc::channel::<Applied>();
-    let work = op.clone();
-    let sent = engine.send(Command::WithStore(Box::new(move |store| {
-        let changed = match (&work, digest) {
-            (AdminOp::Add { name, .. }, Some(d)) => {
-                store.insert_credential(name, &d).map(|()| true)
-            }
-            (AdminOp::Revoke { name }, _) => store.revoke(name),
-            _ => Ok(false),
-        };
-        let now = changed.and_then(|changed| {
-            Ok((changed, store.active_credentials()?, store.had_credentials()?))
-        });
-        let _ = tx.send(now);
-    })));
-    if !sent {
+    if !engine.send(command) {
         return None;
     }
     let Ok(applied) = rx.recv_timeout(Duration::from_secs(60)) else {
         return Some(refusal("the engine did not take the change (stopping?)"));
     };
     Some(match applied {
-        Ok((changed, active, had)) => {
+        Ok(TokensNow { changed, active, had_credentials }) => {
             let tokens = active.len();
-            credentials.set(active, had);
+            credentials.set(active, had_credentials);
             match &op {
                 AdminOp::Add { name, .. } => {
                     tracing::info!(credential = %name, tokens, "per-host token added")
@@ -375,7 +454,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path().join("run.db");
-        let dir = prepare_dir(&state).unwrap();
+        let dir = prepare_dir(&state).unwrap().path;
         assert_eq!(dir.metadata().unwrap().mode() & 0o777, 0o700);
         std::fs::write(dir.join("old.request"), b"{}").unwrap();
         prepare_dir(&state).unwrap();
@@ -402,5 +481,35 @@ mod tests {
             Err(AdminError::NoAnswer { .. })
         ));
         assert_eq!(std::fs::read_dir(admin_dir(&quiet)).unwrap().count(), 0, "request taken back");
+    }
+
+    /// The directory is checked again before each look: made writable by others, or swapped
+    /// for another (a link in its place), it is no longer read.
+    #[test]
+    fn an_admin_directory_changed_after_start_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("run.db");
+        let dir = prepare_dir(&state).unwrap();
+        dir.check().unwrap();
+        dir.write("x.reply", b"{}").unwrap();
+        assert_eq!(dir.read("x.reply").unwrap().as_deref(), Some(&b"{}"[..]));
+        assert_eq!(dir.names(), ["x.reply"]);
+        std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(dir.check(), Err(AdminError::Unsafe { .. })));
+        std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir.check().unwrap();
+        // Swapped: the path now names another directory, through a link.
+        let moved = tmp.path().join("moved");
+        std::fs::rename(&dir.path, &moved).unwrap();
+        std::os::unix::fs::symlink(&moved, &dir.path).unwrap();
+        assert!(matches!(dir.check(), Err(AdminError::Unsafe { .. })));
+        std::fs::remove_file(&dir.path).unwrap();
+        std::fs::create_dir(&dir.path).unwrap();
+        assert!(matches!(dir.check(), Err(AdminError::Unsafe { .. })));
+        // A link in the directory is not followed.
+        let held = AdminDir::open(&dir.path).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("run.db"), dir.path.join("y.request")).unwrap();
+        assert!(held.read("y.request").is_err());
     }
 }

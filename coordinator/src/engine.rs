@@ -2,22 +2,23 @@
 //!
 //! Every request that changes state becomes a [`Command`] on one channel. The engine takes all
 //! commands waiting (up to a cap), decides each against the [`Scheduler`], commits every resulting
-//! change in ONE transaction, and only then answers. Group commit is what makes thousands of durable
-//! results per second possible with synchronous=FULL; a single writer makes decisions race-free.
+//! change in ONE transaction, and only then answers. Group commit is what makes thousands of
+//! durable results per second possible with synchronous=FULL; a single writer makes decisions
+//! race-free.
 
 mod command;
 mod publish;
+mod registry;
 #[cfg(test)]
 mod tests;
-mod workers;
 
 pub use command::*;
-use workers::WorkerState;
+use publish::Publisher;
+use registry::{Registry, RowChanges};
 
 use crate::metrics::Metrics;
 use crate::run_result::RunResult;
-use crate::secrets::{Credential, RegistrationLimiter};
-use crate::snapshot::{Pace, RunSnapshot};
+use crate::snapshot::RunSnapshot;
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::{
     Change, Finding, JobId, LeaseId, Scheduler, SchedulerConfig, Verdict, WorkerId,
@@ -39,6 +40,26 @@ const MAX_BATCH: usize = 8192;
 /// no one's critical path (the worker keeps solving). A few milliseconds of patience turn a
 /// trickle of small commits into a few larger ones, and free the cores they share.
 const RESULTS_WINDOW: Duration = Duration::from_millis(50);
+/// How often a result file that could not be written is tried again.
+const RESULT_FILE_RETRY: Duration = Duration::from_secs(1);
+
+/// Why the engine thread ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A commit to the state file failed: nothing of that batch was acknowledged.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run is complete in the state file, but its result file could not be written by the
+    /// time the coordinator stopped.
+    #[error("the run is complete but its result file {path} cannot be written")]
+    ResultFile {
+        /// The result file.
+        path: PathBuf,
+        /// The last try's error.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// The batch that starts with `first`: every command already waiting, and while it holds
 /// nothing but results, those that arrive within `patience`, up to [`MAX_BATCH`]. Any other
@@ -127,18 +148,21 @@ fn seed_from_os() -> u64 {
 pub struct Started {
     /// The command handle.
     pub handle: EngineHandle,
-    /// The final result, once the run is complete.
-    pub complete: watch::Receiver<Option<RunResult>>,
-    /// The run as the engine last published it (after every batch it commits).
+    /// The run as the engine last published it; its `progress.result` is the one signal of the
+    /// run's end (set once the result file is written).
     pub snapshots: watch::Receiver<Arc<RunSnapshot>>,
     /// Fires when the engine thread has ended (for whatever reason).
     pub ended: oneshot::Receiver<()>,
     /// The engine thread itself.
-    pub thread: std::thread::JoinHandle<Result<(), StoreError>>,
+    pub thread: std::thread::JoinHandle<Result<(), EngineError>>,
 }
 
+/// How the engine runs a run (set by `serve`).
 pub struct EngineConfig {
     pub result_file: PathBuf,
+    /// How long a lease lasts without a heartbeat: the one source of it (the scheduler's policy
+    /// and every view take it from here).
+    pub lease_duration: Duration,
     pub heartbeat: Duration,
     /// Mix known-answer jobs into leases.
     pub spot_checks: bool,
@@ -147,62 +171,60 @@ pub struct EngineConfig {
     pub jobs: Option<Arc<Vec<nqueens_core::Job>>>,
     /// The fraction of counted jobs secretly given to a worker of another credential again.
     pub recheck_fraction: f64,
+    /// Identities one credential may hold that have not delivered an answer yet (see
+    /// `engine/registry.rs`).
+    pub max_unproven: usize,
 }
 
-pub struct Engine {
-    store: Store,
-    scheduler: Scheduler,
-    workers: HashMap<WorkerId, WorkerState>,
-    /// Every worker row of the run (for taking an id up again after a reconnect or restart).
-    known_workers: HashMap<u64, WorkerRow>,
-    /// Groups of the named credentials: their workers never confirm each other.
-    credential_groups: HashMap<String, u64>,
-    registrations: RegistrationLimiter,
-    lease_duration: Duration,
-    /// Jobs for the referee thread, if there is one.
-    referee: Option<mpsc::Sender<JobId>>,
+/// How the run ends: its result once written, or the refusal to write one.
+#[derive(Default)]
+struct Ending {
+    /// The result, once computed from the committed rows: nothing changes the rows after.
+    result: Option<RunResult>,
+    /// Whether the result file holds `result`. Only a written result is published (it is the
+    /// run's end for `--exit-when-done` and every reader), so that no run ends without its
+    /// output on disk; a failed write (a full disk, no descriptor left) is tried again.
+    written: bool,
+    /// When the last write of the result file failed.
+    failed_write: Option<Instant>,
     /// The final tally broke the symmetry identities and no repair was left: the job ids in
     /// doubt, reported once; the coordinator keeps serving status.
     refused: Option<Vec<JobId>>,
     /// Jobs un-counted and solved again (by the referee or workers) after a broken final tally.
     repairs: u32,
-    last_refusal_log: Option<Instant>,
-    next_worker_id: u64,
+}
+
+/// The engine thread's state: each part owns its fields.
+pub struct Engine {
+    store: Store,
+    scheduler: Scheduler,
+    /// The workers: registration, secrets, liveness (`engine/registry.rs`).
+    registry: Registry,
+    /// Jobs for the referee thread, if there is one.
+    referee: Option<mpsc::Sender<JobId>>,
     metrics: Arc<Metrics>,
     config: EngineConfig,
-    started: Instant,
-    /// The run's pace: the one rule for its rate and quiet time (see `snapshot/pace.rs`).
-    pace: Pace,
-    /// Where the engine publishes the run's [`RunSnapshot`] (see `engine/publish.rs`).
-    snapshots: watch::Sender<Arc<RunSnapshot>>,
-    /// How many snapshots were published, and when the last one was.
-    published: (u64, Instant),
-    /// When the leases' last deadline was last looked up, and what it was (see
-    /// `Engine::last_lease_deadline` in `engine/publish.rs`).
-    lease_deadline: (Option<Instant>, Option<Instant>),
-    complete_tx: watch::Sender<Option<RunResult>>,
-    result_written: bool,
+    /// What the engine publishes for every reader (`engine/publish.rs`).
+    publisher: Publisher,
+    ending: Ending,
 }
 
 impl Engine {
     /// Reloads the run from `store` and starts the engine thread.
     pub fn start(
         store: Store,
-        lease_duration: Duration,
         metrics: Arc<Metrics>,
         config: EngineConfig,
     ) -> Result<Started, StoreError> {
         let loaded = store.load()?;
         let known_workers: HashMap<u64, WorkerRow> =
             store.workers()?.into_iter().map(|w| (w.row.id, w.row)).collect();
-        let mut credential_groups = HashMap::new();
-        let groups: HashMap<WorkerId, u64> = known_workers
-            .values()
-            .filter_map(|w| {
-                let credential = Credential::from_stored(&w.credential);
-                credential.group(&mut credential_groups).map(|g| (WorkerId::new(w.id), g))
-            })
-            .collect();
+        let mut registry = Registry::new(
+            known_workers,
+            loaded.next_worker_id,
+            config.heartbeat,
+            config.max_unproven,
+        );
         // The coordinator checks answers itself (newcomers' answers, re-checks, jobs trusted
         // workers failed) where its referee can solve the run's jobs.
         let coordinator_checks = config
@@ -211,25 +233,25 @@ impl Engine {
             .and_then(|jobs| jobs.first())
             .is_some_and(|job| job.n <= crate::referee::REFEREE_MAX_N);
         let policy = SchedulerConfig {
-            lease_duration,
+            lease_duration: config.lease_duration,
             seed: seed_from_os(),
             recheck_fraction: config.recheck_fraction.clamp(0.0, 1.0),
             coordinator_checks,
+            replication: store.meta().replication,
             ..SchedulerConfig::default()
         };
         let scheduler = Scheduler::restore(
             policy,
             loaded.jobs,
             loaded.leases,
-            groups,
+            registry.credential_numbers(),
             loaded.untrusted,
             Instant::now(),
         );
-        let (complete_tx, complete_rx) = watch::channel(None);
         let (snapshots, snapshot_rx) = watch::channel(Arc::default());
         let done_at_start = scheduler.count(JobState::Done);
         let (tx, rx) = mpsc::channel();
-        let referee = config.jobs.clone().map(|jobs| {
+        let referee = config.jobs.clone().filter(|_| coordinator_checks).map(|jobs| {
             let engine = EngineHandle { tx: tx.clone() };
             crate::referee::spawn(jobs, move |ruling| {
                 engine.send(match ruling.counts {
@@ -241,25 +263,12 @@ impl Engine {
         let mut engine = Engine {
             store,
             scheduler,
-            workers: HashMap::new(),
-            known_workers,
-            credential_groups,
-            registrations: RegistrationLimiter::default(),
-            lease_duration,
+            registry,
             referee,
-            refused: None,
-            repairs: 0,
-            last_refusal_log: None,
-            next_worker_id: loaded.next_worker_id,
             metrics,
             config,
-            started: Instant::now(),
-            pace: Pace::new(Instant::now(), done_at_start),
-            snapshots,
-            published: (0, Instant::now()),
-            lease_deadline: (None, None),
-            complete_tx,
-            result_written: false,
+            publisher: Publisher::new(snapshots, done_at_start),
+            ending: Ending::default(),
         };
         tracing::info!(
             jobs = engine.scheduler.total_jobs(),
@@ -277,16 +286,10 @@ impl Engine {
                 ended
             })
             .expect("spawn engine thread");
-        Ok(Started {
-            handle: EngineHandle { tx },
-            complete: complete_rx,
-            snapshots: snapshot_rx,
-            ended: ended_rx,
-            thread,
-        })
+        Ok(Started { handle: EngineHandle { tx }, snapshots: snapshot_rx, ended: ended_rx, thread })
     }
 
-    fn run(mut self, rx: mpsc::Receiver<Command>) -> Result<(), StoreError> {
+    fn run(mut self, rx: mpsc::Receiver<Command>) -> Result<(), EngineError> {
         self.check_complete()?;
         let tick = Duration::from_millis(250);
         let mut last_expiry = Instant::now();
@@ -305,15 +308,14 @@ impl Engine {
             let batch = gather(first, &rx, patience);
             let busy = !batch.is_empty();
             let shutdown = batch.iter().any(|c| matches!(c, Command::Shutdown));
-            let mut changes = Vec::new();
-            let mut worker_rows = Vec::new();
+            let mut rows = RowChanges::default();
             let mut replies: Vec<Outgoing> = Vec::new();
             for cmd in batch {
-                self.decide(cmd, &mut changes, &mut worker_rows, &mut replies);
+                self.decide(cmd, &mut rows, &mut replies);
             }
             if last_expiry.elapsed() >= tick {
                 last_expiry = Instant::now();
-                let expired = self.scheduler.expire(Instant::now(), &mut changes);
+                let expired = self.scheduler.expire(Instant::now());
                 if expired > 0 {
                     tracing::warn!(
                         leases = expired,
@@ -321,29 +323,43 @@ impl Engine {
                     );
                 }
             }
-            if !changes.is_empty() || !worker_rows.is_empty() {
+            let changes = self.scheduler.take_changes();
+            self.log_untrusted(&changes);
+            if !changes.is_empty() || !rows.is_empty() {
                 let _span = tracing::debug_span!("commit", changes = changes.len()).entered();
-                if let Err(e) = self.store.apply(&changes, &worker_rows) {
+                let committed =
+                    self.store.apply_with_forgotten(&changes, &rows.written, &rows.forgotten);
+                if let Err(e) = committed {
                     // Nothing of this batch is acknowledged; the coordinator stops rather than
                     // answer from a state the disk does not have.
                     tracing::error!(error = %e, "commit failed; stopping the engine");
-                    return Err(e);
+                    return Err(e.into());
                 }
                 self.metrics.commits.fetch_add(1, Ordering::Relaxed);
             }
             // Published before the answers go out: whoever hears back sees the batch in status.
-            self.publish_if(busy || !changes.is_empty());
+            self.publish_if(busy || !changes.is_empty() || !rows.is_empty());
+            // Asked before the run is called complete: a check still to be handed to the referee
+            // keeps it open.
+            self.hand_to_referee();
             let run_complete = self.scheduler.is_complete();
             for reply in replies {
                 reply.send(run_complete);
             }
-            self.hand_to_referee();
-            let was_complete = self.result_written;
+            let was_written = self.ending.written;
             self.check_complete()?;
-            if self.result_written != was_complete {
+            if self.ending.written != was_written {
                 self.publish();
             }
             if shutdown {
+                if let (Some(_), false) = (&self.ending.result, self.ending.written) {
+                    // A run complete in the rows but not on disk must not look finished: the
+                    // last try's error ends the coordinator non-zero (a restart writes it).
+                    self.write_result_file().map_err(|source| EngineError::ResultFile {
+                        path: self.config.result_file.clone(),
+                        source,
+                    })?;
+                }
                 // The `.db` alone is then the whole state: a copy of it needs no `-wal` beside.
                 self.store.checkpoint()?;
                 tracing::info!("engine stopped after committing everything received");
@@ -354,44 +370,48 @@ impl Engine {
 
     /// Decides one command: a worker's is authenticated first, then handled by its `on_*`
     /// handler, whose outcome (or the refusal) is answered after the commit.
-    fn decide(
-        &mut self,
-        cmd: Command,
-        changes: &mut Vec<Change>,
-        worker_rows: &mut Vec<WorkerRow>,
-        replies: &mut Vec<Outgoing>,
-    ) {
+    fn decide(&mut self, cmd: Command, rows: &mut RowChanges, replies: &mut Vec<Outgoing>) {
         let now = Instant::now();
         match cmd {
             Command::Shutdown => {}
-            Command::WithStore(work) => work(&self.store),
+            Command::AddToken { name, digest, reply } => {
+                let changed = self.store.insert_credential(&name, &digest).map(|()| true);
+                let _ = reply.send(self.tokens_now(changed));
+            }
+            Command::RevokeToken { name, reply } => {
+                let changed = self.store.revoke(&name);
+                let _ = reply.send(self.tokens_now(changed));
+            }
             Command::Register { worker, reply } => {
-                let outcome = self.on_register(worker, now, worker_rows);
+                let outcome = self
+                    .registry
+                    .register(worker, &mut self.scheduler, now, rows)
+                    .map(|(worker_id, secret)| Registered { worker_id, secret });
                 replies.push(Outgoing::Register(Deferred { tx: reply, outcome }));
             }
             Command::Lease { caller, free_slots, reply } => {
                 let outcome = self
                     .authenticate(&caller, now)
-                    .and_then(|()| self.on_lease(caller.worker_id, free_slots, now, changes));
+                    .and_then(|()| self.on_lease(caller.worker_id, free_slots, now));
                 replies.push(Outgoing::Lease(Deferred { tx: reply, outcome }));
             }
             Command::Heartbeat { caller, lease_ids, reply } => {
                 let outcome = self
                     .authenticate(&caller, now)
-                    .map(|()| self.scheduler.heartbeat(caller.worker_id, &lease_ids, now, changes));
+                    .map(|()| self.scheduler.heartbeat(caller.worker_id, &lease_ids, now));
                 replies.push(Outgoing::Heartbeat(Deferred { tx: reply, outcome }));
             }
             Command::Release { caller, lease_id, job_ids, reply } => {
                 let outcome = self
                     .authenticate(&caller, now)
-                    .map(|()| self.on_release(caller.worker_id, lease_id, &job_ids, changes));
+                    .map(|()| self.on_release(caller.worker_id, lease_id, &job_ids));
                 replies.push(Outgoing::Release(Deferred { tx: reply, outcome }));
             }
             Command::Results { answers } => {
                 for (answer, reply) in answers {
                     let outcome = self
                         .authenticate(&answer.caller, now)
-                        .map(|()| self.on_result(&answer, now, changes));
+                        .map(|()| self.on_result(&answer, now));
                     if let Err(refusal) = outcome {
                         self.metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(job = %answer.job_id, worker = %answer.caller.worker_id, ?refusal, "result refused: the caller is not that worker");
@@ -400,28 +420,33 @@ impl Engine {
                 }
             }
             Command::Reference { job_id, counts } => {
-                let before = changes.len();
-                self.scheduler.add_reference(job_id, counts, changes);
+                self.scheduler.add_reference(job_id, counts, now);
                 tracing::debug!(job = %job_id, "reference answer computed");
-                self.log_untrusted(&changes[before..]);
             }
             Command::RefereeFailed { job_id } => {
                 tracing::error!(job = %job_id, "the coordinator's own attempt at a job workers reported errors for failed too: the job is failed (`requeue` puts it back)");
-                self.scheduler.coordinator_failed(job_id, changes);
+                self.scheduler.coordinator_failed(job_id);
             }
         }
     }
 
-    /// `Register`: a new identity (or the caller's own again), unless its bucket is empty.
-    fn on_register(
-        &mut self,
-        worker: Registration,
-        now: Instant,
-        worker_rows: &mut Vec<WorkerRow>,
-    ) -> Result<Registered, Refusal> {
-        self.register(worker, now, worker_rows)
-            .map(|(worker_id, secret)| Registered { worker_id, secret })
-            .ok_or(Refusal::TooManyRegistrations)
+    /// After a token command: whether it changed anything, and the credentials then in force.
+    fn tokens_now(&self, changed: Result<bool, StoreError>) -> Result<TokensNow, StoreError> {
+        Ok(TokensNow {
+            changed: changed?,
+            active: self.store.active_credentials()?,
+            had_credentials: self.store.had_credentials()?,
+        })
+    }
+
+    /// Checks that `caller` is the worker it names (see [`Registry::authenticate`]), counting
+    /// a wrong secret in the metrics.
+    fn authenticate(&mut self, caller: &Caller, now: Instant) -> Result<(), Refusal> {
+        let checked = self.registry.authenticate(caller, now);
+        if checked == Err(Refusal::BadSecret) {
+            self.metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        checked
     }
 
     /// `Lease`: jobs for a trusted-enough worker, sized by [`Self::lease_size`].
@@ -430,45 +455,36 @@ impl Engine {
         worker_id: WorkerId,
         free_slots: u32,
         now: Instant,
-        changes: &mut Vec<Change>,
     ) -> Result<Granted, Refusal> {
         if self.scheduler.is_untrusted(worker_id) {
             return Err(Refusal::Untrusted);
         }
-        let others = self.other_active_workers(worker_id, now);
         let size = self.lease_size(worker_id, free_slots, now);
-        if let Some(w) = self.workers.get_mut(&worker_id) {
+        if let Some(w) = self.registry.get_mut(worker_id) {
             w.last_lease_size = size;
         }
         let spot_checks = self.config.spot_checks;
-        let granted =
-            self.scheduler.lease_checked(worker_id, size, &others, spot_checks, now, changes);
+        let granted = self.scheduler.lease_checked(worker_id, size, spot_checks, now);
         let Some((lease_id, job_ids)) = granted else { return Ok(Granted::default()) };
         tracing::debug!(%worker_id, %lease_id, jobs = job_ids.len(), "lease granted");
         Ok(Granted { lease_id, job_ids })
     }
 
     /// `Release`: the worker gives jobs back (all of a lease, or all its leases for lease 0).
-    fn on_release(
-        &mut self,
-        worker_id: WorkerId,
-        lease_id: LeaseId,
-        job_ids: &[JobId],
-        changes: &mut Vec<Change>,
-    ) -> u32 {
-        let released = self.scheduler.release(worker_id, lease_id, job_ids, changes);
+    fn on_release(&mut self, worker_id: WorkerId, lease_id: LeaseId, job_ids: &[JobId]) -> u32 {
+        let released = self.scheduler.release(worker_id, lease_id, job_ids);
         tracing::info!(%worker_id, %lease_id, released, "jobs released");
         released
     }
 
     /// `Result`: one job's answer, decided by the scheduler and counted in the metrics.
-    fn on_result(
-        &mut self,
-        answer: &JobAnswer,
-        now: Instant,
-        changes: &mut Vec<Change>,
-    ) -> Verdict {
-        let verdict = self.decide_result(answer, now, changes);
+    fn on_result(&mut self, answer: &JobAnswer, now: Instant) -> Verdict {
+        if self.ending.result.is_some() {
+            // The result file is written: nothing may change the rows it was summed from.
+            tracing::debug!(job = %answer.job_id, worker = %answer.caller.worker_id, "result after the run was complete: not decided");
+            return Verdict::Duplicate;
+        }
+        let verdict = self.decide_result(answer, now);
         self.count_outcome(answer, verdict, now);
         verdict
     }
@@ -476,33 +492,24 @@ impl Engine {
     /// How many jobs a lease gives `worker_id` (see [`Scheduler::lease_size`]): the slots it
     /// asks for, never more than it registered with, within what its credential may hold.
     fn lease_size(&mut self, worker_id: WorkerId, free_slots: u32, now: Instant) -> usize {
-        let Some(w) = self.workers.get(&worker_id) else { return 0 };
-        let slots = free_slots.min(w.row.cores).max(1);
+        let Some(w) = self.registry.get(worker_id) else { return 0 };
+        let slots = free_slots.min(w.row.slots).max(1);
         self.scheduler.lease_size(worker_id, slots, now)
     }
 
     /// One authenticated answer, decided by the scheduler.
-    fn decide_result(
-        &mut self,
-        result: &JobAnswer,
-        now: Instant,
-        changes: &mut Vec<Change>,
-    ) -> Verdict {
+    fn decide_result(&mut self, result: &JobAnswer, now: Instant) -> Verdict {
         let worker_id = result.caller.worker_id;
         if let Finding::SolverError(error) = &result.finding {
             tracing::warn!(job = %result.job_id, worker = %worker_id, error = %error.escape_debug(), "worker reported a solver error");
         }
-        let before = changes.len();
-        let outcome = self.scheduler.result(
+        self.scheduler.result(
             worker_id,
             result.lease_id,
             result.job_id,
             result.finding.clone(),
             now,
-            changes,
-        );
-        self.log_untrusted(&changes[before..]);
-        outcome
+        )
     }
 
     /// Sends the jobs the scheduler wants the coordinator's own answer for to the referee.
@@ -522,7 +529,7 @@ impl Engine {
     fn log_untrusted(&self, changes: &[Change]) {
         for change in changes {
             if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
-                let name = self.workers.get(worker_id).map_or("", |w| w.row.name.as_str());
+                let name = self.registry.get(*worker_id).map_or("", |w| w.row.name.as_str());
                 tracing::warn!(worker = %worker_id, name, job = %job_id, requeued, %detail, "worker gave a wrong answer (a lost verification or spot check); it is untrusted and its counted jobs will be re-run");
             }
         }
@@ -533,14 +540,15 @@ impl Engine {
         let worker_id = msg.caller.worker_id;
         match outcome {
             Verdict::Accepted | Verdict::Confirmed => {
-                self.pace.counted(now);
+                self.publisher.rate.counted(now);
                 m.results_accepted.fetch_add(1, Ordering::Relaxed);
                 if let Finding::Solved { counts, .. } = msg.finding {
                     m.nodes.fetch_add(counts.nodes, Ordering::Relaxed);
                 }
-                if let Some(w) = self.workers.get_mut(&worker_id) {
+                self.registry.proven(worker_id);
+                if let Some(w) = self.registry.get_mut(worker_id) {
                     w.results += 1;
-                    w.delivered(now, self.lease_duration);
+                    w.delivered(now, self.config.lease_duration);
                 }
             }
             Verdict::Duplicate => {
@@ -553,7 +561,7 @@ impl Engine {
                     worker = %worker_id,
                     "conflicting result recorded; the job will be re-run"
                 );
-                if let Some(w) = self.workers.get_mut(&worker_id) {
+                if let Some(w) = self.registry.get_mut(worker_id) {
                     w.conflicts += 1;
                 }
             }
@@ -579,7 +587,16 @@ impl Engine {
     /// Once every job is done: totals from the committed rows, the result file, and the signal
     /// that lets `serve --exit-when-done` return.
     fn check_complete(&mut self) -> Result<(), StoreError> {
-        if self.result_written || self.refused.is_some() || !self.scheduler.is_complete() {
+        if self.ending.result.is_some() && !self.ending.written {
+            if self.ending.failed_write.is_none_or(|t| t.elapsed() >= RESULT_FILE_RETRY) {
+                self.try_write_result_file();
+            }
+            return Ok(());
+        }
+        if self.ending.result.is_some()
+            || self.ending.refused.is_some()
+            || !self.scheduler.is_complete()
+        {
             return Ok(());
         }
         let tally = self.store.tally()?;
@@ -598,35 +615,53 @@ impl Engine {
         };
         // The `.db` alone is then the whole state (a copy of it needs no `-wal` beside it).
         self.store.checkpoint()?;
+        let evidence = self.store.evidence()?;
+        tracing::info!(evidence = %evidence.summary(), "what the total rests on");
         let record =
-            RunResult::new(&totals, self.scheduler.total_jobs(), self.store.age(), tally.nodes);
-        let line = record.json_line();
-        let tmp = self.config.result_file.with_extension("json.tmp");
-        let written = std::fs::write(&tmp, format!("{line}\n"))
-            .and_then(|_| std::fs::rename(&tmp, &self.config.result_file));
-        match written {
-            Ok(()) => {
-                tracing::info!(file = %self.config.result_file.display(), "result file written")
-            }
+            RunResult::new(&totals, self.scheduler.total_jobs(), self.store.age(), tally.nodes)
+                .with_evidence(evidence);
+        tracing::info!(n = record.n, total = record.total, unique = record.unique, result = %record.json_line(), "run complete");
+        self.ending.result = Some(record);
+        self.try_write_result_file();
+        Ok(())
+    }
+
+    /// Writes the result file, or logs why not and leaves the next try to the next second.
+    fn try_write_result_file(&mut self) {
+        match self.write_result_file() {
+            Ok(()) => {}
             Err(e) => {
-                tracing::error!(error = %e, file = %self.config.result_file.display(), "cannot write the result file")
+                self.ending.failed_write = Some(Instant::now());
+                tracing::error!(error = %e, file = %self.config.result_file.display(), "cannot write the result file; trying again each second (the run is not over until it is written)");
             }
         }
-        tracing::info!(n = record.n, total = record.total, unique = record.unique, result = %line, "run complete");
-        self.result_written = true;
-        let _ = self.complete_tx.send(Some(record));
+    }
+
+    /// Writes the result (a temporary file renamed over the result file, so that a reader never
+    /// sees half a line) and marks it written.
+    fn write_result_file(&mut self) -> std::io::Result<()> {
+        let Some(record) = &self.ending.result else { return Ok(()) };
+        if self.ending.written {
+            return Ok(());
+        }
+        let file = &self.config.result_file;
+        let tmp = file.with_extension("json.tmp");
+        std::fs::write(&tmp, format!("{}\n", record.json_line()))
+            .and_then(|_| std::fs::rename(&tmp, file))?;
+        self.ending.written = true;
+        tracing::info!(file = %file.display(), "result file written");
         Ok(())
     }
 
     /// The final tally breaks the symmetry identities: some counted answer is wrong. The jobs
     /// that can explain it (weight 2 and 4, first those counted on one credential's word, then
-    /// all of them) are un-counted and solved again, by the coordinator itself where it can; whoever
-    /// answered them wrongly is untrusted and everything it counted is solved again. Only when no
-    /// such job is left to doubt does the run refuse, once, naming the jobs, and it keeps serving
-    /// status: a restart does the same and never loops.
+    /// all of them) are un-counted and solved again, by the coordinator itself where it can;
+    /// whoever answered them wrongly is untrusted and everything it counted is solved again. Only
+    /// when no such job is left to doubt does the run refuse, once, naming the jobs, and it keeps
+    /// serving status: a restart does the same and never loops.
     fn repair_broken_tally(&mut self, reason: &str) -> Result<(), StoreError> {
-        self.repairs += 1;
-        let doubted = match self.repairs {
+        self.ending.repairs += 1;
+        let doubted = match self.ending.repairs {
             1 => self.scheduler.doubt_unconfirmed_symmetric(),
             2 => self.scheduler.doubt_all_symmetric(),
             _ => Vec::new(),
@@ -634,14 +669,14 @@ impl Engine {
         if doubted.is_empty() {
             let jobs = self.scheduler.symmetric_jobs();
             tracing::error!(%reason, jobs = ?jobs, "the final tally breaks the symmetry identities and every job that could explain it was solved again: refusing to write a result. The coordinator keeps serving status; inspect the jobs with `verify --state`");
-            self.refused = Some(jobs);
+            self.ending.refused = Some(jobs);
             return Ok(());
         }
-        let mut changes = Vec::new();
         for &job_id in &doubted {
-            self.scheduler.doubt(job_id, &mut changes);
+            self.scheduler.doubt(job_id);
         }
-        tracing::warn!(%reason, jobs = doubted.len(), round = self.repairs, ids = ?&doubted[..doubted.len().min(20)], "the final tally breaks the symmetry identities: the jobs that can explain it are solved again");
+        let changes = self.scheduler.take_changes();
+        tracing::warn!(%reason, jobs = doubted.len(), round = self.ending.repairs, ids = ?&doubted[..doubted.len().min(20)], "the final tally breaks the symmetry identities: the jobs that can explain it are solved again");
         self.store.apply(&changes, &[])?;
         self.hand_to_referee();
         self.publish();

@@ -5,6 +5,7 @@
 mod accept;
 pub mod admin;
 mod engine;
+pub mod fd_limit;
 mod grpc;
 mod http;
 mod metrics;
@@ -16,16 +17,19 @@ mod snapshot;
 mod spot_checks;
 mod status;
 mod verify;
+mod waiting;
 
 pub use grpc::GrpcLimits;
-pub use http::escape_html;
+pub use http::{escape_html, MAX_CONNECTIONS as MAX_HTTP_CONNECTIONS};
 pub use run_result::{hms, RunResult};
 pub use server::{
-    check_target_jobs, default_http_listen, result_file, serve, ConfigError, ServeConfig,
+    check_target_jobs, default_http_listen, result_file, serve, ServeConfig, ServeConfigError,
     ServeError, DEFAULT_HTTP_PORT, MAX_TARGET_JOBS,
 };
 pub use snapshot::{Progress, RunSnapshot, WorkerView};
 pub use status::{Source, StatusReport, StatusView};
 pub use verify::{verify_state, Sample, Verification, VerifyError};
 // The store as the end-to-end tests and tools drive it.
-pub use nqueens_store::{LocalCheckpoint, RunKind, Store, StoreError, WorkerRow};
+pub use nqueens_store::{
+    Evidence, LocalCheckpoint, RunKind, RunPolicy, Store, StoreError, WorkerRow,
+};

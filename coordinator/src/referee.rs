@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Above this board size the referee solves no job: one would take too long on the
-/// coordinator's host (disputes are then settled by other credentials).
+/// coordinator's host (disputes are then settled by other credentials). One below
+/// `spot_checks::REFERENCE_MAX_N`: the referee must solve whichever job is in dispute,
+/// heavy ones included, while reference jobs are the cheapest of a random draw.
 pub const REFEREE_MAX_N: u8 = 22;
 
 /// The coordinator's own answer to one job: its counts, or `None` where its attempt failed.

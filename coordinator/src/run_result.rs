@@ -1,7 +1,8 @@
-//! The final answer for one board size, as printed by `solve --json`, written to a run's result file
-//! and shown by `status`.
+//! The final answer for one board size, as printed by `solve --json`, written to a run's result
+//! file and shown by `status`.
 
 use nqueens_core::Totals;
+use nqueens_store::Evidence;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -30,6 +31,11 @@ pub struct RunResult {
     pub seconds: f64,
     /// Search nodes of all jobs (a measure of work; saturates at `u64::MAX`).
     pub nodes: u64,
+    /// What the total rests on (a cluster run's): jobs counted on independent answers, on the
+    /// coordinator's own solve, on one credential's word; the re-checks; the bound on wrong
+    /// answers. Absent from `solve`'s results, where this machine solved every job itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
 }
 
 impl RunResult {
@@ -45,7 +51,13 @@ impl RunResult {
             jobs,
             seconds: elapsed.as_secs_f64(),
             nodes,
+            evidence: None,
         }
+    }
+
+    /// This record with what its total rests on.
+    pub fn with_evidence(self, evidence: Evidence) -> Self {
+        RunResult { evidence: Some(evidence), ..self }
     }
 
     /// The classic table line: `N: Total Unique hh:mm:ss.ms`.
@@ -83,6 +95,7 @@ mod tests {
             jobs: 2310,
             seconds: 1.039409637,
             nodes: 11_317_799,
+            evidence: None,
         };
         for step in 0..10_000u32 {
             record.seconds = 1.039409637 + f64::from(step) * 1.000_000_7e-9;
@@ -106,6 +119,7 @@ mod tests {
             jobs: 1 << 21,
             seconds: 12.5,
             nodes: u64::MAX,
+            evidence: None,
         };
         let line = record.json_line();
         assert!(line.contains(&format!("\"total\":{total},")), "{line}");

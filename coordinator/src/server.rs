@@ -5,7 +5,7 @@
 //! coordinator at will, exactly like the binary does on SIGTERM/Ctrl-C.
 
 use crate::accept::Incoming;
-use crate::engine::{Command, Engine, EngineConfig};
+use crate::engine::{Command, Engine, EngineConfig, EngineError};
 use crate::grpc::auth::{Credentials, TokenCheck};
 use crate::grpc::connections::{GrpcLimits, GuardedIncoming};
 use crate::grpc::service::CoordinatorService;
@@ -17,7 +17,7 @@ use crate::snapshot::RunSnapshot;
 use crate::status::StatusReader;
 use nqueens_core::{job_list, SplitParams};
 use nqueens_proto as pb;
-use nqueens_store::{RunKind, Store, StoreError};
+use nqueens_store::{RunKind, RunPolicy, Store, StoreError};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,13 +64,21 @@ pub struct ServeConfig {
     /// answers, re-checks, disputes, jobs trusted workers failed. Off: all of that waits for
     /// other credentials.
     pub coordinator_checks: bool,
-    /// The fraction of counted jobs secretly solved again by a worker of another credential.
+    /// The fraction of answers that would count on one credential's word drawn for a secret
+    /// re-check: each drawn one waits for another party's (or the coordinator's) answer.
     pub recheck_fraction: f64,
+    /// How many independent answers every job of a new run needs: 1, or 2 for a record run
+    /// (two credentials, or the coordinator and one credential). Fixed when the run is made:
+    /// `None` takes the stored run's, and a different value for an existing run is refused.
+    pub replication: Option<u8>,
     /// Serve the HTTP port (metrics, status page) without the token even off loopback; its
     /// viewers then see the state file's name only.
     pub public_status: bool,
     /// Limits on the gRPC port's connections.
     pub grpc_limits: GrpcLimits,
+    /// The workers the run expects at once: a warning at start when the descriptor limit leaves
+    /// room for fewer connections (see `fd_limit.rs`).
+    pub expected_workers: usize,
 }
 
 impl Default for ServeConfig {
@@ -88,8 +96,10 @@ impl Default for ServeConfig {
             spot_checks: true,
             coordinator_checks: true,
             recheck_fraction: 0.01,
+            replication: None,
             public_status: false,
             grpc_limits: GrpcLimits::default(),
+            expected_workers: crate::fd_limit::DEFAULT_EXPECTED_WORKERS,
         }
     }
 }
@@ -115,10 +125,10 @@ impl Default for ServeConfig {
 pub const MAX_TARGET_JOBS: u64 = 1 << 21;
 
 /// Checks a `--target-jobs` against [`MAX_TARGET_JOBS`].
-pub fn check_target_jobs(target: Option<u64>) -> Result<(), ConfigError> {
+pub fn check_target_jobs(target: Option<u64>) -> Result<(), ServeConfigError> {
     match target {
         Some(given) if given > MAX_TARGET_JOBS => {
-            Err(ConfigError::TargetJobs { given, cap: MAX_TARGET_JOBS })
+            Err(ServeConfigError::TargetJobs { given, cap: MAX_TARGET_JOBS })
         }
         _ => Ok(()),
     }
@@ -151,15 +161,33 @@ pub enum ServeError {
         /// The target job count the stored run was split with.
         stored: Option<u64>,
     },
+    /// `replication` differs from the run's, fixed when it was made.
+    #[error("--replication {given} does not match the state file, whose run was made with replication {stored} (fixed at creation)")]
+    OtherReplication {
+        /// The replication given.
+        given: u8,
+        /// The stored run's replication.
+        stored: u8,
+    },
     /// A setting that cannot work.
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(#[from] ServeConfigError),
     /// The gRPC server failed.
     #[error("gRPC server")]
     Transport(#[from] tonic::transport::Error),
     /// The engine could not commit to the state file, and stopped.
     #[error("the engine stopped: it could not commit")]
     Engine(#[source] StoreError),
+    /// The run is complete in the state file but its result file could not be written; a
+    /// restart on the same state file writes it.
+    #[error("the run is complete but its result file {} cannot be written (a restart on the same state file writes it)", path.display())]
+    ResultFile {
+        /// The result file.
+        path: PathBuf,
+        /// The last try's error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The engine thread panicked.
     #[error("the engine thread panicked")]
     EnginePanicked,
@@ -170,10 +198,13 @@ pub enum ServeError {
 
 /// A setting of [`ServeConfig`] that cannot work, found before anything is opened or logged.
 #[derive(Debug, Clone, PartialEq, Error)]
-pub enum ConfigError {
+pub enum ServeConfigError {
     /// `verify_fraction` is outside 0 to 1; the value given.
     #[error("--verify-fraction {0} must be between 0 and 1")]
     VerifyFraction(f64),
+    /// `replication` is neither 1 nor 2; the value given.
+    #[error("--replication {0} must be 1 (a trusted party's answer counts alone, re-checked at random) or 2 (every job needs two independent answers: a record run)")]
+    Replication(u8),
     /// `lease_seconds` is below 2; the value given.
     #[error("--lease-seconds {0} must be at least 2")]
     LeaseSeconds(u32),
@@ -198,32 +229,35 @@ pub enum ConfigError {
 
 impl ServeConfig {
     /// Checks that the coordinator may listen on `addr`: a token is needed off loopback.
-    pub fn validate_listen(&self, addr: std::net::SocketAddr) -> Result<(), ConfigError> {
+    pub fn validate_listen(&self, addr: std::net::SocketAddr) -> Result<(), ServeConfigError> {
         if self.token.is_none() && !self.insecure && !addr.ip().is_loopback() {
-            return Err(ConfigError::NoToken(addr));
+            return Err(ServeConfigError::NoToken(addr));
         }
         Ok(())
     }
 
     /// Checks that the HTTP port (metrics, status page) may listen on `addr`: off loopback it
     /// needs the token (which its readers then send) or `public_status`.
-    pub fn validate_http(&self, addr: std::net::SocketAddr) -> Result<(), ConfigError> {
+    pub fn validate_http(&self, addr: std::net::SocketAddr) -> Result<(), ServeConfigError> {
         if self.token.is_none() && !self.public_status && !addr.ip().is_loopback() {
-            return Err(ConfigError::NoHttpToken(addr));
+            return Err(ServeConfigError::NoHttpToken(addr));
         }
         Ok(())
     }
 
     /// Checks the settings that do not depend on the state file.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ServeConfigError> {
         if !(0.0..=1.0).contains(&self.verify_fraction) {
-            return Err(ConfigError::VerifyFraction(self.verify_fraction));
+            return Err(ServeConfigError::VerifyFraction(self.verify_fraction));
+        }
+        if let Some(r) = self.replication.filter(|r| !(1..=2).contains(r)) {
+            return Err(ServeConfigError::Replication(r));
         }
         if self.lease_seconds < 2 {
-            return Err(ConfigError::LeaseSeconds(self.lease_seconds));
+            return Err(ServeConfigError::LeaseSeconds(self.lease_seconds));
         }
         if self.grpc_limits.max_per_ip == 0 {
-            return Err(ConfigError::MaxConnsPerIp);
+            return Err(ServeConfigError::MaxConnsPerIp);
         }
         check_target_jobs(self.target_jobs)
     }
@@ -294,7 +328,7 @@ async fn serve_inner(
     let served = serve_grpc(&config, &running, listener, shutdown, engine_ended).await;
 
     // Everything already queued is committed before the engine ends.
-    let Running { engine, engine_thread, mut complete_rx, .. } = running;
+    let Running { engine, engine_thread, snapshots, .. } = running;
     engine.send(Command::Shutdown);
     drop(engine);
     let joined = tokio::task::spawn_blocking(move || engine_thread.join()).await;
@@ -305,11 +339,14 @@ async fn serve_inner(
     let _ = tokio::task::spawn_blocking(move || admin.join()).await;
     match joined {
         Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => return Err(ServeError::Engine(e)),
+        Ok(Ok(Err(EngineError::Store(e)))) => return Err(ServeError::Engine(e)),
+        Ok(Ok(Err(EngineError::ResultFile { path, source }))) => {
+            return Err(ServeError::ResultFile { path, source })
+        }
         _ => return Err(ServeError::EnginePanicked),
     }
     served?;
-    let record = complete_rx.borrow_and_update().clone();
+    let record = snapshots.borrow().progress.result.clone();
     Ok(record)
 }
 
@@ -377,9 +414,16 @@ fn open_run(config: &ServeConfig) -> Result<OpenedRun, ServeError> {
         &config.state,
         &list,
         nqueens_proto::PROTOCOL_MAJOR,
-        config.verify_fraction,
+        RunPolicy {
+            verify_fraction: config.verify_fraction,
+            replication: config.replication.unwrap_or(1),
+        },
         RunKind::Cluster,
     )?;
+    let stored = store.meta().replication;
+    if let Some(given) = config.replication.filter(|&r| r != stored) {
+        return Err(ServeError::OtherReplication { given, stored });
+    }
     let run = pb::RunId { n, fingerprint: store.meta().fingerprint.clone() };
     // The credentials in force, read before any call can be served: a run with (or that had)
     // per-host tokens never takes a call without one, not even in its first milliseconds.
@@ -391,13 +435,20 @@ fn open_run(config: &ServeConfig) -> Result<OpenedRun, ServeError> {
     Ok(OpenedRun { store, jobs: list.jobs, run, credentials })
 }
 
+/// Identities one credential may hold that have not delivered an answer yet, for a run that
+/// expects `expected_workers` (all of them may arrive at once under one credential, and again
+/// after a restart): twice that, and never under 64.
+pub fn max_unproven(expected_workers: usize) -> usize {
+    expected_workers.saturating_mul(2).max(64)
+}
+
 /// A run whose engine is started: what the ports serve from.
 struct Running {
     engine: crate::engine::EngineHandle,
-    complete_rx: watch::Receiver<Option<RunResult>>,
-    /// The run as the engine last published it: what every status view shows.
+    /// The run as the engine last published it: what every status view shows, and (its
+    /// result) the signal of the run's end.
     snapshots: watch::Receiver<Arc<RunSnapshot>>,
-    engine_thread: std::thread::JoinHandle<Result<(), StoreError>>,
+    engine_thread: std::thread::JoinHandle<Result<(), EngineError>>,
     metrics: Arc<Metrics>,
     jobs: Arc<Vec<nqueens_core::Job>>,
     run: pb::RunId,
@@ -421,17 +472,14 @@ fn start_engine(
     let jobs = Arc::new(jobs);
     let engine_config = EngineConfig {
         result_file: result_file(&config.state),
+        lease_duration: Duration::from_secs(config.lease_seconds as u64),
         heartbeat: Duration::from_secs(heartbeat_seconds as u64),
         spot_checks: config.spot_checks,
         jobs: config.coordinator_checks.then(|| jobs.clone()),
         recheck_fraction: config.recheck_fraction,
+        max_unproven: max_unproven(config.expected_workers),
     };
-    let started = Engine::start(
-        store,
-        Duration::from_secs(config.lease_seconds as u64),
-        metrics.clone(),
-        engine_config,
-    )?;
+    let started = Engine::start(store, metrics.clone(), engine_config)?;
     let engine = started.handle;
     if config.spot_checks {
         drop(crate::spot_checks::spawn(jobs.clone(), engine.clone()));
@@ -439,7 +487,6 @@ fn start_engine(
     let reader = Arc::new(StatusReader::new(config.state.clone()));
     let running = Running {
         engine,
-        complete_rx: started.complete,
         snapshots: started.snapshots,
         engine_thread: started.thread,
         metrics,
@@ -522,9 +569,15 @@ async fn serve_grpc(
     let stop = stop_signal(ends, running, stopping_tx, health_reporter);
     let mut stopped = stopping_rx;
     // Accepts pause (rather than spin) while the process is out of file descriptors; each
-    // connection is held to the limits of `grpc_conn` (per-address cap, handshake and idle
-    // timeouts); TLS, when configured, is layered on these connections by the router.
+    // connection is held to the limits of `grpc/connections.rs` (the caps, the handshake,
+    // authentication and idle timeouts); TLS, when configured, is layered on them by the router.
     let incoming = GuardedIncoming::new(Incoming::new(listener, "grpc"), limits);
+    let max_connections = incoming.admission().max_connections();
+    crate::fd_limit::report(
+        crate::fd_limit::soft_limit(),
+        max_connections,
+        config.expected_workers,
+    );
     let server = router.serve_with_incoming_shutdown(incoming, stop);
     // Streams that do not end on their own get a few seconds after the stop before being cut.
     tokio::select! {
@@ -551,12 +604,12 @@ fn stop_signal<S: Future<Output = ()> + Send + 'static>(
     stopping_tx: watch::Sender<bool>,
     health_reporter: tonic_health::server::HealthReporter,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let mut complete = running.complete_rx.clone();
+    let mut complete = running.snapshots.clone();
     let Ends { shutdown, engine_ended, exit_when_done } = ends;
     async move {
         let done = async {
             if exit_when_done {
-                let _ = complete.wait_for(|r| r.is_some()).await;
+                let _ = complete.wait_for(|s| s.progress.result.is_some()).await;
                 tokio::time::sleep(EXIT_LINGER).await;
             } else {
                 std::future::pending::<()>().await;

@@ -7,14 +7,15 @@
 //! To show a new number everywhere, add it here (and fill it in `engine/publish.rs`, and offline
 //! in [`RunSnapshot::from_store`]).
 
-mod pace;
+pub mod fleet;
 mod progress;
+mod rate;
 mod worker;
 
-pub use pace::{per_second, Pace};
 #[cfg(test)]
 pub use progress::{eta, Eta};
 pub use progress::{percent, Progress, RunName};
+pub use rate::{per_second, RunRate};
 pub use worker::WorkerView;
 
 use crate::run_result::RunResult;
@@ -70,7 +71,7 @@ pub struct RunSnapshot {
     /// Seconds since the coordinator started (live only).
     pub uptime_seconds: Option<f64>,
     /// Every worker, by id: those registered with this process (live), or the stored rows.
-    pub workers: Vec<WorkerView>,
+    pub workers: std::sync::Arc<[WorkerView]>,
     /// The coordinator's counters (live only).
     pub counters: Option<Counters>,
 }
@@ -93,11 +94,12 @@ impl RunSnapshot {
             Some(last) => Duration::from_secs_f64((last - meta.created_unix).max(0.0)),
             None => store.age(),
         };
-        let result = match done == meta.job_count {
-            true => store
-                .final_totals(&s.tally)?
-                .map(|t| RunResult::new(&t, meta.job_count, took, s.tally.nodes)),
-            false => None,
+        let result = match (done == meta.job_count, store.final_totals(&s.tally)?) {
+            (true, Some(t)) => Some(
+                RunResult::new(&t, meta.job_count, took, s.tally.nodes)
+                    .with_evidence(store.evidence()?),
+            ),
+            _ => None,
         };
         let rate = match (s.first_result_unix, s.last_result_unix) {
             (Some(a), Some(b)) => per_second(done, b - a),
@@ -146,7 +148,7 @@ impl RunSnapshot {
             lease_expiries: Some(0),
             leases_expire_in_seconds: None,
             uptime_seconds: Some(1.0),
-            workers: Vec::new(),
+            workers: std::sync::Arc::from([]),
             counters: Some(Counters::default()),
         }
     }

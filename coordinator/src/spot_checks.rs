@@ -19,7 +19,8 @@ const DRAWN: usize = 64;
 /// No new reference job is started after this long (one already started finishes).
 const BUDGET: Duration = Duration::from_secs(2);
 /// Above this board size even the cheapest jobs take too long for the coordinator to solve at
-/// start; spot checks then come from jobs that two trusted workers agreed on.
+/// start; spot checks then come from jobs that two trusted workers agreed on. One above
+/// `referee::REFEREE_MAX_N`, which must solve any job in dispute, not the cheapest.
 pub const REFERENCE_MAX_N: u8 = 23;
 
 /// Solves reference jobs on a background thread (one core, low priority work) and sends each

@@ -4,7 +4,8 @@
 
 use crate::snapshot::RunSnapshot;
 use nqueens_core::Tally;
-use nqueens_store::{BlockedJobs, Store, StoreError};
+use nqueens_proto::bounds::shown;
+use nqueens_store::{BlockedJobs, Evidence, Store, StoreError};
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::fmt::{self, Write as _};
@@ -16,19 +17,59 @@ use std::path::{Path, PathBuf};
 pub struct StatusReader {
     path: PathBuf,
     store: Mutex<Option<Store>>,
+    /// The sums as last read, and when (see [`StatusReader::recent_sums`]).
+    recent: Mutex<Option<(std::time::Instant, Sums)>>,
+    refreshing: std::sync::atomic::AtomicBool,
 }
 
+/// How old the sums a live status call shows may be before they are read again: summing checks
+/// every result row's checksum, which takes time in proportion to the run's jobs (a third of a
+/// second for 180,000 on a 2-vCPU VM), so it is done at most this often however often status is
+/// asked, and never while a caller waits but for the first time.
+pub const SUMS_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What [`StatusReader::sums`] found in the committed rows.
+#[derive(Debug, Clone)]
 pub struct Sums {
     pub tally: Tally,
     /// Result rows whose checksum fails: damaged or edited, never counted.
     pub bad_rows: u64,
+    /// What the counted answers rest on so far.
+    pub evidence: Evidence,
 }
 
 impl StatusReader {
     /// A reader of the state file at `path`, opened on first use.
     pub fn new(path: PathBuf) -> Self {
-        StatusReader { path, store: Mutex::new(None) }
+        StatusReader {
+            path,
+            store: Mutex::new(None),
+            recent: Mutex::new(None),
+            refreshing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The sums as read at most [`SUMS_MAX_AGE`] ago; older ones are returned at once while one
+    /// thread reads them again. Blocking only for the first read.
+    pub fn recent_sums(self: &std::sync::Arc<Self>) -> Result<Sums, StoreError> {
+        use std::sync::atomic::Ordering;
+        let cached = self.recent.lock().clone();
+        let Some((read_at, sums)) = cached else {
+            let sums = self.sums()?;
+            *self.recent.lock() = Some((std::time::Instant::now(), sums.clone()));
+            return Ok(sums);
+        };
+        if read_at.elapsed() >= SUMS_MAX_AGE && !self.refreshing.swap(true, Ordering::SeqCst) {
+            let reader = self.clone();
+            std::thread::spawn(move || {
+                match reader.sums() {
+                    Ok(sums) => *reader.recent.lock() = Some((std::time::Instant::now(), sums)),
+                    Err(e) => tracing::warn!(error = %e, "status: cannot sum the committed rows"),
+                }
+                reader.refreshing.store(false, Ordering::SeqCst);
+            });
+        }
+        Ok(sums)
     }
 
     /// Runs `read` on the reader's connection, opening it first if need be. Blocking.
@@ -44,11 +85,11 @@ impl StatusReader {
         read(store)
     }
 
-    /// The weighted sums of the counted rows. Blocking.
+    /// The weighted sums of the counted rows, and what they rest on. Blocking.
     pub fn sums(&self) -> Result<Sums, StoreError> {
         self.with_store(|store| {
-            let (tally, bad_rows) = store.tally_checked()?;
-            Ok(Sums { tally, bad_rows })
+            let (tally, bad_rows, evidence) = store.tally_and_evidence()?;
+            Ok(Sums { tally, bad_rows, evidence })
         })
     }
 
@@ -110,6 +151,8 @@ pub struct StatusView {
     pub partial_sym90: u128,
     /// Search nodes of the committed results (not weighted).
     pub nodes: u64,
+    /// What the counted answers rest on so far (the result's own once complete).
+    pub evidence: Option<Evidence>,
 }
 
 /// What `status` prints: the [`StatusView`], and what the rows themselves tell: result rows whose
@@ -133,11 +176,9 @@ impl StatusReport {
     pub fn read(path: &Path) -> Result<StatusReport, StoreError> {
         let store = Store::open_existing(path)?;
         let summary = store.summary()?;
-        Ok(StatusReport {
-            bad_rows: summary.bad_rows,
-            checksums: store.has_checksums(),
-            view: StatusView::offline(&store, &summary, path)?,
-        })
+        let mut view = StatusView::offline(&store, &summary, path)?;
+        view.evidence = Some(store.evidence()?);
+        Ok(StatusReport { bad_rows: summary.bad_rows, checksums: store.has_checksums(), view })
     }
 
     /// One JSON object: the view's fields, `bad_rows` and `checksums`.
@@ -178,6 +219,7 @@ impl StatusView {
             partial_sym180: s.tally.sym180,
             partial_sym90: s.tally.sym90,
             nodes: s.tally.nodes,
+            evidence: None,
         })
     }
 
@@ -192,11 +234,19 @@ impl StatusView {
         serde_json::to_string(self).expect("status serializes")
     }
 
-    /// The human-readable report.
+    /// The human-readable report. Strings workers chose are shown with every control, format or
+    /// separator character made visible (`nqueens_proto::bounds::shown`): a state file written
+    /// before they were refused may hold some.
     pub fn text(&self) -> String {
         let p = &self.run.progress;
         let mut o = String::new();
-        let _ = writeln!(o, "run      N={} fingerprint {} ({})", p.n, p.fingerprint, self.source);
+        let _ = writeln!(
+            o,
+            "run      N={} fingerprint {} ({})",
+            p.n,
+            shown(&p.fingerprint),
+            self.source
+        );
         let _ = writeln!(
             o,
             "jobs     {}/{} done ({:.2}%), {} pending, {} leased, {} held, {} failed",
@@ -232,30 +282,38 @@ impl StatusView {
         }
         if !self.run.workers.is_empty() {
             let _ = writeln!(o, "workers  {}", self.run.workers.len());
-            for w in &self.run.workers {
+            for w in self.run.workers.iter() {
                 let _ = writeln!(
                     o,
-                    "  #{:<4} {:<20} {:<20} {:>3} cores  {:>8} results  {:>5} leased  {} conflicts  seen {:.0}s ago  token {}{}{}",
+                    "  #{:<4} {:<20} {:<20} {:>3} slots  {:>8} results  {:>5} leased  {} conflicts  seen {:.0}s ago  token {}{}{}",
                     w.worker_id,
-                    w.name,
-                    w.host,
-                    w.cores,
+                    shown(&w.name),
+                    shown(&w.host),
+                    w.slots,
                     w.results,
                     w.jobs_leased,
                     w.conflicts,
                     w.last_seen_seconds_ago,
-                    w.credential,
+                    shown(&w.credential),
                     if w.device.is_empty() {
                         String::new()
                     } else {
                         format!(
                             "  on {} at {:.1} results/s, {}, leases of {}",
-                            w.device, w.counted_per_second, w.trust, w.lease_size
+                            shown(&w.device),
+                            w.counted_per_second,
+                            shown(&w.trust),
+                            w.lease_size
                         )
                     },
                     if w.untrusted { "  UNTRUSTED" } else { "" }
                 );
             }
+        }
+        if let Some(e) =
+            p.result.as_ref().and_then(|r| r.evidence.as_ref()).or(self.evidence.as_ref())
+        {
+            let _ = writeln!(o, "evidence {}", e.summary());
         }
         match &p.result {
             Some(r) => {
@@ -300,7 +358,7 @@ mod tests {
             &path,
             &list,
             nqueens_proto::PROTOCOL_MAJOR,
-            0.0,
+            nqueens_store::RunPolicy::default(),
             nqueens_store::RunKind::Local,
         )
         .unwrap();
@@ -314,10 +372,10 @@ mod tests {
         let mut total = 0u128;
         let mut changes = Vec::new();
         for job in &list.jobs {
-            let counts = counts_of(job.weight, job.id);
+            let counts = counts_of(job.weight, job.id.get());
             total += u128::from(job.weight) * u128::from(counts.solutions);
             changes.push(Change::Result {
-                job_id: job.id.into(),
+                job_id: job.id,
                 worker_id: 1.into(),
                 lease_id: 1.into(),
                 counts,
@@ -326,7 +384,7 @@ mod tests {
                 kind: ResultKind::First,
             });
             changes.push(Change::JobState {
-                job_id: job.id.into(),
+                job_id: job.id,
                 state: JobState::Done,
                 lease_id: None,
                 worker_id: None,
@@ -390,6 +448,7 @@ mod tests {
             RunSnapshot::with_progress(Progress::new(name, &jobs, Some(10.0), 30.0, 0, None));
         run.leases_expire_in_seconds = Some(42.4);
         let mut v = StatusView {
+            evidence: None,
             run,
             source: Source::Coordinator("http://x:7447".into()),
             partial_total: 0,
@@ -405,5 +464,51 @@ mod tests {
         v.run.progress = Progress::new(name, &jobs, Some(10.0), 0.1, 0, None);
         assert_eq!(v.run.progress.eta_seconds, Some(0.2));
         assert!(v.text().contains("ETA 00:00:00.200"), "{}", v.text());
+    }
+
+    /// Names from an old state file with bidirectional, zero-width or line-breaking characters
+    /// are printed with each one made visible, on the worker's own line.
+    #[test]
+    fn worker_strings_are_never_printed_raw() {
+        let jobs = JobsByState::default();
+        let name = RunName { n: 12, fingerprint: "f" };
+        let mut run = RunSnapshot::with_progress(Progress::new(name, &jobs, None, 0.0, 0, None));
+        run.workers = std::sync::Arc::from([crate::snapshot::WorkerView {
+            worker_id: 3,
+            name: "evil\u{202e}gpj.exe".into(),
+            host: "h\u{2028}forged line".into(),
+            slots: 1,
+            version: "0.1.0".into(),
+            results: 0,
+            conflicts: 0,
+            jobs_leased: 0,
+            last_seen_seconds_ago: 1.0,
+            untrusted: false,
+            credential: "c\u{200b}".into(),
+            device: "gpu\u{feff}\u{2066}".into(),
+            counted_per_second: 0.0,
+            trust: "probation".into(),
+            lease_size: 1,
+        }]);
+        let v = StatusView {
+            run,
+            source: Source::Coordinator("http://x:7447".into()),
+            partial_total: 0,
+            partial_sym180: 0,
+            partial_sym90: 0,
+            nodes: 0,
+            evidence: None,
+        };
+        let text = v.text();
+        assert!(
+            !text.chars().any(|c| nqueens_proto::bounds::is_unshown(c) && c != '\n'),
+            "{text:?}"
+        );
+        for visible in
+            [r"evil\u{202e}gpj.exe", r"h\u{2028}forged line", r"c\u{200b}", r"gpu\u{feff}\u{2066}"]
+        {
+            assert!(text.contains(visible), "{visible} in {text}");
+        }
+        assert_eq!(text.lines().filter(|l| l.contains("#3")).count(), 1, "{text}");
     }
 }

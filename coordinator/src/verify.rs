@@ -7,7 +7,9 @@
 //! this catches what the checksums cannot: a worker that computed, and reported, a wrong count.
 
 use nqueens_core::{job_list, JobCounts, JobList, SplitParams};
-use nqueens_store::{run_fingerprint, RunMeta, Store, StoreError, StoredResult, WorkerRow};
+use nqueens_store::{
+    run_fingerprint, Evidence, RunMeta, Store, StoreError, StoredResult, WorkerRow,
+};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -131,6 +133,8 @@ pub struct Verification {
     pub bad_rows: Vec<BadRow>,
     /// The workers behind the mismatches and bad rows, by id.
     pub workers: Vec<Culprit>,
+    /// What the counted answers rest on (the reading of the result file and `status`).
+    pub evidence: Evidence,
     /// Seconds the whole check took.
     pub seconds: f64,
 }
@@ -163,6 +167,7 @@ impl Verification {
             self.agreements,
             self.mismatches.len()
         );
+        let _ = writeln!(o, "evidence   {}", self.evidence.summary());
         let _ = if self.checksums {
             writeln!(o, "checksums  {} result rows fail their checksum", self.bad_rows.len())
         } else {
@@ -247,6 +252,7 @@ pub fn verify_state(
         mismatches,
         bad_rows,
         workers,
+        evidence: run.evidence,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -265,6 +271,8 @@ struct StoredRun {
     workers: HashMap<u64, WorkerRow>,
     /// The file's rows carry checksums.
     checksums: bool,
+    /// What the counted answers rest on.
+    evidence: Evidence,
 }
 
 impl StoredRun {
@@ -286,7 +294,8 @@ impl StoredRun {
         let rows = store.results()?;
         let workers = store.workers()?.into_iter().map(|w| (w.row.id, w.row)).collect();
         let checksums = store.has_checksums();
-        Ok(StoredRun { meta, list, rows, workers, checksums })
+        let evidence = store.evidence_of(&rows)?;
+        Ok(StoredRun { meta, list, rows, workers, checksums, evidence })
     }
 }
 

@@ -51,7 +51,7 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
             id: 5,
             name: "flaky".into(),
             host: "node-7".into(),
-            cores: 4,
+            slots: 4,
             version: "x".into(),
             credential: String::new(),
             secret_digest: Vec::new(),
@@ -59,9 +59,9 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
         store
             .apply(
                 &[
-                    Change::Uncount { job_id: wrong_job.id.into() },
+                    Change::Uncount { job_id: wrong_job.id },
                     Change::Result {
-                        job_id: wrong_job.id.into(),
+                        job_id: wrong_job.id,
                         worker_id: 5.into(),
                         lease_id: 1.into(),
                         counts: wrong,
@@ -70,7 +70,7 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
                         kind: ResultKind::First,
                     },
                     Change::JobState {
-                        job_id: wrong_job.id.into(),
+                        job_id: wrong_job.id,
                         state: JobState::Done,
                         lease_id: None,
                         worker_id: Some(5.into()),
@@ -85,7 +85,7 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
     let (out, v) = verify(&state, &["--all"]);
     assert_eq!(out.status.code(), Some(1), "{v}");
     let m = &v["mismatches"][0];
-    assert_eq!(m["job_id"].as_u64(), Some(wrong_job.id), "{v}");
+    assert_eq!(m["job_id"].as_u64(), Some(wrong_job.id.get()), "{v}");
     assert_eq!(m["worker_id"].as_u64(), Some(5));
     assert_eq!(m["stored"]["solutions"].as_u64(), Some(wrong.solutions));
     assert_eq!(m["recomputed"]["solutions"].as_u64(), Some(wrong.solutions - 2));
@@ -98,7 +98,7 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
     let row: i64 = c
         .query_row(
             "SELECT id FROM results WHERE counted=1 AND job_id<>?1 LIMIT 1",
-            [wrong_job.id as i64],
+            [wrong_job.id.get() as i64],
             |r| r.get(0),
         )
         .unwrap();

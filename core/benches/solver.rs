@@ -1,6 +1,6 @@
 //! Solver benchmark against the plain C bitboard counter in `shared/bench/baseline.c`.
 //!
-//!     cargo bench -p nqueens-core --bench solver -- [N ...] [--runs R] [--threads 1] [--no-baseline]
+//! cargo bench -p nqueens-core --bench solver -- [N ...] [--runs R] [--threads 1] [--no-baseline]
 //!         [--sample K] [--trend]
 //!
 //! For each N (default 16 to 19; `A..B` names a range) it runs R rounds (default 3) of: the C
@@ -43,55 +43,78 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Instant;
 
-fn main() {
-    let mut sizes = Vec::new();
-    let mut runs = 3usize;
-    let mut two_threads = true;
-    let mut want_baseline = true;
-    let mut sample = 1usize;
-    let mut estimates = EstimateArgs::default();
-    let mut trend = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--runs" => {
-                runs = args.next().and_then(|r| r.parse().ok()).expect("--runs takes a number")
+/// The command line (see the module comment).
+struct Options {
+    sizes: Vec<u32>,
+    runs: usize,
+    two_threads: bool,
+    want_baseline: bool,
+    sample: usize,
+    estimates: EstimateArgs,
+    trend: bool,
+}
+
+impl Options {
+    fn parse() -> Options {
+        let mut o = Options {
+            sizes: Vec::new(),
+            runs: 3,
+            two_threads: true,
+            want_baseline: true,
+            sample: 1,
+            estimates: EstimateArgs::default(),
+            trend: false,
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--runs" => {
+                    o.runs =
+                        args.next().and_then(|r| r.parse().ok()).expect("--runs takes a number")
+                }
+                "--threads" => match args.next().as_deref() {
+                    Some("1") => o.two_threads = false,
+                    Some("2") => o.two_threads = true,
+                    other => panic!("--threads takes 1 or 2, not {other:?}"),
+                },
+                "--no-baseline" => o.want_baseline = false,
+                "--sample" => {
+                    o.sample =
+                        args.next().and_then(|k| k.parse().ok()).expect("--sample takes a number")
+                }
+                "--no-estimate" | "--estimate-sample" | "--estimate-sizes" => {
+                    o.estimates.parse(&arg, &mut args)
+                }
+                "--trend" => o.trend = true,
+                "--bench" => {}
+                other => o.sizes.extend(parse_sizes(other)),
             }
-            "--threads" => match args.next().as_deref() {
-                Some("1") => two_threads = false,
-                Some("2") => two_threads = true,
-                other => panic!("--threads takes 1 or 2, not {other:?}"),
-            },
-            "--no-baseline" => want_baseline = false,
-            "--sample" => {
-                sample = args.next().and_then(|k| k.parse().ok()).expect("--sample takes a number")
-            }
-            "--no-estimate" | "--estimate-sample" | "--estimate-sizes" => {
-                estimates.parse(&arg, &mut args)
-            }
-            "--trend" => trend = true,
-            "--bench" => {}
-            other => sizes.extend(parse_sizes(other)),
         }
+        o
     }
+}
+
+fn main() {
+    let mut options = Options::parse();
     let build = nqueens_core::solver_build();
     println!("solver build: {} ({})", build.name, build.features.join(", "));
-    if trend {
-        if sizes.is_empty() {
-            sizes = (18..=20).collect();
+    if options.trend {
+        if options.sizes.is_empty() {
+            options.sizes = (18..=20).collect();
         }
-        print_trend(&sizes, if sample > 1 { sample } else { 128 });
+        print_trend(&options.sizes, if options.sample > 1 { options.sample } else { 128 });
         return;
     }
-    if sizes.is_empty() {
-        sizes = (16..=19).collect();
+    if options.sizes.is_empty() {
+        options.sizes = (16..=19).collect();
     }
-    let runs = runs.max(1);
-    let sample = sample.max(1);
-    if sample > 1 && want_baseline {
+    options.runs = options.runs.max(1);
+    options.sample = options.sample.max(1);
+    let sample = options.sample;
+    if sample > 1 && options.want_baseline {
         eprintln!("--sample {sample}: the baseline cannot be sampled, its columns are left out");
     }
-    let baseline = if want_baseline && sample == 1 { build_baseline() } else { None };
+    let baseline = if options.want_baseline && sample == 1 { build_baseline() } else { None };
     let known = known_totals();
     println!(
         "{:>3} {:>15} {:>11} {:>9} {:>11} {:>14} {:>9} {:>12} {:>11} {:>9}",
@@ -106,70 +129,76 @@ fn main() {
         "2 threads s",
         "2T vs 1T"
     );
-    for n in sizes {
-        let (mut base, mut one, mut two) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut speedup, mut scaling) = (Vec::new(), Vec::new());
-        let mut result = None;
-        for round in 1..=runs {
-            let b = baseline.as_ref().map(|exe| run_baseline(exe, n));
-            // Swap the order of the two solver runs every round, so neither always runs first.
-            let (o, t) = match (two_threads, round % 2 == 1) {
-                (false, _) => (run_solver(n, 1, sample), None),
-                (true, true) => {
-                    let o = run_solver(n, 1, sample);
-                    (o, Some(run_solver(n, 2, sample)))
-                }
-                (true, false) => {
-                    let t = run_solver(n, 2, sample);
-                    (run_solver(n, 1, sample), Some(t))
-                }
-            };
-            let fmt = |x: Option<f64>| x.map_or("-".to_string(), |s| format!("{s:.3} s"));
-            eprintln!(
-                "N={n} round {round}: baseline {}, 1 thread {:.3} s, 2 threads {}",
-                fmt(b.map(|b| b.1)),
-                o.seconds,
-                fmt(t.map(|t| t.seconds))
-            );
-            for r in std::iter::once(&o).chain(&t).filter(|_| sample == 1) {
-                check(n, r.total, &known, "solver");
-            }
-            if let Some((total, s)) = b {
-                check(n, total, &known, "baseline");
-                base.push(s);
-                speedup.push(s / o.seconds);
-            }
-            one.push(o.seconds);
-            if let Some(t) = t {
-                two.push(t.seconds);
-                scaling.push(o.seconds / t.seconds);
-            }
-            result = Some(o);
-        }
-        let result = result.expect("at least one round");
-        let ns = |seconds: f64| seconds * 1e9 / result.total.max(1) as f64;
-        let o = median(&mut one).unwrap();
-        let cell = |x: Option<f64>, width: usize, digits: usize, unit: &str| match x {
-            Some(x) => format!("{:>w$}", format!("{x:.digits$}{unit}"), w = width),
-            None => format!("{:>width$}", "-"),
-        };
-        let b = median(&mut base);
-        println!(
-            "{n:>3} {:>15} {} {} {o:>11.3} {:>14} {:>9.1} {} {} {}",
-            result.total,
-            cell(b, 11, 3, ""),
-            cell(b.map(ns), 9, 1, ""),
-            result.nodes,
-            ns(o),
-            cell(median(&mut speedup), 12, 2, "x"),
-            cell(median(&mut two), 11, 3, ""),
-            cell(median(&mut scaling), 9, 2, "x"),
-        );
+    for &n in &options.sizes {
+        print_size(n, &options, baseline.as_ref(), &known);
     }
     if let Some(exe) = baseline {
         let _ = std::fs::remove_file(exe);
     }
-    print_estimates(&estimates, &known);
+    print_estimates(&options.estimates, &known);
+}
+
+/// One row of the table: N=`n` over the rounds of `options`, beside the `baseline` if built.
+fn print_size(n: u32, options: &Options, baseline: Option<&PathBuf>, known: &HashMap<u32, u64>) {
+    let (runs, two_threads, sample) = (options.runs, options.two_threads, options.sample);
+    let (mut base, mut one, mut two) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut speedup, mut scaling) = (Vec::new(), Vec::new());
+    let mut result = None;
+    for round in 1..=runs {
+        let b = baseline.map(|exe| run_baseline(exe, n));
+        // Swap the order of the two solver runs every round, so neither always runs first.
+        let (o, t) = match (two_threads, round % 2 == 1) {
+            (false, _) => (run_solver(n, 1, sample), None),
+            (true, true) => {
+                let o = run_solver(n, 1, sample);
+                (o, Some(run_solver(n, 2, sample)))
+            }
+            (true, false) => {
+                let t = run_solver(n, 2, sample);
+                (run_solver(n, 1, sample), Some(t))
+            }
+        };
+        let fmt = |x: Option<f64>| x.map_or("-".to_string(), |s| format!("{s:.3} s"));
+        eprintln!(
+            "N={n} round {round}: baseline {}, 1 thread {:.3} s, 2 threads {}",
+            fmt(b.map(|b| b.1)),
+            o.seconds,
+            fmt(t.map(|t| t.seconds))
+        );
+        for r in std::iter::once(&o).chain(&t).filter(|_| sample == 1) {
+            check(n, r.total, known, "solver");
+        }
+        if let Some((total, s)) = b {
+            check(n, total, known, "baseline");
+            base.push(s);
+            speedup.push(s / o.seconds);
+        }
+        one.push(o.seconds);
+        if let Some(t) = t {
+            two.push(t.seconds);
+            scaling.push(o.seconds / t.seconds);
+        }
+        result = Some(o);
+    }
+    let result = result.expect("at least one round");
+    let ns = |seconds: f64| seconds * 1e9 / result.total.max(1) as f64;
+    let o = median(&mut one).unwrap();
+    let cell = |x: Option<f64>, width: usize, digits: usize, unit: &str| match x {
+        Some(x) => format!("{:>w$}", format!("{x:.digits$}{unit}"), w = width),
+        None => format!("{:>width$}", "-"),
+    };
+    let b = median(&mut base);
+    println!(
+        "{n:>3} {:>15} {} {} {o:>11.3} {:>14} {:>9.1} {} {} {}",
+        result.total,
+        cell(b, 11, 3, ""),
+        cell(b.map(ns), 9, 1, ""),
+        result.nodes,
+        ns(o),
+        cell(median(&mut speedup), 12, 2, "x"),
+        cell(median(&mut two), 11, 3, ""),
+        cell(median(&mut scaling), 9, 2, "x"),
+    );
 }
 
 /// ns per solution of every size in `sizes`, the sizes taking turns (see the module comment).

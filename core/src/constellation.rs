@@ -155,7 +155,8 @@ impl Constellation {
 
 /// All canonical constellations of an `n`-board in ascending order, each with its orbit size.
 /// (The 1-board's single queen is all four borders at once: one constellation of weight 1.)
-/// Every solution of the board is the image under some symmetry of a solution of exactly one of them.
+/// Every solution of the board is the image under some symmetry of a solution of exactly one of
+/// them.
 pub fn canonical_constellations(n: u8) -> Vec<(Constellation, u8)> {
     let mut out = Vec::new();
     for top in 0..n {

@@ -1,29 +1,38 @@
 //! Sizing a run before starting it: solve a stratified random sample of its jobs and project the
 //! whole run's CPU time, its longest job, the wall time on a given number of cores and its total.
 //!
-//! The jobs of a list differ in cost by orders of magnitude, so a plain random sample is dominated by
-//! luck: whether it happens to draw one of the few heavy jobs. Instead the list is cut into strata by
-//! a cost: the list's own [`Job::estimate`] (partial placements two rows below the job's pre-placed
-//! queens, what the schedulers use to hand out the longest jobs first), refined here by counting the
-//! placements a few rows deeper for every job, as deep as [`EstimateParams::budget`] allows (at most
-//! [`MAX_DEPTH`] rows). The deeper count predicts a job's time much better: at N=16 and 17, with 64
-//! samples, the projection's spread (RMS error over 300 draws) falls from 8-10% at two rows to 2-3%
-//! at five. The jobs are sorted by cost and cut where each stratum holds an equal share of the summed
-//! cost, so the few heavy jobs form small strata of their own and the many light ones large strata. Every stratum gets an equal share of the sample, drawn at random with a fixed
-//! seed (the same command gives the same sample). Each sampled job is solved alone on one thread
-//! and timed in that thread's CPU time (wall time where the platform has no thread clock).
+//! The jobs of a list differ in cost by orders of magnitude, so a plain random sample is dominated
+//! by luck: whether it happens to draw one of the few heavy jobs. Instead the list is cut into
+//! strata by a cost: the list's own [`Job::estimate`] (partial placements two rows below the job's
+//! pre-placed queens, what the schedulers use to hand out the longest jobs first), refined here by
+//! counting the placements a few rows deeper for every job, as deep as [`EstimateParams::budget`]
+//! allows (at most [`MAX_DEPTH`] rows). The deeper count predicts a job's time much better: at N=16
+//! and 17, with 64 samples, the projection's spread (RMS error over 300 draws) falls from 8-10% at
+//! two rows to 2-3% at five. The jobs are sorted by cost and cut where each stratum holds an equal
+//! share of the summed cost, so the few heavy jobs form small strata of their own and the many
+//! light ones large strata. Every stratum gets an equal share of the sample, drawn at random with a
+//! fixed seed (the same command gives the same sample). Each sampled job is solved alone on one
+//! thread and timed in that thread's CPU time (wall time where the platform has no thread clock).
 //!
 //!
 //! The projection is the stratified estimator: each stratum's mean sampled time times the number of
 //! its jobs, summed. Its 95% confidence interval is `±1.96·√Σ N_h²(1 − n_h/N_h)·s_h²/n_h` from the
 //! per-stratum sample variances `s_h²` (`N_h` jobs, `n_h` sampled). The longest job is projected
 //! per stratum as its largest cost times the stratum's measured seconds per unit of cost (sampled
-//! time over sampled cost), the largest over all strata and never less than the longest sampled job.
+//! time over sampled cost), the largest over all strata and never less than the longest sampled
+//! job.
 
 use crate::{job_list, CoreError, Job, JobList, SplitParams};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod paths;
+mod speed;
+use paths::timed_sampled;
+pub use speed::{
+    measure_host_speed, HostSpeed, REFERENCE_CORE_SECONDS, REFERENCE_N, REFERENCE_ROUNDS,
+};
 
 /// Samples drawn from each stratum (the number of strata is the sample size over this).
 pub const SAMPLES_PER_STRATUM: usize = 4;
@@ -52,12 +61,8 @@ pub const DEFAULT_BUDGET: u64 = 200_000_000;
 /// Fourteen rows take a few milliseconds at N = 18.
 pub const WHOLE_ROWS: usize = 14;
 
-/// Random paths sampled down a job too big to solve whole (see [`timed_sampled`]).
+/// Random paths sampled down a job too big to solve whole (see `estimate/paths.rs`).
 pub const PATHS: usize = 16;
-
-/// Rows below a part whose partial placements weigh its draw on a path: the nearer a weight is to
-/// the part's true time, the smaller the spread of the estimate.
-const PATH_COST_DEPTH: usize = 4;
 
 /// Seconds in a (Julian) year, for core-years.
 const YEAR_SECONDS: f64 = 365.25 * 24.0 * 3600.0;
@@ -84,6 +89,9 @@ pub struct EstimateParams {
     pub host_cores: u64,
     /// One card's speed in cores of this machine (see [`Estimate::on_cards`]).
     pub card_cores: f64,
+    /// Whether [`estimate`] measures this host's speed on the reference list first (a second
+    /// or so of one core), to state the CPU time in reference-core-years too.
+    pub measure_speed: bool,
 }
 
 impl Default for EstimateParams {
@@ -97,6 +105,7 @@ impl Default for EstimateParams {
             host_cores: DEFAULT_HOST_CORES,
             card_cores: DEFAULT_CARD_CORES,
             split: SplitParams::default(),
+            measure_speed: true,
         }
     }
 }
@@ -195,6 +204,14 @@ pub struct Estimate {
     pub longest_job_on_card_seconds: f64,
     /// Projected wall time on [`CARD_COUNTS`] cards of `card_cores` each.
     pub on_cards: Vec<OnCards>,
+    /// This host's speed on the reference list (see [`HostSpeed`]), where it was measured.
+    pub speed: Option<HostSpeed>,
+    /// `total_cpu_seconds` in reference-core-years (see [`HostSpeed`]), where the speed was measured.
+    pub reference_core_years: Option<f64>,
+    /// Lower end of the 95% interval of `reference_core_years`.
+    pub reference_core_years_low: Option<f64>,
+    /// Upper end of the 95% interval of `reference_core_years`.
+    pub reference_core_years_high: Option<f64>,
     /// Projected number of solutions (a sanity figure: it should be near the known count).
     pub projected_solutions: f64,
     /// Lower end of the 95% confidence interval of `projected_solutions`.
@@ -206,6 +223,19 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// States the CPU time in reference-core-years too, at this host's `speed`; its interval
+    /// is widened by the speed's drift (a host whose speed moved during the estimate cannot
+    /// say its CPU time in reference units more closely than that).
+    pub fn set_speed(&mut self, speed: HostSpeed) {
+        let years = |seconds: f64| speed.reference_core_years(seconds);
+        self.speed = Some(speed);
+        self.reference_core_years = Some(years(self.total_cpu_seconds));
+        self.reference_core_years_low =
+            Some(years(self.total_cpu_seconds_low) * (1.0 - speed.drift));
+        self.reference_core_years_high =
+            Some(years(self.total_cpu_seconds_high) * (1.0 + speed.drift));
+    }
+
     /// The projected wall seconds on `cores` cores: the CPU time spread evenly, but no less than
     /// the longest job split over one host's cores.
     pub fn wall_seconds_on(&self, cores: u64) -> f64 {
@@ -340,6 +370,29 @@ fn mean_var(xs: &[f64]) -> (f64, f64) {
     (mean, var)
 }
 
+/// The strata's squared coefficient of variation (variance over squared mean), pooled by degrees
+/// of freedom. A sampled job's figure is heavy tailed where it comes from random paths (a rare
+/// path draws a part far heavier than its weight said), so a stratum's own variance from a few
+/// values is most often too small and now and then far too large; each stratum's variance is
+/// taken as at least this pooled spread times its squared mean, so that the rare heavy draws
+/// seen anywhere widen the interval everywhere.
+///
+/// `strata` gives each stratum's mean, sample variance and number of values.
+fn pooled_relative_variance(strata: impl Iterator<Item = (f64, f64, usize)>) -> f64 {
+    let (mut sum, mut df) = (0.0, 0.0);
+    for (mean, var, n) in strata {
+        if n >= 2 && mean > 0.0 {
+            sum += (n - 1) as f64 * var / (mean * mean);
+            df += (n - 1) as f64;
+        }
+    }
+    if df > 0.0 {
+        sum / df
+    } else {
+        0.0
+    }
+}
+
 /// The stratified projection of a plan (drawn from `costs`) whose chosen jobs were solved:
 /// `timed(i)` is what job `i` gave (only chosen jobs are asked). The run-level fields that this
 /// cannot know (board size, threads, seed, clock, cost depth, wall times) are left to the caller,
@@ -355,22 +408,32 @@ pub fn project(
     let (mut solutions, mut solutions_var) = (0.0, 0.0);
     let (mut longest, mut longest_sampled, mut sample_cpu) = (0.0f64, 0.0f64, 0.0);
     let mut by_stratum = Vec::with_capacity(plan.strata.len());
-    for (members, chosen) in plan.strata.iter().zip(&plan.chosen) {
+    let results: Vec<Vec<Timed>> =
+        plan.chosen.iter().map(|chosen| chosen.iter().map(|&i| timed(i)).collect()).collect();
+    let seconds_of = |r: &[Timed]| r.iter().map(|t| t.seconds).collect::<Vec<f64>>();
+    let found_of = |r: &[Timed]| r.iter().map(|t| t.weighted_solutions).collect::<Vec<f64>>();
+    let spread = |values: &dyn Fn(&[Timed]) -> Vec<f64>| {
+        pooled_relative_variance(results.iter().map(|r| {
+            let (mean, var) = mean_var(&values(r));
+            (mean, var, r.len())
+        }))
+    };
+    let (spread_seconds, spread_found) = (spread(&seconds_of), spread(&found_of));
+    for ((members, chosen), results) in plan.strata.iter().zip(&plan.chosen).zip(&results) {
         let size = members.len() as f64;
-        let results: Vec<Timed> = chosen.iter().map(|&i| timed(i)).collect();
-        let seconds: Vec<f64> = results.iter().map(|t| t.seconds).collect();
-        let found: Vec<f64> = results.iter().map(|t| t.weighted_solutions).collect();
+        let seconds = seconds_of(results);
         let (mean, var) = mean_var(&seconds);
-        let (mean_found, var_found) = mean_var(&found);
+        let (mean_found, var_found) = mean_var(&found_of(results));
         let taken = chosen.len() as f64;
         let min_cost = members.iter().map(|&i| costs[i]).min().unwrap_or(0);
         let max_cost = members.iter().map(|&i| costs[i]).max().unwrap_or(0);
         if !chosen.is_empty() {
             let fpc = 1.0 - taken / size;
             total += mean * size;
-            total_var += size * size * fpc * var / taken;
+            total_var += size * size * fpc * var.max(spread_seconds * mean * mean) / taken;
             solutions += mean_found * size;
-            solutions_var += size * size * fpc * var_found / taken;
+            solutions_var +=
+                size * size * fpc * var_found.max(spread_found * mean_found * mean_found) / taken;
             // This stratum's largest job at the stratum's measured seconds per unit of cost.
             let sampled_cost: f64 = chosen.iter().map(|&i| costs[i] as f64).sum();
             let sampled_seconds: f64 = seconds.iter().sum();
@@ -420,6 +483,10 @@ pub fn project(
         card_cores: 0.0,
         longest_job_on_card_seconds: 0.0,
         on_cards: Vec::new(),
+        speed: None,
+        reference_core_years: None,
+        reference_core_years_low: None,
+        reference_core_years_high: None,
         projected_solutions: solutions,
         projected_solutions_low: (solutions - half_found).max(0.0),
         projected_solutions_high: solutions + half_found,
@@ -433,84 +500,6 @@ pub fn project(
         })
         .collect();
     estimate
-}
-
-/// CPU time of the calling thread, where the platform has a thread clock.
-fn thread_cpu_time() -> Option<Duration> {
-    #[cfg(unix)]
-    {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid, writable timespec; the call only writes into it.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        if rc == 0 {
-            return Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
-        }
-    }
-    None
-}
-
-/// Solves `job` on the calling thread, returning the counts and the seconds it took (thread CPU
-/// time if available, else wall time) and whether that was CPU time.
-fn timed_solve(job: &Job) -> Result<(Timed, bool), CoreError> {
-    let cpu = thread_cpu_time();
-    let wall = Instant::now();
-    let counts = job.solve()?;
-    let (seconds, on_cpu) = match (cpu, thread_cpu_time()) {
-        (Some(a), Some(b)) => ((b.saturating_sub(a)).as_secs_f64(), true),
-        _ => (wall.elapsed().as_secs_f64(), false),
-    };
-    let weighted_solutions = counts.solutions as f64 * f64::from(job.weight);
-    Ok((Timed { seconds, weighted_solutions }, on_cpu))
-}
-
-/// Solves `job`, or when it has more than `whole_rows` searched rows left, [`PATHS`] random paths
-/// down it: from the job, one row deeper at a time ([`Job::split`]), a part drawn with probability
-/// proportional to its partial placements [`PATH_COST_DEPTH`] rows deeper (plus one), until `whole_rows` rows are left; that part is
-/// solved and its time and solutions scaled by one over the path's probability. Averaged over the
-/// paths this is an unbiased estimate of the whole job's time and solutions (Knuth's estimator of
-/// a search tree's size, with importance sampling by the estimate), for a few milliseconds of work.
-fn timed_sampled(job: &Job, whole_rows: usize, seed: u64) -> Result<(Timed, bool), CoreError> {
-    let rows = job.prepare()?.0.rows();
-    let left = |j: &Job| rows.saturating_sub(j.prefix.len());
-    if left(job) <= whole_rows {
-        return timed_solve(job);
-    }
-    let mut rng = crate::SplitMix64::new(seed ^ job.id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let (mut seconds, mut solutions, mut on_cpu) = (0.0, 0.0, true);
-    'paths: for _ in 0..PATHS {
-        let mut item = job.clone();
-        let mut scale = 1.0f64;
-        while left(&item) > whole_rows {
-            let parts = item.split(1)?;
-            if parts.is_empty() {
-                // A dead end: this path found nothing and took no time.
-                continue 'paths;
-            }
-            let weights = costs_at(&parts, PATH_COST_DEPTH)?;
-            let total: u64 = weights.iter().map(|w| w + 1).sum();
-            let mut pick = rng.below(total);
-            let (chosen, weight) = parts
-                .into_iter()
-                .zip(weights)
-                .find(|(_, w)| {
-                    let take = pick <= *w;
-                    pick = pick.saturating_sub(w + 1);
-                    take
-                })
-                .expect("the draw falls within the parts");
-            if chosen.prefix.len() <= item.prefix.len() {
-                break;
-            }
-            scale *= total as f64 / (weight + 1) as f64;
-            item = chosen;
-        }
-        let (t, cpu) = timed_solve(&item)?;
-        seconds += t.seconds * scale;
-        solutions += t.weighted_solutions * scale;
-        on_cpu &= cpu;
-    }
-    let paths = PATHS as f64;
-    Ok((Timed { seconds: seconds / paths, weighted_solutions: solutions / paths }, on_cpu))
 }
 
 /// Each job's partial placements `depth` rows below its pre-placed queens (`Job::estimate` is this
@@ -606,141 +595,19 @@ pub fn estimate(n: u32, params: &EstimateParams) -> Result<Estimate, CoreError> 
         .num_threads(params.threads.max(1))
         .build()
         .map_err(|e| CoreError::Estimate { reason: format!("thread pool: {e}") })?;
+    // Timed alone, on this thread, before and after the sample (whose threads would share
+    // its core): the speed is their mean, and how far they differ widens the interval.
+    let before = if params.measure_speed { Some(measure_host_speed()?) } else { None };
     let started = Instant::now();
     let list = pool.install(|| job_list(n, &params.split))?;
     let job_list_seconds = started.elapsed().as_secs_f64();
     let mut estimate = estimate_list(&list, params)?;
     estimate.job_list_seconds = job_list_seconds;
+    if let Some(before) = before {
+        estimate.set_speed(before.combine(measure_host_speed()?));
+    }
     Ok(estimate)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Costs of a skewed list: many light jobs, a few heavy ones.
-    fn skewed(count: usize) -> Vec<u64> {
-        (0..count as u64).map(|i| 1 + (i * 7919 % 1000).pow(3) / 1_000_000).collect()
-    }
-
-    #[test]
-    fn the_draw_is_deterministic_spread_over_strata_and_within_them() {
-        let jobs = skewed(5000);
-        let plan = plan_sample(&jobs, 64, 7);
-        assert_eq!(plan, plan_sample(&jobs, 64, 7), "same seed, same sample");
-        assert_ne!(plan.chosen, plan_sample(&jobs, 64, 8).chosen, "another seed, another sample");
-        assert_eq!(plan.chosen.iter().map(Vec::len).sum::<usize>(), 64);
-        // Every job is in exactly one stratum, strata are ordered by estimate, and each stratum
-        // is sampled from its own jobs.
-        let mut all: Vec<usize> = plan.strata.iter().flatten().copied().collect();
-        all.sort_unstable();
-        assert_eq!(all, (0..jobs.len()).collect::<Vec<_>>());
-        for pair in plan.strata.windows(2) {
-            let top = pair[0].iter().map(|&i| jobs[i]).max().unwrap();
-            let bottom = pair[1].iter().map(|&i| jobs[i]).min().unwrap();
-            assert!(top <= bottom);
-        }
-        for (members, chosen) in plan.strata.iter().zip(&plan.chosen) {
-            assert!(!chosen.is_empty() && chosen.iter().all(|i| members.contains(i)));
-        }
-        // The heavy tail is sampled far above its share of the jobs.
-        let heaviest = plan.strata.last().unwrap();
-        assert!(heaviest.len() < jobs.len() / 10, "{} jobs in the top stratum", heaviest.len());
-        assert!(plan.strata.len() >= 8, "{} strata", plan.strata.len());
-    }
-
-    #[test]
-    fn a_census_projects_exactly() {
-        let jobs = skewed(300);
-        let plan = plan_sample(&jobs, 10_000, 1);
-        assert_eq!(plan.chosen.iter().map(Vec::len).sum::<usize>(), jobs.len());
-        let cost = |i: usize| Timed {
-            seconds: jobs[i] as f64 * 0.01 + (i % 3) as f64,
-            weighted_solutions: 8.0 * i as f64,
-        };
-        let e = project(&jobs, &plan, &cost, &[1, 1000]);
-        let exact: f64 = (0..jobs.len()).map(|i| cost(i).seconds).sum();
-        let longest = (0..jobs.len()).map(|i| cost(i).seconds).fold(0.0, f64::max);
-        assert!((e.total_cpu_seconds - exact).abs() < 1e-6 * exact);
-        assert!((e.total_cpu_seconds_high - e.total_cpu_seconds).abs() < 1e-6, "no sampling error");
-        assert!((e.longest_sampled_seconds - longest).abs() < 1e-9);
-        assert!(e.longest_job_seconds >= longest);
-        let solutions: f64 = (0..jobs.len()).map(|i| cost(i).weighted_solutions).sum();
-        assert!((e.projected_solutions - solutions).abs() < 1e-6 * solutions);
-        assert!((e.on_cores[0].wall_seconds - exact).abs() < 1e-6 * exact);
-        assert_eq!(e.on_cores[1].wall_seconds, e.longest_job_seconds, "bounded by the longest");
-    }
-
-    /// Times proportional to the estimate with noise: a sample of 64 projects within its interval,
-    /// and the interval is narrow; a plain uniform sample would miss the heavy tail.
-    #[test]
-    fn a_sample_projects_within_its_interval() {
-        let jobs = skewed(20_000);
-        let noise = |i: usize| 0.8 + 0.4 * ((i * 2_654_435_761) % 1000) as f64 / 1000.0;
-        let cost = |i: usize| Timed {
-            seconds: (jobs[i] as f64 * 1e-3 + 1e-4) * noise(i),
-            weighted_solutions: jobs[i] as f64 * 4.0,
-        };
-        let exact: f64 = (0..jobs.len()).map(|i| cost(i).seconds).sum();
-        let mut hits = 0;
-        for seed in 0..20 {
-            let plan = plan_sample(&jobs, 64, seed);
-            let e = project(&jobs, &plan, &cost, &[64]);
-            assert!((e.total_cpu_seconds - exact).abs() < 0.15 * exact, "seed {seed}: {e:?}");
-            if (e.total_cpu_seconds_low..=e.total_cpu_seconds_high).contains(&exact) {
-                hits += 1;
-            }
-        }
-        assert!(hits >= 16, "the 95% interval held {hits} times in 20");
-    }
-
-    #[test]
-    fn a_real_sample_solves_and_projects_the_solutions() {
-        let list = job_list(11, &SplitParams::default()).unwrap();
-        let params = EstimateParams { sample: list.jobs.len(), threads: 2, ..Default::default() };
-        let e = estimate_list(&list, &params).unwrap();
-        assert_eq!(e.sampled, list.jobs.len() as u64);
-        // A census counts every solution: Q(11) = 2680.
-        let q = crate::reference::count_all(11).unwrap() as f64;
-        assert!((e.projected_solutions - q).abs() < 1e-6, "{}", e.projected_solutions);
-        assert!(e.total_cpu_seconds > 0.0 && e.longest_job_seconds > 0.0);
-        let small = estimate_list(&list, &EstimateParams { sample: 8, ..params }).unwrap();
-        assert_eq!(small.sampled, 8);
-        assert!(small.projected_solutions_low <= small.projected_solutions_high);
-        assert!(small.cost_depth > 2, "a small board's costs are counted deeper");
-    }
-
-    #[test]
-    fn deeper_costs_refine_the_list_estimate_within_the_budget() {
-        let list = job_list(12, &SplitParams::default()).unwrap();
-        let at2 = costs_at(&list.jobs, 2).unwrap();
-        assert_eq!(at2, list.jobs.iter().map(|j| j.estimate).collect::<Vec<_>>());
-        let (costs, depth) = refined_costs(&list.jobs, 0).unwrap();
-        assert_eq!((costs, depth), (at2, 2), "no budget: the list's own estimate");
-        let (costs, depth) = refined_costs(&list.jobs, u64::MAX).unwrap();
-        assert_eq!(depth, MAX_DEPTH);
-        assert_eq!(costs, costs_at(&list.jobs, MAX_DEPTH).unwrap());
-        // A job split one row deeper has as many parts as its cost one row deeper.
-        let at1 = costs_at(&list.jobs, 1).unwrap();
-        for (job, &c) in list.jobs.iter().zip(&at1).take(50) {
-            assert_eq!(job.split(1).unwrap().len() as u64, c, "{job:?}");
-        }
-    }
-
-    /// Jobs sampled down random paths (forced here by a small `whole_rows`) project the count of
-    /// a census within a few percent: the path estimator is unbiased.
-    #[test]
-    fn paths_down_big_jobs_project_the_solutions() {
-        let list = job_list(14, &SplitParams::default()).unwrap();
-        let params = EstimateParams {
-            sample: list.jobs.len(),
-            threads: 2,
-            whole_rows: 5,
-            ..Default::default()
-        };
-        let e = estimate_list(&list, &params).unwrap();
-        let q = crate::reference::count_all(14).unwrap() as f64;
-        assert!((e.projected_solutions / q - 1.0).abs() < 0.05, "{} vs {q}", e.projected_solutions);
-        assert!(e.total_cpu_seconds > 0.0);
-    }
-}
+mod tests;

@@ -8,7 +8,7 @@ use crate::board::{check_board_size, Cell};
 use crate::constellation::{canonical_constellations, Constellation, Symmetry};
 use crate::search::{Layout, State};
 use crate::symmetric::count_rotation_symmetric;
-use crate::CoreError;
+use crate::{CoreError, JobId};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -39,11 +39,12 @@ impl SplitParams {
 }
 
 /// One independent piece of work: the completions of a canonical constellation whose first
-/// searched rows (the rows without a border queen, in search order: bottom to top) hold queens in `prefix` columns.
+/// searched rows (the rows without a border queen, in search order: bottom to top) hold queens in
+/// `prefix` columns.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Job {
     /// Position in the job list of its board size and split.
-    pub id: u64,
+    pub id: JobId,
     /// Board size.
     pub n: u8,
     /// The border queens, a canonical representative of its orbit.
@@ -66,7 +67,8 @@ pub struct JobCounts {
     /// Of these, the solutions that a 90-degree rotation maps onto themselves.
     pub sym90: u64,
     /// Queens placed by the search, a measure of work. The last rows, counted in closed form, place
-    /// none, so this depends on the solver's version: compare answers with [`JobCounts::same_answer`].
+    /// none, so this depends on the solver's version: compare answers with
+    /// [`JobCounts::same_answer`].
     pub nodes: u64,
 }
 
@@ -200,7 +202,7 @@ pub fn job_list(n: u32, params: &SplitParams) -> Result<JobList, CoreError> {
             expanded
                 .into_iter()
                 .map(|(state, prefix)| Job {
-                    id: 0,
+                    id: JobId::new(0),
                     n,
                     constellation: *constellation,
                     weight: *weight,
@@ -212,7 +214,7 @@ pub fn job_list(n: u32, params: &SplitParams) -> Result<JobList, CoreError> {
         .collect();
     let mut jobs = Vec::with_capacity(count as usize);
     for job in parts.into_iter().flatten() {
-        jobs.push(Job { id: jobs.len() as u64, ..job });
+        jobs.push(Job { id: JobId::new(jobs.len() as u64), ..job });
     }
     Ok(JobList { n, params: *params, depth, jobs })
 }
@@ -260,7 +262,8 @@ impl Job {
     }
 
     /// Counts this job's solutions and, where its constellation allows them, the rotation-symmetric
-    /// ones. Single-threaded; use [`Job::split`] or [`crate::parallel`] to spread one job over cores.
+    /// ones. Single-threaded; use [`Job::split`] or [`crate::parallel`] to spread one job over
+    /// cores.
     pub fn solve(&self) -> Result<JobCounts, CoreError> {
         let (layout, state) = self.prepare()?;
         let found = layout.count(&state);

@@ -1,12 +1,12 @@
 //! Exact N-Queens counting, split into independent jobs.
 //!
-//! The board is reduced by its 8 symmetries through *canonical constellations*: the queens standing on
-//! the four borders (top row, bottom row, left column, right column) of a solution. Each orbit of
-//! constellations under the symmetry group is represented once, with its orbit size as a weight
-//! (2, 4 or 8), and each representative is split into [`Job`]s by pre-placing queens in a few more rows.
-//! A job is a small serializable value that any process can [`solve`](Job::solve) alone; summing the
-//! weighted [`JobCounts`] of all jobs in a [`Tally`] gives the exact [`Totals`]: Total, Unique and the
-//! symmetry classes COUNT2, COUNT4 and COUNT8.
+//! The board is reduced by its 8 symmetries through *canonical constellations*: the queens standing
+//! on the four borders (top row, bottom row, left column, right column) of a solution. Each orbit
+//! of constellations under the symmetry group is represented once, with its orbit size as a weight
+//! (2, 4 or 8), and each representative is split into [`Job`]s by pre-placing queens in a few more
+//! rows. A job is a small serializable value that any process can [`solve`](Job::solve) alone;
+//! summing the weighted [`JobCounts`] of all jobs in a [`Tally`] gives the exact [`Totals`]: Total,
+//! Unique and the symmetry classes COUNT2, COUNT4 and COUNT8.
 //!
 //! ```
 //! use nqueens_core::{job_list, SplitParams, Tally};
@@ -23,6 +23,7 @@ mod board;
 mod constellation;
 mod error;
 pub mod estimate;
+mod ids;
 mod job;
 pub mod parallel;
 pub mod reference;
@@ -36,6 +37,7 @@ mod totals;
 pub use board::{check_board_size, MAX_N, MIN_N};
 pub use constellation::{canonical_constellations, Constellation, Symmetry};
 pub use error::CoreError;
+pub use ids::{JobId, LeaseId, WorkerId};
 pub use job::{job_list, Job, JobCounts, JobList, SearchPlan, SplitParams, JOB_FORMAT_VERSION};
 pub use rng::SplitMix64;
 pub use totals::{Classes, Tally, Totals};

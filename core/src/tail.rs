@@ -18,7 +18,8 @@ pub(crate) type PermSet = u128;
 
 const PERM_COUNT: usize = 120;
 
-/// Pairs of tail positions (the open columns in increasing order, or the tail rows in search order).
+/// Pairs of tail positions (the open columns in increasing order, or the tail rows in search
+/// order).
 const PAIR_COUNT: usize = TAIL * (TAIL - 1) / 2;
 
 /// Every pair `(a, b)` of tail positions with `a < b`.
@@ -37,7 +38,8 @@ const PAIRS: [(usize, usize); PAIR_COUNT] = {
     pairs
 };
 
-/// Every permutation: `PERMUTATIONS[p][row]` is the index of the open column holding that row's queen.
+/// Every permutation: `PERMUTATIONS[p][row]` is the index of the open column holding that row's
+/// queen.
 const PERMUTATIONS: [[usize; TAIL]; PERM_COUNT] = {
     let mut perms = [[0; TAIL]; PERM_COUNT];
     let mut count = 0;
@@ -85,8 +87,8 @@ static ALLOWED: [[PermSet; 1 << TAIL]; TAIL] = {
     table
 };
 
-/// `PAIR_PLACEMENTS[row_pair][col_pair]`: the permutations that put the two rows of `PAIRS[row_pair]`
-/// on the two columns of `PAIRS[col_pair]`, in either order.
+/// `PAIR_PLACEMENTS[row_pair][col_pair]`: the permutations that put the two rows of
+/// `PAIRS[row_pair]` on the two columns of `PAIRS[col_pair]`, in either order.
 static PAIR_PLACEMENTS: [[PermSet; PAIR_COUNT]; PAIR_COUNT] = {
     let mut table = [[0; PAIR_COUNT]; PAIR_COUNT];
     let mut p = 0;
@@ -155,7 +157,8 @@ impl TailConflicts {
     }
 
     fn build(offset: &[u32; TAIL]) -> Arc<[PermSet]> {
-        // by_pair_gap[col_pair][gap]: conflicts when the open columns of `col_pair` are `gap` apart.
+        // by_pair_gap[col_pair][gap]: conflicts when the open columns of `col_pair` are `gap`
+        // apart.
         let mut by_pair_gap = [[0 as PermSet; 32]; PAIR_COUNT];
         for (row_pair, &(row_i, row_j)) in PAIRS.iter().enumerate() {
             let distance = (offset[row_j] - offset[row_i]) as usize;

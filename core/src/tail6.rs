@@ -55,7 +55,8 @@ impl PermSet6 {
     }
 }
 
-/// Every permutation: `PERMUTATIONS[p][row]` is the index of the open column holding that row's queen.
+/// Every permutation: `PERMUTATIONS[p][row]` is the index of the open column holding that row's
+/// queen.
 static PERMUTATIONS: LazyLock<Vec<[usize; ROWS6]>> = LazyLock::new(|| {
     let mut perms = Vec::with_capacity(PERM_COUNT);
     for code in 0..ROWS6.pow(ROWS6 as u32) {

@@ -20,7 +20,8 @@ pub struct Tally {
     pub sym180: u128,
     /// Sum of weight x sym90: the solutions equal to their own 90-degree rotation.
     pub sym90: u128,
-    /// Sum of nodes over all jobs (not weighted); saturates at `u64::MAX`, being a measure of work only.
+    /// Sum of nodes over all jobs (not weighted); saturates at `u64::MAX`, being a measure of work
+    /// only.
     pub nodes: u64,
 }
 

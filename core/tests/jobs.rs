@@ -24,7 +24,7 @@ fn job_lists_are_deterministic_and_numbered_in_order() {
         let b = job_list(n, &params).unwrap();
         assert_eq!(a, b, "n={n}");
         assert_eq!(a.fingerprint(), b.fingerprint());
-        assert!(a.jobs.iter().enumerate().all(|(i, j)| j.id == i as u64));
+        assert!(a.jobs.iter().enumerate().all(|(i, j)| j.id.index() == i));
     }
     let coarse = job_list(13, &SplitParams::with_target(1)).unwrap();
     let fine = job_list(13, &SplitParams::with_target(50_000)).unwrap();
@@ -164,7 +164,8 @@ fn bad_input_gets_a_clear_error() {
             "{bad:?}"
         );
     }
-    // Sums past 64 bits stay exact (Q(29) needs them); past 128 bits they are reported, never wrapped.
+    // Sums past 64 bits stay exact (Q(29) needs them); past 128 bits they are reported, never
+    // wrapped.
     let mut tally = Tally::new(29).unwrap();
     let huge = JobCounts { solutions: u64::MAX / 4, ..JobCounts::default() };
     tally.add(8, &huge).unwrap();

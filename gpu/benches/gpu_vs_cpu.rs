@@ -1,6 +1,6 @@
 //! GPU against CPU on the same job lists, side by side.
 //!
-//!     cargo bench -p nqueens-gpu --bench gpu_vs_cpu -- [N ...] [--runs R] [--sample K] [--device I]
+//! cargo bench -p nqueens-gpu --bench gpu_vs_cpu -- [N ...] [--runs R] [--sample K] [--device I]
 //!         [--no-lookahead]
 //!
 //! For each N (default 16; `A..B` names a range) it runs R rounds (default 3) of: the whole job

@@ -3,9 +3,9 @@
 //! needed to build or to start. The kernel is the OpenCL one, compiled as CUDA C++ under
 //! [`crate::CUDA_PRELUDE`] for the device's own architecture.
 //!
-//! About twenty entry points are used; they are bound here by hand (with `libloading`) rather
-//! than through a crate of generated bindings, so that the CUDA version is not chosen at build
-//! time and a missing library or symbol is an error, never a panic.
+//! The entry points used (the fields of `Driver` and `Nvrtc`) are bound here by hand (with
+//! `libloading`) rather than through a crate of generated bindings, so that the CUDA version is not
+//! chosen at build time and a missing library or symbol is an error, never a panic.
 //!
 //! NVRTC is found as `NQ_NVRTC_LIB` (a path) if set, else `libnvrtc.so.13`, `.so.12` or
 //! `.so.11.2` on the loader's path or in the usual toolkit directories.
@@ -170,7 +170,8 @@ fn nvrtc() -> Result<&'static Nvrtc, GpuError> {
             }
         };
         let lib = open_first(&names).map_err(|e| format!("NVRTC (or set NQ_NVRTC_LIB): {e}"))?;
-        // SAFETY: each type is the one nvrtc.h declares for that symbol; `lib` is kept in the table.
+        // SAFETY: each type is the one nvrtc.h declares for that symbol; `lib` is kept in the
+        // table.
         unsafe {
             Ok(Nvrtc {
                 version: symbol(&lib, "nvrtcVersion")?,

@@ -93,8 +93,8 @@ pub struct GpuOptions {
     /// Lanes per work group (the kernel is compiled for it).
     pub work_group: usize,
     /// Work groups per compute unit in one dispatch [default: as many as one runs at once where
-    /// that is known (CUDA; NVIDIA cards under OpenCL), else 16 on a GPU and 2 elsewhere]. More than run at once make a
-    /// dispatch run in waves, the last one part-empty.
+    /// that is known (CUDA; NVIDIA cards under OpenCL), else 16 on a GPU and 2 elsewhere]. More
+    /// than run at once make a dispatch run in waves, the last one part-empty.
     pub groups_per_unit: Option<usize>,
     /// Work items wanted per batch: jobs are split by 2, 3 or 4 more rows until a batch has about
     /// this many [default: 2^21 on a GPU, 2^14 elsewhere].

@@ -7,6 +7,14 @@
 //! Whole messages are bounded too: the coordinator decodes at most [`MAX_REQUEST`] bytes per
 //! message (tonic's `max_decoding_message_size`), so no single field can take more memory than
 //! that before these checks run.
+//!
+//! Strings that are shown (names, hosts, devices, versions, run fingerprints) must be plain text:
+//! no character that is hidden or changes how the text around it reads ([`is_unshown`]), so that
+//! none can forge a log line or reorder a line of `status` or the status page. Where such a
+//! string is shown anyway (a state file written before this rule), [`shown`] makes each of those
+//! characters visible as `\u{...}`.
+
+use std::borrow::Cow;
 
 use crate::convert::WireError;
 use crate::v1 as pb;
@@ -47,6 +55,87 @@ fn text(field: &'static str, text: &str, max: usize) -> Result<(), WireError> {
     Ok(())
 }
 
+/// Unicode's general category Cf (format characters: bidirectional embeddings, overrides and
+/// isolates, zero-width characters, the byte order mark, invisible operators, tags...), as of
+/// Unicode 16.0: inclusive ranges, in order.
+const FORMAT: &[(u32, u32)] = &[
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+];
+
+/// Whether `c` is hidden, or changes how the text around it is shown, rather than showing as
+/// itself: Unicode general categories Cc (control: CR, LF, ESC...), Cf (format: U+202E
+/// RIGHT-TO-LEFT OVERRIDE, U+200B ZERO WIDTH SPACE, U+FEFF...), Zl (U+2028 LINE SEPARATOR) and Zp
+/// (U+2029 PARAGRAPH SEPARATOR).
+pub fn is_unshown(c: char) -> bool {
+    let code = c as u32;
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}')
+        || FORMAT
+            .binary_search_by(|&(first, last)| {
+                if last < code {
+                    std::cmp::Ordering::Less
+                } else if first > code {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Equal
+                }
+            })
+            .is_ok()
+}
+
+/// `text` as it may be shown: each [`is_unshown`] character written as `\u{hex}`, everything else
+/// as it is.
+pub fn shown(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_unshown) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_unshown(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `text` (of `field`, shown in logs, `status` and the status page) if it is at most `max` bytes
+/// of plain text (no [`is_unshown`] character).
+fn plain(field: &'static str, text: &str, max: usize) -> Result<(), WireError> {
+    self::text(field, text, max)?;
+    match text.chars().find(|&c| is_unshown(c)) {
+        None => Ok(()),
+        Some(c) => Err(WireError::Invalid {
+            field,
+            reason: format!(
+                "U+{:04X} is a control, format or separator character (names are plain text)",
+                c as u32
+            ),
+        }),
+    }
+}
+
 /// A list (of `field`) of at most `max` entries.
 fn list<T>(field: &'static str, items: &[T], max: usize) -> Result<(), WireError> {
     if items.len() > max {
@@ -64,18 +153,18 @@ fn run(run: &Option<pb::RunId>) -> Result<(), WireError> {
 
 impl CheckBounds for pb::RunId {
     fn check_bounds(&self) -> Result<(), WireError> {
-        text("run fingerprint", &self.fingerprint, MAX_FINGERPRINT)
+        plain("run fingerprint", &self.fingerprint, MAX_FINGERPRINT)
     }
 }
 
 impl CheckBounds for pb::RegisterRequest {
     fn check_bounds(&self) -> Result<(), WireError> {
         run(&self.run)?;
-        text("name", &self.name, MAX_NAME)?;
-        text("host", &self.host, MAX_NAME)?;
-        text("version", &self.version, MAX_VERSION)?;
+        plain("name", &self.name, MAX_NAME)?;
+        plain("host", &self.host, MAX_NAME)?;
+        plain("version", &self.version, MAX_VERSION)?;
         text("previous_worker_secret", &self.previous_worker_secret, MAX_SECRET)?;
-        text("device", &self.device, MAX_NAME)
+        plain("device", &self.device, MAX_NAME)
     }
 }
 
@@ -295,5 +384,93 @@ mod tests {
         let status =
             pb::StatusResponse { run: run_id(long(MAX_FINGERPRINT + 1)), ..Default::default() };
         assert_eq!(refused(&status), Some("run fingerprint"));
+    }
+
+    /// Characters of each class refused in every shown string of a registration, naming the
+    /// field; letters of every script, accents, emoji and spaces pass.
+    #[test]
+    fn shown_strings_refuse_control_format_and_separator_characters() {
+        let classes: [(&str, &[char]); 4] = [
+            ("Cc", &['\n', '\r', '\t', '\u{0}', '\u{7}', '\u{1b}', '\u{7f}', '\u{85}', '\u{9b}']),
+            (
+                "Cf",
+                &[
+                    '\u{ad}',
+                    '\u{61c}',
+                    '\u{180e}',
+                    '\u{200b}',
+                    '\u{200c}',
+                    '\u{200d}',
+                    '\u{200e}',
+                    '\u{200f}',
+                    '\u{202a}',
+                    '\u{202b}',
+                    '\u{202c}',
+                    '\u{202d}',
+                    '\u{202e}',
+                    '\u{2060}',
+                    '\u{2066}',
+                    '\u{2067}',
+                    '\u{2068}',
+                    '\u{2069}',
+                    '\u{feff}',
+                    '\u{fff9}',
+                    '\u{1343f}',
+                    '\u{e0001}',
+                    '\u{e007f}',
+                ],
+            ),
+            ("Zl", &['\u{2028}']),
+            ("Zp", &['\u{2029}']),
+        ];
+        type Make = fn(String) -> pb::RegisterRequest;
+        let fields: [(&str, Make); 5] = [
+            ("name", |s| pb::RegisterRequest { name: s, ..Default::default() }),
+            ("host", |s| pb::RegisterRequest { host: s, ..Default::default() }),
+            ("device", |s| pb::RegisterRequest { device: s, ..Default::default() }),
+            ("version", |s| pb::RegisterRequest { version: s, ..Default::default() }),
+            ("run fingerprint", |s| pb::RegisterRequest { run: run_id(s), ..Default::default() }),
+        ];
+        for (class, chars) in classes {
+            for &c in chars {
+                assert!(is_unshown(c), "{class} U+{:04X}", c as u32);
+                for (field, make) in fields {
+                    let message = make(format!("gpu{c}7"));
+                    let e = message.check_bounds().unwrap_err();
+                    assert_eq!(refused(&message), Some(field), "{class} U+{:04X}", c as u32);
+                    assert!(e.to_string().contains(&format!("U+{:04X}", c as u32)), "{e}");
+                }
+            }
+        }
+        for plain in
+            ["worker-7", "węzeł ß", "節点", "عامل", "עובד", "🦀 crab", "a\u{a0}b", "e\u{301}"]
+        {
+            assert!(!plain.chars().any(is_unshown), "{plain:?}");
+            for (field, make) in fields {
+                assert_eq!(refused(&make(plain.into())), None, "{field}: {plain:?}");
+            }
+        }
+        // The binary search agrees with a plain scan at both ends of each range and beside them.
+        let scan = |code: u32| FORMAT.iter().any(|(first, last)| (*first..=*last).contains(&code));
+        for (first, last) in FORMAT {
+            for code in [first - 1, *first, *last, last + 1] {
+                let c = char::from_u32(code).unwrap();
+                let separator = matches!(c, '\u{2028}' | '\u{2029}');
+                assert_eq!(
+                    is_unshown(c),
+                    c.is_control() || separator || scan(code),
+                    "U+{code:04X}"
+                );
+            }
+        }
+    }
+
+    /// What `status` and the page show of a string from an old state file: every unshown
+    /// character visible, the rest as it was.
+    #[test]
+    fn shown_makes_every_unshown_character_visible() {
+        assert!(matches!(shown("plain wörker"), Cow::Borrowed("plain wörker")));
+        assert_eq!(shown("evil\u{202e}fdp.exe"), "evil\\u{202e}fdp.exe");
+        assert_eq!(shown("a\nb\u{2028}c\u{feff}"), "a\\u{a}b\\u{2028}c\\u{feff}");
     }
 }

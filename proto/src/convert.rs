@@ -3,7 +3,9 @@
 //!
 //! Everything that comes off the wire goes through a checked [`TryFrom`]: a field that does not fit
 //! its domain type, or a required field that is missing, is a [`WireError`], never a silent
-//! truncation. What goes onto the wire is a plain [`From`].
+//! truncation. Job counts are the exception: every value fits, and whether a solver could give
+//! them is judged where their sender can be untrusted (see `From<pb::Counts>`). What goes onto
+//! the wire is a plain [`From`].
 
 use crate::v1 as pb;
 use nqueens_core::{Classes, Constellation, Job, JobCounts};
@@ -43,11 +45,6 @@ pub enum WireError {
         reason: String,
     },
 }
-
-/// The largest count of a single job accepted off the wire: `i64::MAX`, so that every per-job count
-/// fits the state file's signed 64-bit columns. A real job's count is many orders of magnitude
-/// smaller (about 10^16 at N=32 with the default split); sums over jobs are 128-bit.
-pub const MAX_JOB_COUNT: u64 = i64::MAX as u64;
 
 /// A 128-bit count as its wire fields `(lo, hi)`: the low and the high 64 bits (see "Wide counts"
 /// in `cluster.proto`).
@@ -91,31 +88,14 @@ impl From<JobCounts> for pb::Counts {
     }
 }
 
-/// Each count must be at most [`MAX_JOB_COUNT`], and the symmetric solutions a subset of the
-/// solutions (`sym90 <= sym180 <= solutions`).
-impl TryFrom<pb::Counts> for JobCounts {
-    type Error = WireError;
-    fn try_from(c: pb::Counts) -> Result<Self, WireError> {
-        let fit = |field, value: u64| {
-            if value <= MAX_JOB_COUNT {
-                Ok(value)
-            } else {
-                Err(WireError::OutOfRange { field, value })
-            }
-        };
-        let counts = JobCounts {
-            solutions: fit("result solutions", c.solutions)?,
-            sym180: fit("result sym180", c.sym180)?,
-            sym90: fit("result sym90", c.sym90)?,
-            nodes: fit("result nodes", c.nodes)?,
-        };
-        if !(counts.sym90 <= counts.sym180 && counts.sym180 <= counts.solutions) {
-            return Err(WireError::Inconsistent(format!(
-                "sym90 {} <= sym180 {} <= solutions {} does not hold",
-                counts.sym90, counts.sym180, counts.solutions
-            )));
-        }
-        Ok(counts)
+/// The counts as sent, whatever they are. Whether any solver could give them (symmetric
+/// solutions within the solutions, a weight that allows them, solutions per node, nodes per job,
+/// every count within the state file's 64-bit columns) is the coordinator's to judge, and it
+/// untrusts the sender of counts that fail (`nqueens_scheduler::implausible`): refusing them here
+/// would let their sender off with a refused message.
+impl From<pb::Counts> for JobCounts {
+    fn from(c: pb::Counts) -> Self {
+        JobCounts { solutions: c.solutions, sym180: c.sym180, sym90: c.sym90, nodes: c.nodes }
     }
 }
 
@@ -123,7 +103,7 @@ impl From<&Job> for pb::JobSpec {
     fn from(job: &Job) -> Self {
         let c = job.constellation;
         pb::JobSpec {
-            job_id: job.id,
+            job_id: job.id.get(),
             n: job.n.into(),
             constellation: Some(pb::Constellation {
                 top: c.top.into(),
@@ -145,7 +125,7 @@ impl TryFrom<&pb::JobSpec> for Job {
     fn try_from(spec: &pb::JobSpec) -> Result<Self, WireError> {
         let c = spec.constellation.ok_or(WireError::Missing("job constellation"))?;
         Ok(Job {
-            id: spec.job_id,
+            id: spec.job_id.into(),
             n: narrow("job n", spec.n)?,
             constellation: Constellation {
                 top: narrow("constellation top", c.top)?,
@@ -194,20 +174,12 @@ mod tests {
     }
 
     #[test]
-    fn job_counts_past_the_store_range_or_inconsistent_are_refused() {
-        let ok = pb::Counts { solutions: 10, sym180: 4, sym90: 2, nodes: 99 };
-        assert_eq!(
-            JobCounts::try_from(ok),
-            Ok(JobCounts { solutions: 10, sym180: 4, sym90: 2, nodes: 99 })
-        );
-        let big = pb::Counts { solutions: MAX_JOB_COUNT + 1, ..ok };
-        assert_eq!(
-            JobCounts::try_from(big),
-            Err(WireError::OutOfRange { field: "result solutions", value: MAX_JOB_COUNT + 1 })
-        );
-        let nodes = pb::Counts { nodes: u64::MAX, ..ok };
-        assert!(matches!(JobCounts::try_from(nodes), Err(WireError::OutOfRange { .. })));
-        let odd = pb::Counts { sym180: 11, ..ok };
-        assert!(matches!(JobCounts::try_from(odd), Err(WireError::Inconsistent(_))));
+    fn job_counts_cross_the_wire_as_they_are() {
+        for counts in [
+            JobCounts { solutions: 10, sym180: 4, sym90: 2, nodes: 99 },
+            JobCounts { solutions: 1, sym180: 11, sym90: 12, nodes: u64::MAX },
+        ] {
+            assert_eq!(JobCounts::from(pb::Counts::from(counts)), counts);
+        }
     }
 }

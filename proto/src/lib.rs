@@ -1,6 +1,8 @@
-//! The gRPC contract between coordinator and workers, generated from `proto/nqueens/v1/cluster.proto`.
+//! The gRPC contract between coordinator and workers, generated from
+//! `proto/nqueens/v1/cluster.proto`.
 //!
-//! Kept in its own crate so coordinator, worker and tests share one definition and one version check.
+//! Kept in its own crate so coordinator, worker and tests share one definition and one version
+//! check.
 
 /// The generated messages and services of package `nqueens.v1`.
 #[allow(missing_docs)] // generated code; the .proto file documents every message and field

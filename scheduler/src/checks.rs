@@ -1,15 +1,17 @@
-//! Checks on workers' answers: the coordinator's own answers (references), the pool of jobs
-//! whose answer is known (spot checks hidden in leases), counted jobs drawn for a secret
-//! re-check by another group, the referee queue (jobs in dispute or doubt that the coordinator
-//! solves itself), and counts no solver can give.
+//! Checks on workers' answers: the coordinator's own answers (references, kept in the state
+//! file), the pool of jobs whose answer is known (spot checks hidden in leases), reviews (jobs
+//! whose answer must come from a second party: a re-check drawn in secret, a probation answer),
+//! the referee's backlog (jobs the coordinator solves itself) with the rulings it still owes,
+//! and counts no solver can give.
 
 use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::jobs::Standing;
 use crate::outcome::{Change, Verdict};
-use crate::state::ResultKind;
+use crate::state::{ResultKind, Review};
 use crate::Scheduler;
 use nqueens_core::JobCounts;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Instant;
 
 /// The most solutions one searched node can stand for: the six rows counted in closed form
 /// below it hold at most 6! completions.
@@ -51,25 +53,18 @@ pub(crate) struct Checks {
     pub(crate) known: Vec<JobId>,
     /// Workers already given a spot check (the first one comes with their first lease).
     pub(crate) checked: HashSet<WorkerId>,
-    /// Jobs in conflict, or in doubt, for the coordinator to solve itself.
-    pub(crate) referee_queue: Vec<JobId>,
-    /// Jobs already handed to the referee (each once per process).
+    /// Jobs for the coordinator to solve itself (in dispute, under review, in doubt, failed by
+    /// a trusted worker), not yet handed to its referee, oldest first.
+    pub(crate) referee_backlog: VecDeque<JobId>,
+    /// Jobs handed to the referee whose ruling has not come back: the run is not complete while
+    /// one is out (a ruling can still untrust a worker and un-count its answers).
+    pub(crate) awaiting_ruling: HashSet<JobId>,
+    /// Jobs referred and not ruled yet: in the backlog or awaiting their ruling (a job is
+    /// referred once until its ruling; a job opened again later may be referred again).
     pub(crate) refereed: HashSet<JobId>,
-    /// Counted jobs drawn for a secret re-check by a worker of another group.
-    pub(crate) rechecks: VecDeque<JobId>,
 }
 
 impl Checks {
-    /// Queues `job_id` for the coordinator's own answer: once per job and process, and while
-    /// fewer than `max_queue` wait. Whether it was queued.
-    fn refer(&mut self, job_id: JobId, max_queue: usize) -> bool {
-        let sent = self.referee_queue.len() < max_queue && self.refereed.insert(job_id);
-        if sent {
-            self.referee_queue.push(job_id);
-        }
-        sent
-    }
-
     /// A known answer's job, for spot checks (each once).
     fn pool(&mut self, job_id: JobId, pooled: &mut bool) {
         if !*pooled {
@@ -80,67 +75,98 @@ impl Checks {
 }
 
 impl Scheduler {
-    /// The job's answer when it is known without believing any one worker: the coordinator's own
-    /// (a reference), or a counted answer another trusted worker gave too.
-    pub fn known_answer(&self, job_id: JobId) -> Option<JobCounts> {
+    /// The coordinator's own answer to the job, if it has one: what no worker may contradict.
+    pub fn coordinator_answer(&self, job_id: JobId) -> Option<JobCounts> {
         if let Some(answer) = self.checks.reference.get(&job_id) {
             return Some(*answer);
         }
+        match self.jobs.get(job_id)?.counted? {
+            (COORDINATOR, counted) => Some(counted),
+            _ => None,
+        }
+    }
+
+    /// The job's answer when it is known without believing any one party: the coordinator's own,
+    /// or a counted answer that a live worker of another credential gave too. (Agreement among
+    /// identities of one credential, such as the shared token, is one party's word.)
+    pub fn known_answer(&self, job_id: JobId) -> Option<JobCounts> {
+        if let Some(answer) = self.coordinator_answer(job_id) {
+            return Some(answer);
+        }
         let job = self.jobs.get(job_id)?;
         let (by, counted) = job.counted?;
-        if by == COORDINATOR {
-            return Some(counted);
-        }
         let witnessed = job.opinions.iter().any(|(w, c)| {
-            self.group(*w) != self.group(by) && !self.is_untrusted(*w) && c.same_answer(&counted)
+            self.independent(*w, by) && !self.is_untrusted(*w) && c.same_answer(&counted)
         });
         witnessed.then_some(counted)
     }
 
-    /// The jobs that wait for the coordinator's own answer (taken: each is handed out once).
+    /// Jobs to hand to the coordinator's referee now: the oldest referred ones, while fewer than
+    /// `max_referee_queue` rulings are out (a job settled by workers meanwhile is skipped). Each
+    /// is awaited until [`Scheduler::add_reference`] or [`Scheduler::coordinator_failed`]
+    /// brings its ruling.
     pub fn take_referee_jobs(&mut self) -> Vec<JobId> {
-        std::mem::take(&mut self.checks.referee_queue)
+        let mut handed = Vec::new();
+        while self.checks.awaiting_ruling.len() < self.config.max_referee_queue {
+            let Some(id) = self.checks.referee_backlog.pop_front() else { break };
+            let settled = self.jobs.standing(id) == Standing::Done
+                && self.known_answer(id).is_some()
+                && self.jobs.entry(id).errors == 0;
+            if settled {
+                // Settled by workers meanwhile: a later dispute may refer it again.
+                self.checks.refereed.remove(&id);
+                continue;
+            }
+            self.checks.awaiting_ruling.insert(id);
+            handed.push(id);
+        }
+        handed
     }
 
-    /// Asks for the coordinator's own answer to a job (once per job and process; at most
-    /// `max_referee_queue` wait at a time, the rest are settled by workers).
+    /// Rulings the referee owes: jobs handed to it and not answered yet.
+    pub fn awaiting_rulings(&self) -> usize {
+        self.checks.awaiting_ruling.len()
+    }
+
+    /// Asks for the coordinator's own answer to a job, where it solves jobs itself (unless it is
+    /// already asked and not ruled yet). Whether it was asked.
     pub(crate) fn refer(&mut self, job_id: JobId) -> bool {
-        self.checks.refer(job_id, self.config.max_referee_queue)
+        if !self.config.coordinator_checks || !self.checks.refereed.insert(job_id) {
+            return false;
+        }
+        self.checks.referee_backlog.push_back(job_id);
+        true
     }
 
     /// Sends a job `worker_id` gave an opinion on to the coordinator, where it can solve jobs
-    /// itself: always for a job that needs two answers (a verification, or one in conflict
-    /// before), and for a group on probation as long as its checks asked and passed fall short
-    /// of probation. Each answer it checks is one the group gave among others, chosen after the
-    /// fact: the group cannot tell which will be checked.
-    pub(crate) fn ask_coordinator(&mut self, job_id: JobId, worker_id: WorkerId) {
-        if !self.config.coordinator_checks {
-            return;
-        }
-        if self.jobs.entry(job_id).agreeing_needed() > 1 {
-            let _ = self.refer(job_id);
-            return;
-        }
-        if !self.on_probation(worker_id) {
-            return;
-        }
-        let group = self.group(worker_id);
-        if self.trust.wants_check(group) && self.refer(job_id) {
-            self.trust.check_asked(group);
+    /// itself: a job in dispute, under review (a probation answer, a re-check) or drawn for
+    /// verification (in a record run, where every job waits for a second credential, only
+    /// disputes and reviews: the coordinator cannot solve the whole run again).
+    pub(crate) fn ask_coordinator(&mut self, job_id: JobId) {
+        let job = self.jobs.entry(job_id);
+        let wanted = job.conflicts > 0
+            || job.review != Review::None
+            || (job.verify && self.config.replication < 2);
+        if wanted {
+            self.refer(job_id);
         }
     }
 
-    /// A counted job drawn for a secret re-check: the coordinator solves it itself where it can,
-    /// else a worker of another group is given it beside a lease ([`Scheduler::draw_recheck`]).
-    pub(crate) fn recheck(&mut self, job_id: JobId) {
-        if !self.config.coordinator_checks || !self.refer(job_id) {
-            self.checks.rechecks.push_back(job_id);
+    /// Puts a job under review (durably): it now needs another party's answer, and the
+    /// coordinator is asked for its own where it can.
+    pub(crate) fn review(&mut self, job_id: JobId, review: Review) {
+        let job = self.jobs.entry_mut(job_id);
+        if job.review == Review::None {
+            job.review = review;
+            self.outbox.push(Change::Review { job_id, review });
         }
     }
 
     /// Adds a job with a known answer to the spot-check pool.
     pub(crate) fn pool(&mut self, job_id: JobId) {
-        self.checks.pool(job_id, &mut self.jobs.entry_mut(job_id).pooled);
+        if self.known_answer(job_id).is_some() {
+            self.checks.pool(job_id, &mut self.jobs.entry_mut(job_id).pooled);
+        }
     }
 
     /// Whether `worker_id` has given an answer for the job (counted or not).
@@ -150,20 +176,15 @@ impl Scheduler {
             || job.opinions.iter().any(|(w, _)| *w == worker_id)
     }
 
-    /// A worker contradicted a known answer: it is untrusted at once (everything it counted is
-    /// solved again), and the job keeps its answer.
+    /// A worker contradicted the coordinator's own answer: it is untrusted at once (everything it
+    /// counted is solved again), and the job keeps its answer.
     pub(crate) fn failed_check(
         &mut self,
         (worker_id, lease_id, job_id): (WorkerId, LeaseId, JobId),
         (counts, seconds): (JobCounts, f64),
         known: JobCounts,
-        changes: &mut Vec<Change>,
     ) -> Verdict {
-        let against = match self.jobs.entry(job_id).counted {
-            Some((w, _)) if !self.checks.reference.contains_key(&job_id) => w,
-            _ => COORDINATOR,
-        };
-        changes.push(Change::Result {
+        self.outbox.push(Change::Result {
             job_id,
             worker_id,
             lease_id,
@@ -173,78 +194,77 @@ impl Scheduler {
             kind: ResultKind::Conflict,
         });
         self.jobs.entry_mut(job_id).opinions.push((worker_id, counts));
-        self.refuted(job_id, against, worker_id, counts, known, changes);
+        self.refuted(job_id, worker_id, counts, known);
         Verdict::Conflict
     }
 
-    /// `worker_id` answered `wrong` where `known` is the answer (`against` says whose): the
-    /// conflict is recorded and the worker untrusted.
-    fn refuted(
-        &mut self,
-        job_id: JobId,
-        against: WorkerId,
-        worker_id: WorkerId,
-        wrong: JobCounts,
-        known: JobCounts,
-        changes: &mut Vec<Change>,
-    ) {
-        changes.push(Change::Conflict {
+    /// `worker_id` answered `wrong` where the coordinator's own answer is `known`: the conflict
+    /// is recorded and the worker untrusted.
+    fn refuted(&mut self, job_id: JobId, worker_id: WorkerId, wrong: JobCounts, known: JobCounts) {
+        self.outbox.push(Change::Conflict {
             job_id,
-            worker_a: against,
+            worker_a: COORDINATOR,
             worker_b: worker_id,
-            detail: format!("known answer {known:?}, got {wrong:?}"),
+            detail: format!("the coordinator's answer {known:?}, got {wrong:?}"),
         });
         self.conflicts_total += 1;
-        let detail = format!("reported {wrong:?}, agreed {known:?}");
-        self.untrust(worker_id, job_id, detail, changes);
+        let detail = format!("reported {wrong:?}, the coordinator's own answer {known:?}");
+        self.untrust(worker_id, job_id, detail);
     }
 
-    /// Records the coordinator's own answer for a job, to check workers against. A worker that
-    /// already gave another answer for it is untrusted at once (its counted jobs are solved again).
-    pub fn add_reference(&mut self, job_id: JobId, answer: JobCounts, changes: &mut Vec<Change>) {
+    /// Records the coordinator's own answer for a job at `now` (kept in the state file, as a
+    /// reference row or as the job's counted row), to check workers against. A worker that gave
+    /// another answer for it is untrusted at once (its counted jobs are solved again); one that
+    /// gave the same is credited with a verified answer. A job handed to the referee (in
+    /// dispute, under review, in doubt), or one a live worker already gave the same answer for,
+    /// is settled: counted under the coordinator's name, whoever was right. Other reference jobs
+    /// stay as they are: they are spot checks.
+    pub fn add_reference(&mut self, job_id: JobId, answer: JobCounts, now: Instant) {
         if job_id.get() >= self.jobs.len() {
             return;
         }
+        let ruling = self.checks.awaiting_ruling.remove(&job_id);
+        self.checks.refereed.remove(&job_id);
         self.checks.reference.insert(job_id, answer);
-        self.pool(job_id);
         let job = self.jobs.entry(job_id);
         let mut answers: Vec<(WorkerId, JobCounts)> =
             job.counted.iter().chain(&job.opinions).copied().collect();
         answers.sort_by_key(|(w, _)| *w);
         answers.dedup_by_key(|(w, _)| *w);
         for (worker_id, counts) in answers {
-            if self.is_untrusted(worker_id) {
+            if worker_id == COORDINATOR || self.is_untrusted(worker_id) {
                 continue;
-            }
-            if let Some(asked) = self.trust.checks_asked.get_mut(&self.trust.group(worker_id)) {
-                *asked = asked.saturating_sub(1);
             }
             if counts.same_answer(&answer) {
                 self.trust.agreed(worker_id);
-                continue;
+                self.learn_duration(job_id, worker_id, None, now);
+            } else {
+                self.refuted(job_id, worker_id, counts, answer);
             }
-            self.refuted(job_id, COORDINATOR, worker_id, counts, answer, changes);
         }
-        // A job the referee was asked about (in dispute, or in doubt) is settled by the
-        // coordinator's own answer: counted under its name, whoever was right. (Other reference
-        // jobs stay pending: they are spot checks.)
+        // Settled: a ruling the referee was asked for, or the coordinator's answer beside a
+        // live worker's equal one (two independent answers). A reference nobody answered yet
+        // stays a spot check.
         let job = self.jobs.entry(job_id);
-        let settle = self.checks.refereed.contains(&job_id)
-            && job.counted.is_none()
-            && matches!(job.standing(), Standing::Pending | Standing::Held);
+        let seconded = job
+            .opinions
+            .iter()
+            .any(|(w, c)| *w != COORDINATOR && !self.is_untrusted(*w) && c.same_answer(&answer));
+        let settle = (ruling || seconded) && job.standing() != Standing::Done;
+        self.outbox.push(Change::Result {
+            job_id,
+            worker_id: COORDINATOR,
+            lease_id: LeaseId::new(0),
+            counts: answer,
+            seconds: 0.0,
+            counted: settle,
+            kind: if settle { ResultKind::Verified } else { ResultKind::Reference },
+        });
         if settle {
-            changes.push(Change::Result {
-                job_id,
-                worker_id: COORDINATOR,
-                lease_id: LeaseId::new(0),
-                counts: answer,
-                seconds: 0.0,
-                counted: true,
-                kind: ResultKind::Verified,
-            });
             self.jobs.entry_mut(job_id).counted = Some((COORDINATOR, answer));
-            self.jobs.set_state(job_id, Standing::Done, changes);
+            self.move_job(job_id, Standing::Done);
         }
+        self.pool(job_id);
         self.checked("add_reference");
     }
 
@@ -284,32 +304,7 @@ impl Scheduler {
         best
     }
 
-    /// A counted job drawn for a re-check that no one of `worker_id`'s group has answered, if
-    /// one is waiting. Jobs no longer done, or that wait for a group that never comes, are
-    /// dropped after a look (the queue is bounded by the jobs counted).
-    pub(crate) fn draw_recheck(&mut self, worker_id: WorkerId) -> Option<JobId> {
-        for _ in 0..self.checks.rechecks.len().min(8) {
-            let id = self.checks.rechecks.pop_front()?;
-            let job = self.jobs.entry(id);
-            if job.standing() != Standing::Done {
-                continue;
-            }
-            let group = self.group(worker_id);
-            let answered_by_group = job
-                .counted
-                .iter()
-                .chain(&job.opinions)
-                .any(|(w, _)| self.group(*w) == group || *w == COORDINATOR);
-            if answered_by_group {
-                self.checks.rechecks.push_back(id);
-                continue;
-            }
-            return Some(id);
-        }
-        None
-    }
-
-    /// The done jobs of weight 2 and 4 whose answer rests on one group's word: those that can
+    /// The done jobs of weight 2 and 4 whose answer rests on one party's word: those that can
     /// break the symmetry identities of the final tally.
     pub fn doubt_unconfirmed_symmetric(&self) -> Vec<JobId> {
         self.jobs
@@ -342,20 +337,20 @@ impl Scheduler {
     }
 
     /// Puts a done job in doubt: its counted answer becomes one opinion among others, it must be
-    /// confirmed by two groups (or the coordinator), and the coordinator is asked to solve it.
-    pub fn doubt(&mut self, job_id: JobId, changes: &mut Vec<Change>) {
+    /// confirmed by two parties (or the coordinator), and the coordinator is asked to solve it.
+    pub fn doubt(&mut self, job_id: JobId) {
         let job = self.jobs.entry_mut(job_id);
         if job.standing() != Standing::Done {
             return;
         }
         if let Some(counted) = job.counted.take() {
-            changes.push(Change::Uncount { job_id });
+            self.outbox.push(Change::Uncount { job_id });
             job.opinions.push(counted);
         }
         job.verify = true;
         self.checks.reference.remove(&job_id);
         self.checks.refereed.remove(&job_id);
-        self.jobs.set_state(job_id, Standing::Pending, changes);
+        self.move_job(job_id, Standing::Pending);
         self.refer(job_id);
         self.checked("doubt");
     }

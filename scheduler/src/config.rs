@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-/// After this many reported solver errors, from at least [`MIN_ERROR_GROUPS`] independent
+/// After this many reported solver errors, from at least [`MIN_ERROR_PARTIES`] independent
 /// workers, a job is marked failed and left alone.
 pub const MAX_ERRORS: u32 = 3;
 /// Errors fail a job (short of the coordinator's own failed attempt) only from this many per-host
 /// credentials; identities under the shared token never fail a job by their errors alone.
-pub const MIN_ERROR_GROUPS: usize = 2;
+pub const MIN_ERROR_PARTIES: usize = 2;
 /// A worker that reported at least this many solver errors, and errors on more than a quarter of
 /// what it answered, is untrusted: honest solvers all but never fail.
 pub const ERROR_UNTRUST_MIN: u32 = 8;
@@ -52,8 +52,8 @@ pub struct SchedulerConfig {
     pub seed: u64,
     /// See [`MAX_ERRORS`].
     pub max_errors: u32,
-    /// See [`MIN_ERROR_GROUPS`].
-    pub min_error_groups: usize,
+    /// See [`MIN_ERROR_PARTIES`].
+    pub min_error_parties: usize,
     /// See [`ERROR_UNTRUST_MIN`].
     pub error_untrust_min: u32,
     /// See [`MAX_CONFLICTS`].
@@ -66,22 +66,29 @@ pub struct SchedulerConfig {
     pub max_copies: u32,
     /// See [`MAX_REFEREE_QUEUE`].
     pub max_referee_queue: usize,
-    /// A group with fewer verified answers than this is on probation: each of its results waits
-    /// for the coordinator's check or another group's agreement (adaptive replication). 0 turns
+    /// A party with fewer verified answers than this is on probation: each of its results waits
+    /// for the coordinator's check or another party's agreement (adaptive replication). 0 turns
     /// probation off. See [`PROBATION_RESULTS`].
     pub probation_results: u32,
     /// See [`PROBATION_HOLD`].
     pub probation_hold: u32,
     /// See [`MAX_LEASE`].
     pub max_lease: usize,
-    /// The fraction of answers counted on one trusted group's word drawn for a secret re-check:
-    /// the coordinator solves each itself (with `coordinator_checks`), or gives it once more,
-    /// beside a lease, to a worker of a group that did not answer it (0 to 1; 0 turns re-checks
-    /// off). A turncoat with L such answers wrong goes unnoticed with probability (1 - f)^L.
+    /// The fraction of answers that would count on one credential's word (a trusted party
+    /// alone, or identities of the shared token agreeing) drawn for a secret re-check (0 to 1; 0
+    /// turns re-checks off): a drawn answer is not counted until another party, or the
+    /// coordinator (with `coordinator_checks`), gives the same answer, so the run cannot end with
+    /// a re-check open. A party that lies on L answers that rest on its word goes unnoticed with
+    /// probability (1 - f)^L.
     pub recheck_fraction: f64,
-    /// Whether the coordinator solves this run's jobs itself (its referee): answers of groups on
+    /// Whether the coordinator solves this run's jobs itself (its referee): answers of parties on
     /// probation, re-checks and jobs trusted workers failed are then sent to it.
     pub coordinator_checks: bool,
+    /// How many independent answers every job needs (a run setting, fixed when the run is made):
+    /// 1 counts a trusted party's answer alone (re-checked at `recheck_fraction`); 2 (a record
+    /// run) counts a job only when two different credentials, or the coordinator and one
+    /// credential, gave the same answer, whoever is trusted.
+    pub replication: u8,
 }
 
 impl Default for SchedulerConfig {
@@ -90,7 +97,7 @@ impl Default for SchedulerConfig {
             lease_duration: LEASE_DURATION,
             seed: 0,
             max_errors: MAX_ERRORS,
-            min_error_groups: MIN_ERROR_GROUPS,
+            min_error_parties: MIN_ERROR_PARTIES,
             error_untrust_min: ERROR_UNTRUST_MIN,
             max_conflicts: MAX_CONFLICTS,
             spot_check_rate: SPOT_CHECK_RATE,
@@ -102,6 +109,7 @@ impl Default for SchedulerConfig {
             max_lease: MAX_LEASE,
             recheck_fraction: 0.0,
             coordinator_checks: false,
+            replication: 1,
         }
     }
 }

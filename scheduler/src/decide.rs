@@ -16,18 +16,15 @@ impl Scheduler {
         &mut self,
         worker_id: WorkerId,
         max_jobs: usize,
-        others: &[WorkerId],
         now: Instant,
-        changes: &mut Vec<Change>,
     ) -> Option<(LeaseId, Vec<JobId>)> {
-        self.lease_checked(worker_id, max_jobs, others, false, now, changes)
+        self.lease_checked(worker_id, max_jobs, false, now)
     }
 
-    /// Leases up to `max_jobs` jobs to `worker_id`, within the room its group's cap leaves (see
-    /// [`Scheduler::group_cap`]): pending ones, longest first; when none is left, copies of jobs
-    /// leased far past their expected time. A job awaiting another opinion goes to a group that
-    /// has not given one yet: this worker's group gets it back only when it is trusted and none
-    /// of the `others` (the other workers delivering verified work) could give a fresh opinion.
+    /// Leases up to `max_jobs` jobs to `worker_id`, within the room its party's cap leaves (see
+    /// [`Scheduler::party_cap`]): pending ones, longest first; when none is left, copies of jobs
+    /// leased far past their expected time. A job awaiting another opinion goes to a party that
+    /// has not given one yet, never back to the one that did.
     ///
     /// With `spot_checks`, the worker's first lease and about `spot_check_rate` of the jobs it
     /// is given afterwards are jobs whose answer is already known, in place of a pending job and
@@ -36,22 +33,17 @@ impl Scheduler {
         &mut self,
         worker_id: WorkerId,
         max_jobs: usize,
-        others: &[WorkerId],
         spot_checks: bool,
         now: Instant,
-        changes: &mut Vec<Change>,
     ) -> Option<(LeaseId, Vec<JobId>)> {
         let max_jobs = max_jobs.min(self.room(worker_id, now));
         if self.is_untrusted(worker_id) || max_jobs == 0 {
             return None;
         }
-        let mut picked = self.pick_pending(worker_id, max_jobs, others);
+        let mut picked = self.pick_pending(worker_id, max_jobs);
         let mut extra = Vec::new();
         if picked.len() < max_jobs {
             self.overdue_copies(worker_id, max_jobs - picked.len(), now, &mut extra);
-        }
-        if let Some(id) = self.draw_recheck(worker_id) {
-            extra.push(id);
         }
         if spot_checks {
             self.add_spot_check(worker_id, max_jobs, &mut picked, &mut extra);
@@ -62,11 +54,11 @@ impl Scheduler {
         let lease_id = self.leases.next_id();
         let mut job_ids: Vec<JobId> = picked.iter().chain(&extra).copied().collect();
         job_ids.sort_by_key(|&id| (Reverse(self.jobs.entry(id).estimate), id));
-        changes.push(Change::Lease { lease_id, worker_id, job_ids: job_ids.clone() });
+        self.outbox.push(Change::Lease { lease_id, worker_id, job_ids: job_ids.clone() });
         let deadline = now + self.config.lease_duration;
         for &id in &picked {
             let leased = Standing::Leased { lease_id, worker_id, deadline, since: now };
-            self.jobs.set_state(id, leased, changes);
+            self.move_job(id, leased);
         }
         let issued = self.leases.issue(worker_id, job_ids.clone(), extra);
         debug_assert_eq!(issued, lease_id);
@@ -75,32 +67,33 @@ impl Scheduler {
     }
 
     /// Up to `max_jobs` pending jobs for `worker_id`, taken off the queue: longest first, or the
-    /// cheapest first for a group on probation (every answer it gives is checked, by the referee
-    /// or another group: cheap ones keep those checks cheap and the probation short; a lone
-    /// worker then reaches full speed within its first second or so). A job
-    /// on which `worker_id`'s group gave an opinion is left for one of the `others` that has
-    /// not, while there is one, and never given back to a group on probation (its second answer
-    /// would prove nothing). A job the referee is also solving is leased all the same: the
-    /// second answer is one more cross-check on its group (leasing such jobs last saved under
-    /// half a percent of the work, but cut the checks on a worker with a small share so far that
-    /// a one-in-fifty faulty worker ended a test run with a wrong total).
-    fn pick_pending(
-        &mut self,
-        worker_id: WorkerId,
-        max_jobs: usize,
-        others: &[WorkerId],
-    ) -> Vec<JobId> {
+    /// cheapest first for a party on probation (every answer it gives is checked, by the referee
+    /// or another party: cheap ones keep those checks cheap and the probation short; a lone
+    /// worker then reaches full speed within its first second or so). A job on which
+    /// `worker_id`'s party already gave an opinion is left for another party where it needs a
+    /// second one, or the party is on probation: its second answer would prove nothing (in a
+    /// record run, and for a dispute the coordinator settles, another party means another
+    /// credential). A job the referee is also solving is leased all the
+    /// same: the second answer is one more cross-check on its party (leasing such jobs last saved
+    /// under half a percent of the work, but cut the checks on a worker with a small share so far
+    /// that a one-in-fifty faulty worker ended a test run with a wrong total).
+    fn pick_pending(&mut self, worker_id: WorkerId, max_jobs: usize) -> Vec<JobId> {
         let probation = self.on_probation(worker_id);
         let end = if probation { Pick::Cheapest } else { Pick::Longest };
         let mut picked = Vec::new();
         let mut set_aside = Vec::new();
         while picked.len() < max_jobs {
             let Some(id) = self.jobs.pop_queued(end) else { break };
-            let job = self.jobs.entry(id);
-            // Whether someone of `w`'s group has given an opinion: a group confirms nothing alone.
-            let gave =
-                |w: WorkerId| job.opinions.iter().any(|(o, _)| self.group(*o) == self.group(w));
-            if gave(worker_id) && (probation || others.iter().any(|&o| !gave(o))) {
+            let gave = self
+                .jobs
+                .entry(id)
+                .opinions
+                .iter()
+                .any(|(o, _)| *o == worker_id || !self.distinct_parties(id, *o, worker_id));
+            // A trusted party may answer again a job that needs no second party (its earlier
+            // answer only confirmed one since taken away): that answer counts on its word, as
+            // it would have first.
+            if gave && (probation || self.needs_witness(id)) {
                 set_aside.push(id);
                 continue;
             }
@@ -149,12 +142,16 @@ impl Scheduler {
         worker_id: WorkerId,
         lease_ids: &[LeaseId],
         now: Instant,
-        changes: &mut Vec<Change>,
     ) -> Vec<LeaseId> {
-        let _ = changes; // nothing durable changes: deadlines are not stored
+        // Nothing durable changes: deadlines are not stored.
         let renewal = now + self.config.lease_duration;
         let mut lost = Vec::new();
-        for &lease_id in lease_ids {
+        let rate = self.seconds_per_estimate(now);
+        // Each lease once, however often the call names it (a renewal walks the lease's jobs).
+        let mut lease_ids = lease_ids.to_vec();
+        lease_ids.sort_unstable();
+        lease_ids.dedup();
+        for lease_id in lease_ids {
             let Some(lease) = self.leases.get(lease_id) else {
                 lost.push(lease_id);
                 continue;
@@ -169,7 +166,7 @@ impl Scheduler {
                 let job = self.jobs.entry(id);
                 if let Standing::Leased { lease_id: l, since, .. } = job.standing() {
                     if l == lease_id {
-                        let hard = self.hard_deadline(job.estimate, since);
+                        let hard = self.hard_deadline(rate, job.estimate, since);
                         let deadline = hard.map_or(renewal, |h| h.min(renewal));
                         holds_any |= self.jobs.renew(id, lease_id, deadline);
                         continue;
@@ -194,7 +191,8 @@ impl Scheduler {
 
     /// Returns the jobs of leases past their deadline to the pending queue; how many leases
     /// expired.
-    pub fn expire(&mut self, now: Instant, changes: &mut Vec<Change>) -> u64 {
+    pub fn expire(&mut self, now: Instant) -> u64 {
+        self.pace.age_out(now, self.config.lease_duration);
         let mut expired_leases = 0;
         for lease_id in self.leases.active(None) {
             let job_ids = self.leases.get(lease_id).map(|l| l.job_ids.clone()).unwrap_or_default();
@@ -204,7 +202,7 @@ impl Scheduler {
                 if let Standing::Leased { lease_id: l, deadline, .. } = self.jobs.standing(id) {
                     if l == lease_id {
                         if deadline <= now {
-                            self.jobs.set_state(id, Standing::Pending, changes);
+                            self.move_job(id, Standing::Pending);
                             expired_any = true;
                         } else {
                             still_held = true;
@@ -229,30 +227,18 @@ impl Scheduler {
     /// Gives back jobs of a lease (all of them when `job_ids` is empty). Lease id 0 means every
     /// active lease of the worker, including one whose grant it never received. How many jobs
     /// went back to pending.
-    pub fn release(
-        &mut self,
-        worker_id: WorkerId,
-        lease_id: LeaseId,
-        job_ids: &[JobId],
-        changes: &mut Vec<Change>,
-    ) -> u32 {
+    pub fn release(&mut self, worker_id: WorkerId, lease_id: LeaseId, job_ids: &[JobId]) -> u32 {
         let released = if lease_id == LeaseId::new(0) {
             let mine = self.leases.active(Some(worker_id));
-            mine.into_iter().map(|id| self.release_one(worker_id, id, &[], changes)).sum()
+            mine.into_iter().map(|id| self.release_one(worker_id, id, &[])).sum()
         } else {
-            self.release_one(worker_id, lease_id, job_ids, changes)
+            self.release_one(worker_id, lease_id, job_ids)
         };
         self.checked("release");
         released
     }
 
-    fn release_one(
-        &mut self,
-        worker_id: WorkerId,
-        lease_id: LeaseId,
-        job_ids: &[JobId],
-        changes: &mut Vec<Change>,
-    ) -> u32 {
+    fn release_one(&mut self, worker_id: WorkerId, lease_id: LeaseId, job_ids: &[JobId]) -> u32 {
         let Some(lease) = self.leases.get(lease_id) else { return 0 };
         if lease.worker_id != worker_id {
             return 0;
@@ -265,7 +251,7 @@ impl Scheduler {
                 |j| matches!(j.standing(), Standing::Leased { lease_id: l, .. } if l == lease_id),
             );
             if held {
-                self.jobs.set_state(id, Standing::Pending, changes);
+                self.move_job(id, Standing::Pending);
                 released += 1;
             }
         }

@@ -61,6 +61,11 @@ impl Scheduler {
                 }
             }
         }
+        let mut holds = self.party_holds.clone();
+        holds.retain(|_, held| *held > 0);
+        if holds != self.recount_party_holds() {
+            return Err("the jobs held per party disagree with a recount".into());
+        }
         if self.leases.next_id().get() == 0 {
             return Err("lease ids start at 1".into());
         }

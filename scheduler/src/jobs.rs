@@ -6,7 +6,7 @@
 
 use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::outcome::Change;
-use crate::state::{JobState, JobsByState};
+use crate::state::{JobState, JobsByState, Review};
 use nqueens_core::JobCounts;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
@@ -49,6 +49,8 @@ pub(crate) struct JobEntry {
     pub(crate) weight: u8,
     /// Must be solved by two different workers that agree.
     pub(crate) verify: bool,
+    /// Why the job needs another party's answer beyond the run's rules (durable).
+    pub(crate) review: Review,
     /// Private to this module: only the table moves a job (see the module doc).
     standing: Standing,
     /// The result counted in the totals, once done: (worker, counts).
@@ -62,8 +64,8 @@ pub(crate) struct JobEntry {
     /// when the last of them was.
     pub(crate) copies: u32,
     pub(crate) last_copy: Option<Instant>,
-    /// Groups (credentials) that reported a solver error for this job since this process started.
-    pub(crate) error_groups: Vec<u64>,
+    /// Parties (credentials) that reported a solver error for this job since this process started.
+    pub(crate) error_parties: Vec<u64>,
     /// Whether the job is in the spot-check pool (its answer is known).
     pub(crate) pooled: bool,
 }
@@ -75,6 +77,7 @@ impl JobEntry {
             estimate,
             weight,
             verify,
+            review: Review::None,
             standing,
             counted: None,
             opinions: Vec::new(),
@@ -82,7 +85,7 @@ impl JobEntry {
             conflicts: 0,
             copies: 0,
             last_copy: None,
-            error_groups: Vec::new(),
+            error_parties: Vec::new(),
             pooled: false,
         }
     }
@@ -90,13 +93,11 @@ impl JobEntry {
     pub(crate) fn standing(&self) -> Standing {
         self.standing
     }
-    /// How many agreeing results from distinct workers make this job done.
-    pub(crate) fn agreeing_needed(&self) -> usize {
-        if self.verify || self.conflicts > 0 {
-            2
-        } else {
-            1
-        }
+    /// Whether one trusted party's word cannot count this job: it was drawn for verification,
+    /// it is under review, or it was in conflict. (A record run asks this of every job, see
+    /// `Scheduler::needs_witness`.)
+    pub(crate) fn needs_witness(&self) -> bool {
+        self.verify || self.review != Review::None || self.conflicts > 0
     }
     /// Whether `worker_id` holds the job under `lease_id`.
     pub(crate) fn held_by(&self, lease_id: LeaseId, worker_id: WorkerId) -> bool {
@@ -109,8 +110,8 @@ impl JobEntry {
 pub(crate) enum Pick {
     /// The most expensive first: the run's tail is then its cheapest jobs.
     Longest,
-    /// The cheapest first: for a group on probation, whose every answer the coordinator (or
-    /// another group) checks; cheap answers make those checks cheap and the probation short.
+    /// The cheapest first: for a party on probation, whose every answer the coordinator (or
+    /// another party) checks; cheap answers make those checks cheap and the probation short.
     Cheapest,
 }
 
@@ -182,8 +183,15 @@ impl JobTable {
         self.leased_by.get(&worker_id).copied().unwrap_or(0)
     }
 
-    /// Moves a job (same-state moves are fine: they rewrite the stored row) and records the change.
-    pub(crate) fn set_state(&mut self, id: JobId, state: Standing, changes: &mut Vec<Change>) {
+    /// Drops the count of jobs held by `worker_id` (it holds none).
+    pub(crate) fn forget_holder(&mut self, worker_id: WorkerId) {
+        self.leased_by.remove(&worker_id);
+    }
+
+    /// Moves a job (same-state moves are fine: they rewrite the stored row); the change that makes
+    /// the move durable, for the scheduler's outbox.
+    #[must_use]
+    pub(crate) fn set_state(&mut self, id: JobId, state: Standing) -> Change {
         let job = &mut self.jobs[id.index()];
         self.by_state.moved(job.standing.state(), state.state());
         if state == Standing::Pending {
@@ -204,14 +212,14 @@ impl JobTable {
             Standing::Leased { lease_id, worker_id, .. } => (Some(lease_id), Some(worker_id)),
             _ => (None, None),
         };
-        changes.push(Change::JobState {
+        Change::JobState {
             job_id: id,
             state: state.state(),
             lease_id,
             worker_id,
             errors: job.errors,
             conflicts: job.conflicts,
-        });
+        }
     }
 
     /// Moves the deadline of a job held under `lease_id` (nothing durable changes: deadlines are

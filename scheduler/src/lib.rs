@@ -3,9 +3,10 @@
 //! the disk, the network or a clock of its own; the coordinator's engine drives it and commits the
 //! [`Change`]s it returns.
 //!
-//! Every decision returns the [`Change`]s that make it durable; the engine commits those in one
-//! transaction before any reply leaves the coordinator, so the in-memory view never runs ahead of
-//! what a restart would reload ([`Scheduler::restore`]). Deadlines use the monotonic clock
+//! Every decision leaves the [`Change`]s that make it durable in the scheduler's outbox; the
+//! engine drains them ([`Scheduler::take_changes`]) and commits them in one transaction before any
+//! reply leaves the coordinator, so the in-memory view never runs ahead of what a restart would
+//! reload ([`Scheduler::restore`]). Deadlines use the monotonic clock
 //! ([`Instant`]); they are not persisted, and a restart gives every lease found in the store a
 //! fresh grace period.
 //!
@@ -26,22 +27,20 @@ mod pace;
 mod result;
 pub mod state;
 mod stored;
-#[cfg(test)]
-mod tests;
 mod trust;
 
 pub use checks::{implausible, MAX_JOB_NODES, MAX_SOLUTIONS_PER_NODE};
 pub use config::{
     SchedulerConfig, ERROR_UNTRUST_MIN, LEASE_DURATION, MAX_CONFLICTS, MAX_COPIES, MAX_ERRORS,
-    MAX_LEASE, MAX_REFEREE_QUEUE, MIN_ERROR_GROUPS, OVERDUE_FACTOR, PROBATION_HOLD,
+    MAX_LEASE, MAX_REFEREE_QUEUE, MIN_ERROR_PARTIES, OVERDUE_FACTOR, PROBATION_HOLD,
     PROBATION_RESULTS, SPOT_CHECK_RATE,
 };
 pub use ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 pub use outcome::{Change, Finding, Verdict};
 pub use pace::ACTIVE_LEASES;
-pub use state::{JobState, JobsByState, ResultKind};
+pub use state::{JobState, JobsByState, ResultKind, Review};
 pub use stored::{StoredJob, StoredLease};
-pub use trust::CREDENTIAL_GROUPS;
+pub use trust::{OPEN_CREDENTIAL, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL};
 
 use checks::Checks;
 use jobs::{JobTable, Standing};
@@ -53,7 +52,7 @@ use trust::Trust;
 
 /// The scheduler's complete view of a run. Built by [`Scheduler::restore`]; every decision
 /// (`lease_checked`, `heartbeat`, `expire`, `release`, `result`, `add_reference`, `doubt`)
-/// returns the changes to commit.
+/// leaves the changes to commit in the outbox, drained by [`Scheduler::take_changes`].
 pub struct Scheduler {
     config: SchedulerConfig,
     jobs: JobTable,
@@ -66,13 +65,71 @@ pub struct Scheduler {
     /// The random choices: which lease carries a spot check, which known job it is, which
     /// counted job is re-checked (seeded from the config).
     rng: SplitMix64,
+    /// The changes decided since the engine last took them, in order (see
+    /// [`Scheduler::take_changes`]).
+    outbox: Vec<Change>,
+    /// Jobs held now per party (party), kept with every move, so that a lease's room under its
+    /// party's cap costs the same with ten workers or ten thousand.
+    party_holds: std::collections::HashMap<u64, u64>,
 }
 
 impl Scheduler {
-    /// The policy this scheduler decides by.
-    pub fn config(&self) -> &SchedulerConfig {
-        &self.config
+    /// The changes every decision since the last call made, in the order they were made: what
+    /// the engine commits (in one transaction) before it answers anyone.
+    pub fn take_changes(&mut self) -> Vec<Change> {
+        std::mem::take(&mut self.outbox)
     }
+
+    /// How many changes wait in the outbox.
+    pub fn pending_changes(&self) -> usize {
+        self.outbox.len()
+    }
+
+    /// Moves a job through the job table and records the move in the outbox.
+    pub(crate) fn move_job(&mut self, id: JobId, standing: Standing) {
+        if let Standing::Leased { worker_id, .. } = self.jobs.standing(id) {
+            let party = self.party(worker_id);
+            if let Some(held) = self.party_holds.get_mut(&party) {
+                *held = held.saturating_sub(1);
+                if *held == 0 {
+                    self.party_holds.remove(&party);
+                }
+            }
+        }
+        if let Standing::Leased { worker_id, .. } = standing {
+            *self.party_holds.entry(self.party(worker_id)).or_default() += 1;
+        }
+        let change = self.jobs.set_state(id, standing);
+        self.outbox.push(change);
+    }
+
+    /// Jobs held now by the workers of `party`.
+    pub(crate) fn party_holds_now(&self, party: u64) -> u64 {
+        self.party_holds.get(&party).copied().unwrap_or(0)
+    }
+
+    /// The jobs held per party, counted from the job table (after a restore, and to check the
+    /// running count).
+    pub(crate) fn recount_party_holds(&self) -> std::collections::HashMap<u64, u64> {
+        let mut holds = std::collections::HashMap::new();
+        for id in self.jobs.ids() {
+            if let Standing::Leased { worker_id, .. } = self.jobs.standing(id) {
+                *holds.entry(self.party(worker_id)).or_default() += 1;
+            }
+        }
+        holds
+    }
+
+    /// Forgets `worker_id`, an identity the engine dropped before it delivered anything: its
+    /// credential entry goes, so that identities made and dropped do not pile up. Nothing is
+    /// forgotten while it holds a job.
+    pub fn forget_worker(&mut self, worker_id: WorkerId) {
+        if self.jobs.leased_by(worker_id) == 0 {
+            self.trust.credentials.remove(&worker_id);
+            self.jobs.forget_holder(worker_id);
+        }
+    }
+
     /// How many jobs the run has.
     pub fn total_jobs(&self) -> u64 {
         self.jobs.len()
@@ -85,9 +142,14 @@ impl Scheduler {
     pub fn by_state(&self) -> JobsByState {
         self.jobs.by_state()
     }
-    /// Whether every job is done.
+    /// Whether the run is complete: every job done, and no check it drew still open (no ruling
+    /// of the coordinator's referee owed or waiting to be asked: a ruling can still untrust a
+    /// worker and un-count its answers). Reviews need nothing here: a job under review is not
+    /// done before its second answer.
     pub fn is_complete(&self) -> bool {
         self.jobs.by_state().get(JobState::Done) == self.jobs.len()
+            && self.checks.awaiting_ruling.is_empty()
+            && self.checks.referee_backlog.is_empty()
     }
     /// How many jobs `worker_id` holds under its leases.
     pub fn leased_by(&self, worker_id: WorkerId) -> u64 {

@@ -2,7 +2,7 @@
 //! what became of a result ([`Verdict`]); and what a worker reports ([`Finding`]).
 
 use crate::ids::{JobId, LeaseId, WorkerId};
-use crate::state::{JobState, ResultKind};
+use crate::state::{JobState, ResultKind, Review};
 use nqueens_core::JobCounts;
 
 /// A durable consequence of a decision, committed by the engine.
@@ -39,6 +39,13 @@ pub enum Change {
         counted: bool,
         /// How the result was taken (counted first, verified, opinion, confirm, conflict, local).
         kind: ResultKind,
+    },
+    /// A job is put under review: it needs another party's answer (see [`Review`]).
+    Review {
+        /// The job under review.
+        job_id: JobId,
+        /// Why.
+        review: Review,
     },
     /// The counted row of a job stops counting (a conflict put it in doubt).
     Uncount {

@@ -87,6 +87,10 @@ pub enum ResultKind {
     Conflict,
     /// A result of the one-machine `solve --state`: counted.
     Local,
+    /// The coordinator's own answer (worker 0) to a job it solved to check workers, kept to
+    /// check them against after a restart: not counted (a job it settles is counted as
+    /// [`ResultKind::Verified`] under worker 0 instead).
+    Reference,
 }
 
 impl ResultKind {
@@ -99,6 +103,44 @@ impl ResultKind {
             ResultKind::Confirm => "confirm",
             ResultKind::Conflict => "conflict",
             ResultKind::Local => "local",
+            ResultKind::Reference => "reference",
+        }
+    }
+}
+
+/// Why a job must be answered by a second, independent party beyond what the run's rules ask
+/// of every job (the `jobs.review` column; `None` is stored as NULL). Set when an answer arrives,
+/// kept for good: a job under review is counted only once another party (or the coordinator)
+/// gave the same answer, so the run is complete only when every review is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Review {
+    /// Nothing beyond the run's rules.
+    #[default]
+    None,
+    /// A trusted party's answer drawn, in secret, for a re-check (`--recheck-fraction`).
+    Recheck,
+    /// An answer given by a party on probation: it waits for evidence, also once the party is
+    /// trusted.
+    Probation,
+}
+
+impl Review {
+    /// The name stored in the `jobs.review` column (`None` for no review: NULL).
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            Review::None => None,
+            Review::Recheck => Some("recheck"),
+            Review::Probation => Some("probation"),
+        }
+    }
+
+    /// The review named `name` (NULL: none), if it is one.
+    pub fn parse(name: Option<&str>) -> Option<Review> {
+        match name {
+            None => Some(Review::None),
+            Some("recheck") => Some(Review::Recheck),
+            Some("probation") => Some(Review::Probation),
+            Some(_) => None,
         }
     }
 }
@@ -113,5 +155,9 @@ mod tests {
             assert_eq!(JobState::parse(s.as_str()), Some(s));
         }
         assert_eq!(JobState::parse("finished"), None);
+        for r in [Review::None, Review::Recheck, Review::Probation] {
+            assert_eq!(Review::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(Review::parse(Some("later")), None);
     }
 }

@@ -1,15 +1,17 @@
 //! The scheduler rebuilt from the store's plain rows after a restart. The store knows nothing
 //! of the scheduler's internals: it hands over [`StoredJob`]s and [`StoredLease`]s, and
-//! [`Scheduler::restore`] rebuilds the job table, the lease book, the agreements and the
-//! spot-check pool from them.
+//! [`Scheduler::restore`] rebuilds the job table, the lease book, the agreements, the
+//! coordinator's own answers, the spot-check pool and the open checks from them: every job under
+//! review, in dispute or awaiting a second answer is asked of the coordinator's referee again, so
+//! no check a count drew is forgotten by a restart.
 
 use crate::checks::Checks;
 use crate::config::SchedulerConfig;
-use crate::ids::{JobId, LeaseId, WorkerId};
+use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::jobs::{JobEntry, JobTable, Standing};
 use crate::leases::{LeaseBook, LeaseRecord};
 use crate::pace::Pace;
-use crate::state::JobState;
+use crate::state::{JobState, Review};
 use crate::trust::Trust;
 use crate::Scheduler;
 use nqueens_core::{JobCounts, SplitMix64};
@@ -27,13 +29,15 @@ pub struct StoredJob {
     pub weight: u8,
     /// Must be solved by two different workers that agree.
     pub verify: bool,
+    /// Why it waits for another party's answer, if it does.
+    pub review: Review,
     /// Its state as stored.
     pub state: JobState,
     /// The lease a leased job is under.
     pub lease: Option<LeaseId>,
     /// The counted result, if any: (worker, counts).
     pub counted: Option<(WorkerId, JobCounts)>,
-    /// Results received but not counted.
+    /// Results received but not counted (the coordinator's own, under worker 0, among them).
     pub opinions: Vec<(WorkerId, JobCounts)>,
     /// Solver errors reported for it.
     pub errors: u32,
@@ -49,6 +53,7 @@ impl StoredJob {
             estimate,
             weight,
             verify,
+            review: Review::None,
             state: JobState::Pending,
             lease: None,
             counted: None,
@@ -72,9 +77,9 @@ pub struct StoredLease {
 
 impl Scheduler {
     /// The scheduler of a run as reloaded from the store: its jobs (in id order, ids 0, 1, 2...),
-    /// the leases issued so far, the workers' groups (credentials) and the untrusted workers.
-    /// Leased jobs keep their lease, with a fresh grace period of one lease duration from `now`;
-    /// a leased job whose lease is not among `leases` is pending again.
+    /// the leases issued so far, the workers' credentials and the untrusted workers. Leased jobs
+    /// keep their lease, with a fresh grace period of one lease duration from `now`; a leased
+    /// job whose lease is not among `leases` is pending again. Open checks are asked again.
     ///
     /// # Panics
     /// When the jobs' ids are not 0, 1, 2... in order (the store checks that when it loads them).
@@ -82,7 +87,7 @@ impl Scheduler {
         config: SchedulerConfig,
         jobs: Vec<StoredJob>,
         leases: Vec<StoredLease>,
-        groups: HashMap<WorkerId, u64>,
+        credentials: HashMap<WorkerId, u64>,
         untrusted: impl IntoIterator<Item = WorkerId>,
         now: Instant,
     ) -> Self {
@@ -99,7 +104,7 @@ impl Scheduler {
             })
             .collect();
         let deadline = now + config.lease_duration;
-        let mut trust = Trust::new(config.probation_results, groups);
+        let mut trust = Trust::new(config.probation_results, credentials);
         trust.untrusted.extend(untrusted);
         let mut checks = Checks::default();
         let mut conflicts_total = 0;
@@ -122,41 +127,33 @@ impl Scheduler {
                 JobState::Failed => Standing::Failed,
             };
             let mut job = JobEntry::new(row.estimate, row.weight, row.verify, standing);
+            job.review = row.review;
             job.counted = row.counted;
-            job.opinions = row.opinions;
             job.errors = row.errors;
             job.conflicts = row.conflicts;
             conflicts_total += job.conflicts as u64;
-            // A counted answer another group (or the coordinator) gave too was verified: it
-            // credits each group once, and the job is a spot check from now on.
-            if let Some((counted_by, counted)) = job.counted {
-                let mut agreeing: Vec<u64> = job
-                    .opinions
-                    .iter()
-                    .filter(|(w, c)| {
-                        trust.group(*w) != trust.group(counted_by) && c.same_answer(&counted)
-                    })
-                    .map(|(w, _)| trust.group(*w))
-                    .collect();
-                agreeing.sort_unstable();
-                agreeing.dedup();
-                if !agreeing.is_empty() {
-                    for group in agreeing.into_iter().chain([trust.group(counted_by)]) {
-                        *trust.verified.entry(group).or_default() += 1;
-                    }
-                    job.pooled = true;
-                    checks.known.push(row.id);
+            // The coordinator's own answers (its reference rows, or its counted answer) check
+            // workers from now on; the workers' uncounted rows are opinions.
+            for (worker, counts) in row.opinions {
+                if worker == COORDINATOR {
+                    checks.reference.insert(row.id, counts);
+                } else {
+                    job.opinions.push((worker, counts));
                 }
             }
+            if let Some((COORDINATOR, counts)) = job.counted {
+                checks.reference.insert(row.id, counts);
+            }
+            credit_stored_agreement(&mut trust, &job, checks.reference.get(&row.id));
             entries.push(job);
         }
         // A credential one of whose identities was caught earns its trust again from nothing.
-        let caught: Vec<u64> = trust.untrusted.iter().map(|&w| trust.group(w)).collect();
-        for group in caught {
-            trust.verified.remove(&group);
+        let caught: Vec<u64> = trust.untrusted.iter().map(|&w| trust.party(w)).collect();
+        for party in caught {
+            trust.verified.remove(&party);
         }
         let rng = SplitMix64::new(config.seed);
-        let scheduler = Scheduler {
+        let mut scheduler = Scheduler {
             jobs: JobTable::new(entries),
             leases: LeaseBook::new(leases),
             trust,
@@ -165,8 +162,53 @@ impl Scheduler {
             conflicts_total,
             rng,
             config,
+            outbox: Vec::new(),
+            party_holds: HashMap::new(),
         };
+        scheduler.party_holds = scheduler.recount_party_holds();
+        scheduler.pool_and_refer_stored();
         scheduler.checked("restore");
         scheduler
+    }
+
+    /// After a restart: every job whose answer is known joins the spot-check pool, and every
+    /// open check is asked of the referee again (where the coordinator solves jobs): a job not
+    /// done that needs a second answer and has a live opinion, or that trusted workers failed.
+    fn pool_and_refer_stored(&mut self) {
+        for id in self.jobs.ids() {
+            self.pool(id);
+            let job = self.jobs.entry(id);
+            let open = matches!(
+                job.standing(),
+                Standing::Pending | Standing::Leased { .. } | Standing::Held
+            );
+            let opinion = job.opinions.iter().any(|(w, _)| !self.is_untrusted(*w));
+            if open && ((self.needs_witness(id) && opinion) || job.errors > 0) {
+                self.refer(id);
+            }
+        }
+    }
+}
+
+/// Credits, once per party, the parties whose stored answers to `job` agree with its counted
+/// answer, when at least two parties (the coordinator's `reference` counting as one) gave it.
+fn credit_stored_agreement(trust: &mut Trust, job: &JobEntry, reference: Option<&JobCounts>) {
+    let Some((counted_by, counted)) = job.counted else { return };
+    let mut agreeing: Vec<u64> = job
+        .opinions
+        .iter()
+        .chain(std::iter::once(&(counted_by, counted)))
+        .filter(|(w, c)| *w != COORDINATOR && c.same_answer(&counted))
+        .map(|(w, _)| trust.party(*w))
+        .collect();
+    agreeing.sort_unstable();
+    agreeing.dedup();
+    let coordinator_agrees =
+        counted_by == COORDINATOR || reference.is_some_and(|r| r.same_answer(&counted));
+    if agreeing.len() + usize::from(coordinator_agrees) < 2 {
+        return;
+    }
+    for party in agreeing {
+        *trust.verified.entry(party).or_default() += 1;
     }
 }

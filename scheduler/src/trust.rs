@@ -1,94 +1,110 @@
-//! Trust: which parties are believed, and how far. A party is a *group*: every identity of one
-//! per-host credential, or one identity under the shared token (which cannot tell its holders
-//! apart). Identities of one group never confirm each other.
+//! Trust: which parties are believed, and how far. A *credential* is a token: a per-host token
+//! (`token add NAME`), the shared `--token`, or none at all on loopback. A *party* is who is
+//! trusted as one: every identity of one per-host credential together, or one identity under the
+//! shared token or none (which cannot tell their holders apart). Identities of one party never
+//! confirm each other, and answers count as *independent* only from different credentials (or the
+//! coordinator): agreement among identities of the shared token is one party's word (see
+//! `docs/threat-model.md`).
 //!
-//! Trust is earned only from evidence the coordinator has itself: a group on probation becomes
+//! Trust is earned only from evidence the coordinator has itself: a party on probation becomes
 //! trusted after [`SchedulerConfig::probation_results`](crate::SchedulerConfig) of its answers
 //! were verified, by the coordinator's own answer (a spot check, or a re-solve of one of its
-//! answers on the referee) or by an agreeing answer from another group. Nobody is believed alone
+//! answers on the referee) or by an agreeing answer from another party. Nobody is believed alone
 //! because nobody else happens to be around. A failed check untrusts the worker, and every
 //! identity of its credential with it; everything they counted is solved again.
 //!
 //! Solver errors are recorded here too: a job fails only when the coordinator's own attempt fails
 //! as well, or trusted workers of two per-host credentials failed it.
 
-use crate::ids::{JobId, LeaseId, WorkerId};
+use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::jobs::Standing;
 use crate::outcome::{Change, Verdict};
+use crate::state::ResultKind;
 use crate::Scheduler;
 use nqueens_core::JobCounts;
 use std::collections::{HashMap, HashSet};
 
-/// Group ids at and above this are per-host credentials (the coordinator numbers them so); below
-/// it a group is one worker identity (its own id).
-pub const CREDENTIAL_GROUPS: u64 = 1 << 62;
+/// Credential numbers at and above this are per-host credentials (the coordinator numbers them
+/// so): all identities of one are one party. Below it, a worker is a party of its own.
+pub const PER_HOST_CREDENTIALS: u64 = 1 << 62;
+/// The credential number of the shared `--token`: each of its identities is a party of its own,
+/// but they are one credential, so they never give each other independent evidence.
+pub const SHARED_CREDENTIAL: u64 = PER_HOST_CREDENTIALS - 1;
+/// The credential number of calls without any token (a loopback coordinator without one).
+pub const OPEN_CREDENTIAL: u64 = PER_HOST_CREDENTIALS - 2;
 
-/// The trust the scheduler puts in each worker and group.
+/// The trust the scheduler puts in each worker and party.
 #[derive(Debug, Default)]
 pub(crate) struct Trust {
     /// Workers caught giving a wrong answer (or flooding errors). Their opinions no longer count
     /// as agreement or disagreement, and they get no leases.
     pub(crate) untrusted: HashSet<WorkerId>,
-    /// Per group: its answers verified by the coordinator or by another group.
+    /// Per party: its answers verified by the coordinator or by another party.
     pub(crate) verified: HashMap<u64, u32>,
-    /// Per group: its answers sent to the coordinator for checking and not answered yet.
-    pub(crate) checks_asked: HashMap<u64, u32>,
-    /// A group with fewer verified answers than this is on probation (0: nobody is).
+    /// A party with fewer verified answers than this is on probation (0: nobody is).
     pub(crate) probation: u32,
-    /// Per worker: its group (credential). A worker without an entry is a group of its own.
-    pub(crate) groups: HashMap<WorkerId, u64>,
+    /// Per worker: its credential. A worker without an entry is a credential of its own.
+    pub(crate) credentials: HashMap<WorkerId, u64>,
     /// Per worker: solver errors reported, and answers given.
     pub(crate) error_record: HashMap<WorkerId, (u32, u32)>,
 }
 
 impl Trust {
-    /// Nobody untrusted yet; `probation` verified answers take a group off probation.
-    pub(crate) fn new(probation: u32, groups: HashMap<WorkerId, u64>) -> Self {
-        Trust { probation, groups, ..Trust::default() }
+    /// Nobody untrusted yet; `probation` verified answers take a party off probation.
+    pub(crate) fn new(probation: u32, credentials: HashMap<WorkerId, u64>) -> Self {
+        Trust { probation, credentials, ..Trust::default() }
     }
-    /// The group of `worker_id` (itself, where none was set).
-    pub(crate) fn group(&self, worker_id: WorkerId) -> u64 {
-        self.groups.get(&worker_id).copied().unwrap_or(worker_id.get())
+    /// The credential of `worker_id` (its own id, where none was set).
+    pub(crate) fn credential(&self, worker_id: WorkerId) -> u64 {
+        self.credentials.get(&worker_id).copied().unwrap_or(worker_id.get())
     }
-    /// One more answer of `worker_id`'s group was verified.
+    /// The party (party) of `worker_id`: its per-host credential, else itself.
+    pub(crate) fn party(&self, worker_id: WorkerId) -> u64 {
+        match self.credential(worker_id) {
+            c if c >= PER_HOST_CREDENTIALS => c,
+            _ => worker_id.get(),
+        }
+    }
+    /// Whether answers of `a` and `b` are independent evidence: the coordinator's own, or two
+    /// different credentials.
+    pub(crate) fn independent(&self, a: WorkerId, b: WorkerId) -> bool {
+        a == COORDINATOR || b == COORDINATOR || self.credential(a) != self.credential(b)
+    }
+    /// One more answer of `worker_id`'s party was verified.
     pub(crate) fn agreed(&mut self, worker_id: WorkerId) {
-        let group = self.group(worker_id);
-        let verified = self.verified.entry(group).or_default();
+        let party = self.party(worker_id);
+        let verified = self.verified.entry(party).or_default();
         *verified += 1;
         if *verified == self.probation {
-            tracing::info!(%worker_id, group, verified = *verified, "credential trusted: enough of its answers were verified (by the coordinator or another credential); its answers now count alone, re-checked at random");
+            tracing::info!(%worker_id, party, verified = *verified, "credential trusted: enough of its answers were verified (by the coordinator or another credential); its answers now count alone, re-checked at random");
         }
     }
-    /// Whether the group `group` has yet to earn trust.
-    pub(crate) fn group_on_probation(&self, group: u64) -> bool {
-        self.verified.get(&group).copied().unwrap_or(0) < self.probation
+    /// Whether the party `party` has yet to earn trust.
+    pub(crate) fn party_on_probation(&self, party: u64) -> bool {
+        self.verified.get(&party).copied().unwrap_or(0) < self.probation
     }
-    /// Whether `group`'s checks asked and passed still fall short of probation: another of its
-    /// answers should go to the coordinator.
-    pub(crate) fn wants_check(&self, group: u64) -> bool {
-        let verified = self.verified.get(&group).copied().unwrap_or(0);
-        let asked = self.checks_asked.get(&group).copied().unwrap_or(0);
-        asked + verified < self.probation
-    }
-    /// One of `group`'s answers went to the coordinator for checking.
-    pub(crate) fn check_asked(&mut self, group: u64) {
-        *self.checks_asked.entry(group).or_default() += 1;
-    }
-    /// Whether every known worker of `group` is untrusted (a group without known workers: whether
-    /// the worker of that id is).
-    pub(crate) fn group_untrusted(&self, group: u64) -> bool {
-        let mut members = self.groups.iter().filter(|(_, g)| **g == group).peekable();
-        if members.peek().is_none() {
-            return self.untrusted.contains(&WorkerId::new(group));
+    /// The parties every known worker of which is untrusted (a worker's own party: whether it
+    /// is), in one walk over the workers.
+    pub(crate) fn untrusted_parties(&self) -> HashSet<u64> {
+        let mut trusted_member = HashSet::new();
+        let mut parties: HashSet<u64> = self.untrusted.iter().map(|w| self.party(*w)).collect();
+        for (w, &c) in &self.credentials {
+            if c >= PER_HOST_CREDENTIALS && !self.untrusted.contains(w) {
+                trusted_member.insert(c);
+            }
         }
-        members.all(|(w, _)| self.untrusted.contains(w))
+        parties.retain(|g| !trusted_member.contains(g));
+        parties
     }
-    /// The workers known to be in `group` (`worker_id` included).
-    pub(crate) fn members(&self, group: u64, worker_id: WorkerId) -> Vec<WorkerId> {
+    /// The workers known to be in `party` (`worker_id` included).
+    pub(crate) fn members(&self, party: u64, worker_id: WorkerId) -> Vec<WorkerId> {
+        if party < PER_HOST_CREDENTIALS {
+            return vec![worker_id];
+        }
         let mut members: Vec<WorkerId> = self
-            .groups
+            .credentials
             .iter()
-            .filter(|(_, g)| **g == group)
+            .filter(|(_, c)| **c == party)
             .map(|(w, _)| *w)
             .chain([worker_id])
             .collect();
@@ -107,9 +123,9 @@ impl Scheduler {
     pub fn untrusted_count(&self) -> u64 {
         self.trust.untrusted.len() as u64
     }
-    /// Whether `worker_id`'s group has yet to earn trust: its answers count only once verified.
+    /// Whether `worker_id`'s party has yet to earn trust: its answers count only once verified.
     pub fn on_probation(&self, worker_id: WorkerId) -> bool {
-        self.trust.group_on_probation(self.group(worker_id))
+        self.trust.party_on_probation(self.party(worker_id))
     }
     /// `worker_id`'s standing in words, as status shows it: `untrusted`, `probation` or
     /// `trusted`.
@@ -122,22 +138,37 @@ impl Scheduler {
             "trusted"
         }
     }
-    /// How many of the answers of `worker_id`'s group were verified so far.
-    pub fn verified_answers(&self, worker_id: WorkerId) -> u32 {
-        self.trust.verified.get(&self.group(worker_id)).copied().unwrap_or(0)
+    /// Records the credential `worker_id` registered under (see [`PER_HOST_CREDENTIALS`],
+    /// [`SHARED_CREDENTIAL`], [`OPEN_CREDENTIAL`]): identities of one per-host credential are one
+    /// party (they never confirm each other, share its trust and its cap on held jobs); answers
+    /// are independent evidence only from different credentials.
+    pub fn set_credential(&mut self, worker_id: WorkerId, credential: u64) {
+        let before = self.party(worker_id);
+        self.trust.credentials.insert(worker_id, credential);
+        let (after, held) = (self.party(worker_id), self.jobs.leased_by(worker_id));
+        if before != after && held > 0 {
+            // Its jobs are held by its new party from now on.
+            let old = self.party_holds.entry(before).or_default();
+            *old = old.saturating_sub(held);
+            *self.party_holds.entry(after).or_default() += held;
+        }
     }
-    /// Puts `worker_id` in `group`: workers of one group (one credential) never confirm each
-    /// other's answers, share its trust and share its cap on held jobs.
-    pub fn set_group(&mut self, worker_id: WorkerId, group: u64) {
-        self.trust.groups.insert(worker_id, group);
+    /// The party (party) of `worker_id`: its per-host credential, else itself.
+    pub fn party(&self, worker_id: WorkerId) -> u64 {
+        self.trust.party(worker_id)
     }
-    /// The group of `worker_id` (itself, where none was set).
-    pub fn group(&self, worker_id: WorkerId) -> u64 {
-        self.trust.group(worker_id)
+    /// The credential of `worker_id` (its own id where none was recorded).
+    pub fn credential(&self, worker_id: WorkerId) -> u64 {
+        self.trust.credential(worker_id)
+    }
+    /// Whether answers of `a` and `b` are independent evidence: one of them the coordinator's,
+    /// or different credentials.
+    pub fn independent(&self, a: WorkerId, b: WorkerId) -> bool {
+        self.trust.independent(a, b)
     }
 
     /// `worker_id` and every other trusted worker that gave `agreed` for the job are credited,
-    /// once per group, when at least two groups agree.
+    /// once per party, when at least two parties agree.
     pub(crate) fn credit_agreement(
         &mut self,
         job_id: JobId,
@@ -153,8 +184,8 @@ impl Scheduler {
             .map(|(w, _)| *w)
             .chain([worker_id])
             .collect();
-        agreeing.sort_unstable_by_key(|&w| (self.group(w), w));
-        agreeing.dedup_by_key(|w| self.group(*w));
+        agreeing.sort_unstable_by_key(|&w| (self.party(w), w));
+        agreeing.dedup_by_key(|w| self.party(*w));
         if agreeing.len() < 2 {
             return; // a worker (or a credential) confirming itself proves nothing
         }
@@ -174,7 +205,6 @@ impl Scheduler {
         job_id: JobId,
         settled_by: WorkerId,
         agreed: JobCounts,
-        changes: &mut Vec<Change>,
     ) {
         let opinions = &self.jobs.entry(job_id).opinions;
         let gave_agreed = |w: WorkerId| {
@@ -189,7 +219,7 @@ impl Scheduler {
         dissenters.dedup_by_key(|(w, _)| *w);
         for (worker_id, wrong) in dissenters {
             let detail = format!("reported {wrong:?}, agreed {agreed:?}");
-            self.untrust(worker_id, job_id, detail, changes);
+            self.untrust(worker_id, job_id, detail);
         }
     }
 
@@ -197,37 +227,21 @@ impl Scheduler {
     /// identity of its per-host credential (one party): they are refused from now on, their
     /// counted results are un-counted and solved again by others, their leases taken back, and
     /// the credential is on probation again for any identity it registers later.
-    pub(crate) fn untrust(
-        &mut self,
-        worker_id: WorkerId,
-        job_id: JobId,
-        detail: String,
-        changes: &mut Vec<Change>,
-    ) {
-        let group = self.group(worker_id);
-        let members = if group >= CREDENTIAL_GROUPS {
-            self.trust.members(group, worker_id)
-        } else {
-            vec![worker_id]
-        };
-        self.trust.verified.remove(&group);
+    pub(crate) fn untrust(&mut self, worker_id: WorkerId, job_id: JobId, detail: String) {
+        let party = self.party(worker_id);
+        let members = self.trust.members(party, worker_id);
+        self.trust.verified.remove(&party);
         for member in members {
             let detail = if member == worker_id {
                 detail.clone()
             } else {
                 format!("same credential as worker {worker_id}, which {detail}")
             };
-            self.untrust_one(member, job_id, detail, changes);
+            self.untrust_one(member, job_id, detail);
         }
     }
 
-    fn untrust_one(
-        &mut self,
-        worker_id: WorkerId,
-        job_id: JobId,
-        detail: String,
-        changes: &mut Vec<Change>,
-    ) {
+    fn untrust_one(&mut self, worker_id: WorkerId, job_id: JobId, detail: String) {
         if !self.trust.untrusted.insert(worker_id) {
             return;
         }
@@ -235,31 +249,84 @@ impl Scheduler {
         for id in self.jobs.ids() {
             let job = self.jobs.entry_mut(id);
             match (job.counted, job.standing()) {
-                (Some((w, counts)), standing) if w == worker_id => {
-                    changes.push(Change::Uncount { job_id: id });
+                (Some((w, counts)), _) if w == worker_id => {
+                    self.outbox.push(Change::Uncount { job_id: id });
                     job.counted = None;
                     // Kept as an (ignored) opinion, the same as a reload sees the un-counted row.
                     job.opinions.push((w, counts));
-                    if standing == Standing::Done {
-                        self.jobs.set_state(id, Standing::Pending, changes);
-                    }
                     requeued += 1;
+                    self.reopen(id);
                 }
                 (_, Standing::Leased { worker_id: w, .. }) if w == worker_id => {
-                    self.jobs.set_state(id, Standing::Pending, changes)
+                    self.move_job(id, Standing::Pending)
                 }
                 _ => {}
             }
         }
         self.leases.end_all_of(worker_id);
-        changes.push(Change::Untrust { worker_id, job_id, detail, requeued });
+        self.outbox.push(Change::Untrust { worker_id, job_id, detail, requeued });
     }
 
-    /// A solver error from `worker_id`. From a group on probation it only gives the job back.
+    /// A done job whose counted answer was just taken away: counted again at once from the
+    /// coordinator's own answer where it has one, or from two other parties' live answers that
+    /// agree; else pending again, and asked of the referee where it waits for a second party.
+    fn reopen(&mut self, id: JobId) {
+        if let Some(truth) = self.checks.reference.get(&id).copied() {
+            self.outbox.push(Change::Result {
+                job_id: id,
+                worker_id: COORDINATOR,
+                lease_id: LeaseId::new(0),
+                counts: truth,
+                seconds: 0.0,
+                counted: true,
+                kind: ResultKind::Verified,
+            });
+            self.jobs.entry_mut(id).counted = Some((COORDINATOR, truth));
+            return;
+        }
+        if let Some((by, counts)) = self.live_agreement(id) {
+            self.outbox.push(Change::Result {
+                job_id: id,
+                worker_id: by,
+                lease_id: LeaseId::new(0),
+                counts,
+                seconds: 0.0,
+                counted: true,
+                kind: ResultKind::Verified,
+            });
+            self.jobs.entry_mut(id).counted = Some((by, counts));
+            return;
+        }
+        if self.jobs.standing(id) == Standing::Done {
+            self.move_job(id, Standing::Pending);
+        }
+        self.ask_coordinator(id);
+    }
+
+    /// An answer of job `id` that two live parties gave (as the job's rules count parties), if
+    /// there is one: the later of the two, which counts.
+    fn live_agreement(&self, id: JobId) -> Option<(WorkerId, JobCounts)> {
+        let live: Vec<(WorkerId, JobCounts)> = self
+            .jobs
+            .entry(id)
+            .opinions
+            .iter()
+            .filter(|(w, _)| !self.is_untrusted(*w))
+            .copied()
+            .collect();
+        live.iter().enumerate().find_map(|(i, &(b, c))| {
+            live[..i]
+                .iter()
+                .any(|&(a, d)| d.same_answer(&c) && self.distinct_parties(id, a, b))
+                .then_some((b, c))
+        })
+    }
+
+    /// A solver error from `worker_id`. From a party on probation it only gives the job back.
     /// From a trusted one it counts towards failing the job, and asks the coordinator to solve
     /// the job itself: the job fails when the coordinator's attempt fails too
     /// ([`Scheduler::coordinator_failed`]), or after `max_errors` errors from at least
-    /// `min_error_groups` per-host credentials (identities under the shared token cannot tell
+    /// `min_error_parties` per-host credentials (identities under the shared token cannot tell
     /// each other apart, so they never fail a job alone). A worker whose errors pass
     /// `error_untrust_min` and a quarter of its answers is untrusted.
     pub(crate) fn record_error(
@@ -267,7 +334,6 @@ impl Scheduler {
         worker_id: WorkerId,
         lease_id: LeaseId,
         job_id: JobId,
-        changes: &mut Vec<Change>,
     ) -> Verdict {
         let job = self.jobs.entry(job_id);
         if job.standing() == Standing::Done {
@@ -279,53 +345,43 @@ impl Scheduler {
         let (errors, answers) = *record;
         if errors >= self.config.error_untrust_min && errors * 4 > errors + answers {
             let detail = format!("{errors} solver errors against {answers} answers");
-            self.untrust(worker_id, job_id, detail, changes);
+            self.untrust(worker_id, job_id, detail);
             return Verdict::ErrorRecorded;
         }
         if self.on_probation(worker_id) {
             if held_here {
-                self.jobs.set_state(job_id, Standing::Pending, changes);
+                self.move_job(job_id, Standing::Pending);
             }
             return Verdict::ErrorRecorded;
         }
-        let group = self.group(worker_id);
+        let party = self.party(worker_id);
         let job = self.jobs.entry_mut(job_id);
         job.errors += 1;
-        if group >= CREDENTIAL_GROUPS && !job.error_groups.contains(&group) {
-            job.error_groups.push(group);
+        if party >= PER_HOST_CREDENTIALS && !job.error_parties.contains(&party) {
+            job.error_parties.push(party);
         }
         let failed = job.errors >= self.config.max_errors
-            && job.error_groups.len() >= self.config.min_error_groups;
+            && job.error_parties.len() >= self.config.min_error_parties;
         if failed {
-            self.jobs.set_state(job_id, Standing::Failed, changes);
+            self.move_job(job_id, Standing::Failed);
         } else {
             if held_here {
-                self.jobs.set_state(job_id, Standing::Pending, changes);
+                self.move_job(job_id, Standing::Pending);
             }
-            if self.config.coordinator_checks {
-                self.refer(job_id);
-            }
+            self.refer(job_id);
         }
         Verdict::ErrorRecorded
     }
 
     /// The coordinator's own attempt at `job_id` failed too: a job that trusted workers reported
     /// errors for is failed (a person looks at it; `requeue` puts it back).
-    pub fn coordinator_failed(&mut self, job_id: JobId, changes: &mut Vec<Change>) {
+    pub fn coordinator_failed(&mut self, job_id: JobId) {
+        self.checks.awaiting_ruling.remove(&job_id);
+        self.checks.refereed.remove(&job_id);
         let Some(job) = self.jobs.get(job_id) else { return };
         if job.errors > 0 && matches!(job.standing(), Standing::Pending | Standing::Held) {
-            self.jobs.set_state(job_id, Standing::Failed, changes);
+            self.move_job(job_id, Standing::Failed);
         }
         self.checked("coordinator_failed");
-    }
-}
-
-#[cfg(test)]
-impl Scheduler {
-    /// Puts every group on probation until `results` of its answers were verified (tests change
-    /// it mid-run; the coordinator sets it in the config).
-    pub(crate) fn set_probation(&mut self, results: u32) {
-        self.config.probation_results = results;
-        self.trust.probation = results;
     }
 }

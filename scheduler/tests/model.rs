@@ -1,5 +1,5 @@
 //! A model-based test of the scheduler: seeded random sequences of commands (registrations in
-//! shared and own groups, leases, right and wrong answers, solver errors, duplicates, late and
+//! shared and own parties, leases, right and wrong answers, solver errors, duplicates, late and
 //! unknown results, heartbeats, time passing, releases, the coordinator's own answers and
 //! restarts), checked after every step against a recount and against a model of the stored
 //! rows kept only from the returned [`Change`]s. A restart rebuilds the scheduler from that
@@ -7,10 +7,13 @@
 
 use nqueens_core::{JobCounts, SplitMix64};
 use nqueens_scheduler::{
-    Change, Finding, JobId, JobState, LeaseId, Scheduler, SchedulerConfig, StoredJob, StoredLease,
-    Verdict, WorkerId,
+    Finding, JobId, JobState, LeaseId, Scheduler, SchedulerConfig, StoredJob, Verdict, WorkerId,
+    PER_HOST_CREDENTIALS, SHARED_CREDENTIAL,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+
+mod common;
+use common::Stored;
 use std::time::{Duration, Instant};
 
 const JOBS: u64 = 12;
@@ -24,102 +27,13 @@ fn truth(job: JobId) -> JobCounts {
     JobCounts { solutions: job.get() * 3 + 1, sym180: 0, sym90: 0, nodes: 1_000 + job.get() }
 }
 
-/// One stored result row.
-#[derive(Debug, Clone)]
-struct Row {
-    worker: WorkerId,
-    counts: JobCounts,
-    counted: bool,
-}
-
-/// The stored rows, as the store would hold them after committing every change.
-#[derive(Debug, Default)]
-struct Stored {
-    jobs: Vec<StoredJob>,
-    results: BTreeMap<JobId, Vec<Row>>,
-    leases: Vec<StoredLease>,
-    untrusted: BTreeSet<WorkerId>,
-}
-
-impl Stored {
-    fn new(verify_every: u64) -> Self {
-        let jobs = (0..JOBS)
-            .map(|i| {
-                StoredJob::new(
-                    JobId::new(i),
-                    i % 5 + 1,
-                    8,
-                    verify_every > 0 && i % verify_every == 0,
-                )
-            })
-            .collect();
-        Stored { jobs, ..Stored::default() }
-    }
-
-    fn apply(&mut self, changes: &[Change]) {
-        for change in changes {
-            match change {
-                Change::JobState { job_id, state, lease_id, errors, conflicts, .. } => {
-                    let job = &mut self.jobs[job_id.get() as usize];
-                    job.state = *state;
-                    job.lease = *lease_id;
-                    job.errors = *errors;
-                    job.conflicts = *conflicts;
-                }
-                Change::Result { job_id, worker_id, counts, counted, .. } => {
-                    let row = Row { worker: *worker_id, counts: *counts, counted: *counted };
-                    self.results.entry(*job_id).or_default().push(row);
-                }
-                Change::Uncount { job_id } => {
-                    for row in self.results.entry(*job_id).or_default() {
-                        row.counted = false;
-                    }
-                }
-                Change::Lease { lease_id, worker_id, job_ids } => self.leases.push(StoredLease {
-                    id: *lease_id,
-                    worker: *worker_id,
-                    jobs: job_ids.clone(),
-                }),
-                Change::Conflict { .. } => {}
-                Change::Untrust { worker_id, .. } => {
-                    self.untrusted.insert(*worker_id);
-                }
-            }
-        }
-    }
-
-    /// The counted rows of a job.
-    fn counted(&self, job: JobId) -> Vec<&Row> {
-        self.results
-            .get(&job)
-            .map_or(Vec::new(), |rows| rows.iter().filter(|r| r.counted).collect())
-    }
-
-    /// The rows as the store loads them.
-    fn load(&self) -> Vec<StoredJob> {
-        let mut jobs = self.jobs.clone();
-        for job in &mut jobs {
-            job.counted = None;
-            job.opinions = Vec::new();
-            for row in self.results.get(&job.id).into_iter().flatten() {
-                if row.counted {
-                    job.counted = Some((row.worker, row.counts));
-                } else {
-                    job.opinions.push((row.worker, row.counts));
-                }
-            }
-        }
-        jobs
-    }
-}
-
 /// One run of the model.
 struct Run {
     rng: SplitMix64,
     config: SchedulerConfig,
     scheduler: Scheduler,
     stored: Stored,
-    groups: HashMap<WorkerId, u64>,
+    credentials: HashMap<WorkerId, u64>,
     /// Who lies: its answers are off by one.
     liar: Option<WorkerId>,
     /// Leases granted per worker (kept after they end: late results use them).
@@ -142,17 +56,32 @@ impl Run {
             recheck_fraction: if rng.below(2) == 0 { 0.0 } else { 0.3 },
             ..SchedulerConfig::default()
         };
-        let stored = Stored::new(rng.below(4));
-        // Workers 1 and 2 share a credential; the others are groups of their own.
-        let groups: HashMap<WorkerId, u64> =
-            [(WorkerId::new(1), 100), (WorkerId::new(2), 100)].into_iter().collect();
+        let verify_every = rng.below(4);
+        let stored = Stored::new(
+            (0..JOBS)
+                .map(|i| {
+                    let verify = verify_every > 0 && i % verify_every == 0;
+                    StoredJob::new(JobId::new(i), i % 5 + 1, 8, verify)
+                })
+                .collect(),
+        );
+        // Workers 1 and 2 share a per-host credential, 3 and 4 the shared token (each a party of
+        // its own, but one credential); the others are credentials of their own.
+        let credentials: HashMap<WorkerId, u64> = [
+            (WorkerId::new(1), PER_HOST_CREDENTIALS),
+            (WorkerId::new(2), PER_HOST_CREDENTIALS),
+            (WorkerId::new(3), SHARED_CREDENTIAL),
+            (WorkerId::new(4), SHARED_CREDENTIAL),
+        ]
+        .into_iter()
+        .collect();
         let liar = (rng.below(3) == 0).then(|| WorkerId::new(1 + rng.below(WORKERS)));
         let now = Instant::now();
         let scheduler = Scheduler::restore(
             config.clone(),
             stored.load(),
             stored.leases.clone(),
-            groups.clone(),
+            credentials.clone(),
             [],
             now,
         );
@@ -161,7 +90,7 @@ impl Run {
             config,
             scheduler,
             stored,
-            groups,
+            credentials,
             liar,
             leases: HashMap::new(),
             sent: Vec::new(),
@@ -173,13 +102,6 @@ impl Run {
 
     fn worker(&mut self) -> WorkerId {
         WorkerId::new(1 + self.rng.below(WORKERS))
-    }
-
-    fn others(&self, worker: WorkerId) -> Vec<WorkerId> {
-        (1..=WORKERS)
-            .map(WorkerId::new)
-            .filter(|&w| w != worker && !self.scheduler.is_untrusted(w))
-            .collect()
     }
 
     fn answer(&mut self, worker: WorkerId, job: JobId) -> Finding {
@@ -195,21 +117,14 @@ impl Run {
 
     fn step(&mut self) {
         self.steps += 1;
-        let mut changes = Vec::new();
         match self.rng.below(100) {
             0..=24 => {
                 let worker = self.worker();
-                let others = self.others(worker);
                 let size = 1 + self.rng.below(4) as usize;
                 let checks = self.rng.below(2) == 0;
-                if let Some((lease, jobs)) = self.scheduler.lease_checked(
-                    worker,
-                    size,
-                    &others,
-                    checks,
-                    self.now,
-                    &mut changes,
-                ) {
+                if let Some((lease, jobs)) =
+                    self.scheduler.lease_checked(worker, size, checks, self.now)
+                {
                     assert!(!jobs.is_empty(), "an empty lease");
                     self.leases.entry(worker).or_default().push((lease, jobs));
                 }
@@ -226,14 +141,7 @@ impl Run {
                     _ => {}
                 }
                 let finding = self.answer(worker, job);
-                let outcome = self.scheduler.result(
-                    worker,
-                    lease,
-                    job,
-                    finding.clone(),
-                    self.now,
-                    &mut changes,
-                );
+                let outcome = self.scheduler.result(worker, lease, job, finding.clone(), self.now);
                 if job.get() >= JOBS && !self.scheduler.is_untrusted(worker) {
                     assert_eq!(outcome, Verdict::UnknownJob);
                 }
@@ -241,6 +149,7 @@ impl Run {
                     outcome,
                     Verdict::UnknownJob | Verdict::UnknownLease | Verdict::UntrustedWorker
                 ) {
+                    let changes = self.scheduler.take_changes();
                     assert!(changes.is_empty(), "a refusal changed something: {changes:?}");
                 }
                 *self.outcomes.entry(format!("{outcome:?}")).or_default() += 1;
@@ -253,20 +162,19 @@ impl Run {
                 }
                 let (worker, lease, job, finding) =
                     self.sent[self.rng.below(self.sent.len() as u64) as usize].clone();
-                let outcome =
-                    self.scheduler.result(worker, lease, job, finding, self.now, &mut changes);
+                let outcome = self.scheduler.result(worker, lease, job, finding, self.now);
                 *self.outcomes.entry(format!("again {outcome:?}")).or_default() += 1;
             }
             68..=77 => {
                 let worker = self.worker();
                 let leases: Vec<LeaseId> =
                     self.leases.get(&worker).into_iter().flatten().map(|(l, _)| *l).collect();
-                let lost = self.scheduler.heartbeat(worker, &leases, self.now, &mut changes);
+                let lost = self.scheduler.heartbeat(worker, &leases, self.now);
                 assert!(lost.iter().all(|l| leases.contains(l)));
             }
             78..=87 => {
                 self.now += Duration::from_millis(self.rng.below(2 * LEASE.as_millis() as u64));
-                self.scheduler.expire(self.now, &mut changes);
+                self.scheduler.expire(self.now);
             }
             88..=92 => {
                 let worker = self.worker();
@@ -276,32 +184,32 @@ impl Run {
                     }
                     _ => LeaseId::new(0),
                 };
-                self.scheduler.release(worker, lease, &[], &mut changes);
+                self.scheduler.release(worker, lease, &[]);
             }
             93..=95 => {
                 let job = JobId::new(self.rng.below(JOBS));
-                self.scheduler.add_reference(job, truth(job), &mut changes);
+                self.scheduler.add_reference(job, truth(job), self.now);
             }
             _ => {
                 self.restart();
                 return;
             }
         }
-        self.stored.apply(&changes);
+        self.stored.apply(&self.scheduler.take_changes());
         self.check();
     }
 
     /// A new process: the scheduler rebuilt from the stored rows alone.
     fn restart(&mut self) {
         *self.outcomes.entry("restart".into()).or_default() += 1;
-        let groups = self.groups.clone();
+        let credentials = self.credentials.clone();
         let mut config = self.config.clone();
         config.seed = self.rng.next_u64();
         self.scheduler = Scheduler::restore(
             config,
             self.stored.load(),
             self.stored.leases.clone(),
-            groups,
+            credentials,
             self.stored.untrusted.iter().copied(),
             self.now,
         );
@@ -370,19 +278,15 @@ impl Run {
                 break;
             }
             let worker = honest[round % honest.len()];
-            let mut changes = Vec::new();
             self.now += LEASE * 3;
-            self.scheduler.expire(self.now, &mut changes);
-            let others: Vec<WorkerId> = honest.iter().copied().filter(|&w| w != worker).collect();
-            if let Some((lease, jobs)) =
-                self.scheduler.lease(worker, 4, &others, self.now, &mut changes)
-            {
+            self.scheduler.expire(self.now);
+            if let Some((lease, jobs)) = self.scheduler.lease(worker, 4, self.now) {
                 for job in jobs {
                     let finding = Finding::Solved { counts: truth(job), seconds: 0.1 };
-                    self.scheduler.result(worker, lease, job, finding, self.now, &mut changes);
+                    self.scheduler.result(worker, lease, job, finding, self.now);
                 }
             }
-            self.stored.apply(&changes);
+            self.stored.apply(&self.scheduler.take_changes());
             self.check();
         }
         if self.scheduler.is_complete() && self.liar.is_none() {

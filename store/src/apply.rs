@@ -5,7 +5,7 @@
 use super::checksum::{RowClaim, RowMac};
 use super::error::StoreError;
 use super::{now_unix, stored_counts, Store, WorkerRow};
-use nqueens_scheduler::state::JobState;
+use nqueens_scheduler::state::{JobState, Review};
 use nqueens_scheduler::{Change, JobId, LeaseId, WorkerId};
 use rusqlite::{params, CachedStatement, Transaction};
 use std::path::Path;
@@ -18,7 +18,18 @@ fn sql_error(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
 impl Store {
     /// Commits `changes` (and the worker rows in `workers`) in one transaction.
     pub fn apply(&mut self, changes: &[Change], workers: &[WorkerRow]) -> Result<(), StoreError> {
-        if changes.is_empty() && workers.is_empty() {
+        self.apply_with_forgotten(changes, workers, &[])
+    }
+
+    /// [`Store::apply`], deleting also the rows of the workers `forgotten` (identities that never
+    /// delivered an answer, forgotten to make room: nothing else points to them).
+    pub fn apply_with_forgotten(
+        &mut self,
+        changes: &[Change],
+        workers: &[WorkerRow],
+        forgotten: &[u64],
+    ) -> Result<(), StoreError> {
+        if changes.is_empty() && workers.is_empty() && forgotten.is_empty() {
             return Ok(());
         }
         let at = now_unix();
@@ -35,6 +46,9 @@ impl Store {
             let mut batch = Batch::prepare(&tx, mac, &self.path, at)?;
             for w in workers {
                 batch.worker(w)?;
+            }
+            for &id in forgotten {
+                batch.forget_worker(id)?;
             }
             for change in changes {
                 match change {
@@ -60,6 +74,7 @@ impl Store {
                         batch.result(&claim, *lease_id, *seconds)
                     }
                     Change::Uncount { job_id } => batch.uncount(*job_id),
+                    Change::Review { job_id, review } => batch.review(*job_id, *review),
                     Change::Lease { lease_id, worker_id, job_ids } => {
                         batch.lease(*lease_id, *worker_id, job_ids)
                     }
@@ -81,6 +96,7 @@ impl Store {
 /// all its rows share (the run's checksum key, the commit time).
 struct Batch<'tx> {
     set_state: CachedStatement<'tx>,
+    set_review: CachedStatement<'tx>,
     insert_result: CachedStatement<'tx>,
     uncount_rows: CachedStatement<'tx>,
     uncount: CachedStatement<'tx>,
@@ -89,6 +105,7 @@ struct Batch<'tx> {
     insert_conflict: CachedStatement<'tx>,
     insert_untrusted: CachedStatement<'tx>,
     upsert_worker: CachedStatement<'tx>,
+    delete_worker: CachedStatement<'tx>,
     mac: &'tx RowMac,
     /// The state file, for errors.
     path: &'tx Path,
@@ -107,6 +124,7 @@ impl<'tx> Batch<'tx> {
         let prepare = |query: &str| tx.prepare_cached(query).map_err(&sql);
         Ok(Batch {
             set_state: prepare("UPDATE jobs SET state=?2, lease_id=?3, worker_id=?4, errors=?5, conflicts=?6 WHERE id=?1")?,
+            set_review: prepare("UPDATE jobs SET review=?2 WHERE id=?1")?,
             insert_result: prepare(
                 "INSERT INTO results(job_id, worker_id, lease_id, solutions, sym180, sym90, nodes, seconds, counted, kind, at, checksum)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -119,7 +137,8 @@ impl<'tx> Batch<'tx> {
             )?,
             insert_conflict: prepare("INSERT INTO conflicts(job_id, worker_a, worker_b, detail, at) VALUES (?1, ?2, ?3, ?4, ?5)")?,
             insert_untrusted: prepare("INSERT OR IGNORE INTO untrusted_workers(worker_id, job_id, detail, requeued, at) VALUES (?1, ?2, ?3, ?4, ?5)")?,
-            upsert_worker: prepare("INSERT OR REPLACE INTO workers(id, name, host, cores, version, registered, credential, secret_digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?,
+            upsert_worker: prepare("INSERT OR REPLACE INTO workers(id, name, host, slots, version, registered, credential, secret_digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?,
+            delete_worker: prepare("DELETE FROM workers WHERE id=?1")?,
             mac,
             path,
             at,
@@ -133,13 +152,19 @@ impl<'tx> Batch<'tx> {
                 w.id as i64,
                 w.name,
                 w.host,
-                w.cores,
+                w.slots,
                 w.version,
                 self.at,
                 w.credential,
                 w.secret_digest
             ])
             .map_err(sql_error(self.path))?;
+        Ok(())
+    }
+
+    /// A worker identity forgotten: its row goes.
+    fn forget_worker(&mut self, id: u64) -> Result<(), StoreError> {
+        self.delete_worker.execute(params![id as i64]).map_err(sql_error(self.path))?;
         Ok(())
     }
 
@@ -162,6 +187,14 @@ impl<'tx> Batch<'tx> {
                 errors,
                 conflicts
             ])
+            .map_err(sql_error(self.path))?;
+        Ok(())
+    }
+
+    /// [`Change::Review`]: the job is under review (see [`Review`]).
+    fn review(&mut self, job_id: JobId, review: Review) -> Result<(), StoreError> {
+        self.set_review
+            .execute(params![job_id.get() as i64, review.as_str()])
             .map_err(sql_error(self.path))?;
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Checkpointing for the one-machine `solve --state`.
 
 use super::error::StoreError;
-use super::{RunKind, Store};
+use super::{RunKind, RunPolicy, Store};
 use nqueens_core::{JobCounts, JobList, Tally, Totals};
 use nqueens_scheduler::state::{JobState, ResultKind};
 use nqueens_scheduler::{Change, JobId, LeaseId, COORDINATOR};
@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 ///
 /// `solve` calls [`LocalCheckpoint::open`], skips [`done_ids`](LocalCheckpoint::done_ids), calls
 /// [`record`](LocalCheckpoint::record) from any thread as jobs finish (committed in batches, at
-/// least every second), and [`finish`](LocalCheckpoint::finish) for totals summed from committed rows.
+/// least every second), and [`finish`](LocalCheckpoint::finish) for totals summed from committed
+/// rows.
 pub struct LocalCheckpoint {
     inner: Mutex<LocalInner>,
 }
@@ -32,7 +33,13 @@ impl LocalCheckpoint {
         list: &JobList,
         protocol_major: u32,
     ) -> Result<LocalCheckpoint, StoreError> {
-        let store = Store::open_or_create(path, list, protocol_major, 0.0, RunKind::Local)?;
+        let store = Store::open_or_create(
+            path,
+            list,
+            protocol_major,
+            RunPolicy::default(),
+            RunKind::Local,
+        )?;
         Ok(LocalCheckpoint {
             inner: Mutex::new(LocalInner {
                 store,
@@ -44,7 +51,7 @@ impl LocalCheckpoint {
 
     /// Ids of the jobs already solved in an earlier (interrupted) run: those with a counted row
     /// whose checksum holds. A job whose row fails is solved again.
-    pub fn done_ids(&self) -> Result<Vec<u64>, StoreError> {
+    pub fn done_ids(&self) -> Result<Vec<JobId>, StoreError> {
         let inner = self.inner.lock();
         let rows = inner.store.results()?;
         let bad: Vec<u64> = rows.iter().filter(|r| !r.intact).map(|r| r.job_id).collect();
@@ -56,17 +63,21 @@ impl LocalCheckpoint {
                 "result rows fail their checksum (damaged or edited): not counted, their jobs are solved again"
             );
         }
-        let mut ids: Vec<u64> =
-            rows.iter().filter(|r| r.intact && r.counted).map(|r| r.job_id).collect();
+        let mut ids: Vec<JobId> =
+            rows.iter().filter(|r| r.intact && r.counted).map(|r| JobId::new(r.job_id)).collect();
         ids.sort_unstable();
         ids.dedup();
         Ok(ids)
     }
 
     /// Records one solved job; commits when 512 are buffered or a second has passed.
-    pub fn record(&self, job_id: u64, counts: &JobCounts, seconds: f64) -> Result<(), StoreError> {
+    pub fn record(
+        &self,
+        job_id: JobId,
+        counts: &JobCounts,
+        seconds: f64,
+    ) -> Result<(), StoreError> {
         let mut inner = self.inner.lock();
-        let job_id = JobId::new(job_id);
         inner.buffer.push(Change::Result {
             job_id,
             worker_id: COORDINATOR,

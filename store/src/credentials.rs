@@ -223,7 +223,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.db");
         let list = nqueens_core::job_list(6, &nqueens_core::SplitParams::default()).unwrap();
-        let store = Store::open_or_create(&path, &list, 1, 0.0, crate::RunKind::Cluster).unwrap();
+        let store = Store::open_or_create(
+            &path,
+            &list,
+            1,
+            crate::RunPolicy::default(),
+            crate::RunKind::Cluster,
+        )
+        .unwrap();
         assert!(!store.had_credentials().unwrap());
         assert!(matches!(add_credential(&path, "a"), Err(StoreError::InUse { .. })));
         assert!(matches!(revoke_credential(&path, "a"), Err(StoreError::InUse { .. })));

@@ -94,7 +94,8 @@ pub enum StoreError {
     /// The job list or the sums cannot be made.
     #[error("building the job list")]
     Core(#[from] nqueens_core::CoreError),
-    /// A per-job count that the signed 64-bit columns cannot hold; refused before anything is written.
+    /// A per-job count that the signed 64-bit columns cannot hold; refused before anything is
+    /// written.
     #[error("state file {path}: job {job_id}'s {field} = {value} does not fit a stored count (at most 2^63 - 1)")]
     CountOutOfRange {
         /// The state file.

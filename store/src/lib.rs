@@ -7,8 +7,9 @@
 //!
 //! One process at a time may write a state file: a second coordinator (or `solve --state`) on the
 //! same file would lease and count jobs the first one also counts. Writers hold an exclusive lock
-//! on `<state>.lock` and on the file itself (through any link) for as long as their [`Store`] lives; the kernel drops it when the process
-//! dies, however it dies, so a crash never leaves a stale lock behind.
+//! on `<state>.lock` and on the file itself (through any link) for as long as their [`Store`]
+//! lives; the kernel drops it when the process dies, however it dies, so a crash never leaves a
+//! stale lock behind.
 //!
 //! The store trades plain values: the scheduler's [`Change`](nqueens_scheduler::Change)s in, rows
 //! and sums out. It knows nothing of the coordinator's transport (no gRPC, no async runtime).
@@ -22,6 +23,7 @@ mod checksum;
 pub mod credentials;
 mod descriptors;
 mod error;
+mod evidence;
 mod lock;
 #[cfg(test)]
 mod lock_tests;
@@ -36,6 +38,7 @@ pub use backup::backup;
 pub use checkpoint::LocalCheckpoint;
 pub use credentials::{add_credential, check_credential_name, revoke_credential, CredentialRow};
 pub use error::StoreError;
+pub use evidence::{Evidence, EVIDENCE_CONFIDENCE};
 pub use rows::{Requeue, Requeued, StoredResult};
 pub use workers::{BlockedJobs, WorkerRecord};
 
@@ -86,6 +89,25 @@ pub struct RunMeta {
     pub created_unix: f64,
     /// As stored: [`RunKind::as_str`] of the kind that created the run.
     pub kind: String,
+    /// How many independent answers every job needs (fixed when the run was made; 1 in files
+    /// made before the setting existed). See `SchedulerConfig::replication`.
+    pub replication: u8,
+}
+
+/// What a new run is made with, fixed for its whole life: the share of jobs drawn to be solved by
+/// two parties, and how many independent answers every job needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunPolicy {
+    /// Fraction (0 to 1) of the jobs that must be solved by two agreeing workers.
+    pub verify_fraction: f64,
+    /// Independent answers every job needs: 1, or 2 for a record run.
+    pub replication: u8,
+}
+
+impl Default for RunPolicy {
+    fn default() -> Self {
+        RunPolicy { verify_fraction: 0.0, replication: 1 }
+    }
 }
 
 /// The run fingerprint named by every request: board size, job list and the major version of the
@@ -222,8 +244,8 @@ pub struct WorkerRow {
     pub name: String,
     /// The host it registered from.
     pub host: String,
-    /// Its solver threads.
-    pub cores: u32,
+    /// Its lease slots: how many jobs it solves at once, as it registered.
+    pub slots: u32,
     /// Its version, as it registered.
     pub version: String,
     /// The credential (token name) the worker registered with.

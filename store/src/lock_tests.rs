@@ -70,7 +70,8 @@ fn the_writers_locks_survive_its_own_probes_and_reloads() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("live.db");
     let list = job_list(8, &SplitParams::default()).unwrap();
-    let mut writer = Store::open_or_create(&path, &list, 1, 0.0, RunKind::Cluster).unwrap();
+    let mut writer =
+        Store::open_or_create(&path, &list, 1, RunPolicy::default(), RunKind::Cluster).unwrap();
     let wal = beside(&path, "-wal");
     let shm = beside(&path, "-shm");
     let (wal_inode, shm_inode) = (inode(&wal), inode(&shm));
@@ -97,7 +98,7 @@ fn the_writers_locks_survive_its_own_probes_and_reloads() {
         .apply(
             &[nqueens_scheduler::Change::Untrust {
                 worker_id: 9.into(),
-                job_id: list.jobs[0].id.into(),
+                job_id: list.jobs[0].id,
                 detail: "after the outside close".into(),
                 requeued: 0,
             }],
@@ -119,12 +120,13 @@ fn a_backup_of_a_live_run_is_whole_and_leaves_the_writer_alone() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("live.db");
     let list = job_list(8, &SplitParams::default()).unwrap();
-    let mut writer = Store::open_or_create(&path, &list, 1, 0.0, RunKind::Cluster).unwrap();
+    let mut writer =
+        Store::open_or_create(&path, &list, 1, RunPolicy::default(), RunKind::Cluster).unwrap();
     writer
         .apply(
             &[nqueens_scheduler::Change::Untrust {
                 worker_id: 4.into(),
-                job_id: list.jobs[1].id.into(),
+                job_id: list.jobs[1].id,
                 detail: "in the log only".into(),
                 requeued: 0,
             }],

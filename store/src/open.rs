@@ -1,7 +1,7 @@
 //! Opening a state file: first the checks that the file is ours, made without writing a byte (a
 //! read-only look at the SQLite header, then at its tables), and only then the writer's connection
-//! settings (WAL, synchronous=FULL), the checks that it is the expected run, and the migration of an
-//! older schema.
+//! settings (WAL, synchronous=FULL), the checks that it is the expected run, and the migration of
+//! an older schema.
 //!
 //! A state file is marked at creation with [`APPLICATION_ID`] and `PRAGMA user_version` =
 //! [`SCHEMA_VERSION`]. A file that is not ours (another program's database,
@@ -15,7 +15,7 @@ use super::descriptors::read_header;
 use super::error::{corrupt_or_sql, StoreError};
 use super::lock::WriterLock;
 use super::schema::{APPLICATION_ID, SCHEMA_VERSION, UNTRUSTED_TABLE};
-use super::{now_unix, run_fingerprint, RunKind, RunMeta, Store};
+use super::{now_unix, run_fingerprint, RunKind, RunMeta, RunPolicy, Store};
 use nqueens_core::JobList;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -37,16 +37,16 @@ impl Store {
     /// Opens the run in `path`, creating it from `list` if the file does not exist. Refuses a file
     /// of another N, split, job list, protocol version (`protocol_major`, part of the
     /// [`run_fingerprint`]) or [`RunKind`], and one that is not a valid state file. A new run
-    /// draws each job for verification with probability `verify_fraction`.
+    /// is made with `policy` (an existing one keeps its own: see [`RunMeta::replication`]).
     pub fn open_or_create(
         path: &Path,
         list: &JobList,
         protocol_major: u32,
-        verify_fraction: f64,
+        policy: RunPolicy,
         kind: RunKind,
     ) -> Result<Store, StoreError> {
         let mut lock = WriterLock::acquire(path)?;
-        match Self::open_or_create_locked(path, list, protocol_major, verify_fraction, kind) {
+        match Self::open_or_create_locked(path, list, protocol_major, policy, kind) {
             Ok(store) => {
                 // A new run's file exists only now.
                 lock.hold_file(path)?;
@@ -63,7 +63,7 @@ impl Store {
         path: &Path,
         list: &JobList,
         protocol_major: u32,
-        verify_fraction: f64,
+        policy: RunPolicy,
         kind: RunKind,
     ) -> Result<Store, StoreError> {
         let fingerprint = run_fingerprint(list, protocol_major);
@@ -83,6 +83,7 @@ impl Store {
                 job_count: list.jobs.len() as u64,
                 created_unix: now_unix(),
                 kind: kind.to_owned(),
+                replication: policy.replication,
             },
         };
         if !fresh && store.has_meta()? {
@@ -123,7 +124,7 @@ impl Store {
         }
         // A marked file without metadata is a creation that was interrupted before its one
         // transaction committed.
-        store.create(list, verify_fraction)?;
+        store.create(list, policy)?;
         Ok(store)
     }
 
@@ -193,6 +194,7 @@ impl Store {
                 job_count: 0,
                 created_unix: 0.0,
                 kind: String::new(),
+                replication: 1,
             },
         };
         if !store.has_meta()? {
@@ -269,7 +271,8 @@ fn probe(path: &Path) -> Result<Probe, StoreError> {
     }
     // Application id 0: a state file made before the mark, or another program's database. Look at
     // its tables read-only. Without a `-wal` beside it the file is complete on its own and is read
-    // as immutable, which creates no `-wal`/`-shm` (a plain read-only open of a WAL database would).
+    // as immutable, which creates no `-wal`/`-shm` (a plain read-only open of a WAL database
+    // would).
     let sql = |e| corrupt_or_sql(path, e);
     let conn = if wal_path(path, "-wal").exists() {
         Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)

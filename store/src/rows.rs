@@ -5,7 +5,7 @@ use super::checksum::RowClaim;
 use super::error::StoreError;
 use super::{stored_counts, Loaded, Store, Summary};
 use nqueens_core::{JobCounts, Tally, Totals};
-use nqueens_scheduler::state::JobState;
+use nqueens_scheduler::state::{JobState, Review};
 use nqueens_scheduler::{JobId, LeaseId, StoredJob, StoredLease, WorkerId};
 use rusqlite::OptionalExtension;
 
@@ -71,8 +71,9 @@ impl StoredResult {
 }
 
 impl Store {
-    /// Every result row, its counts and checksum checked. A row that fails (a negative or non-integer
-    /// count, or a checksum that does not match) is damaged or was edited: it must never be counted.
+    /// Every result row, its counts and checksum checked. A row that fails (a negative or
+    /// non-integer count, or a checksum that does not match) is damaged or was edited: it must
+    /// never be counted.
     pub fn results(&self) -> Result<Vec<StoredResult>, StoreError> {
         let sql = self.sql();
         let has_checksum = self.mac.is_some();
@@ -216,7 +217,10 @@ impl Store {
     fn load_jobs(&self) -> Result<Vec<StoredJob>, StoreError> {
         let sql = self.sql();
         let mut jobs = Vec::with_capacity(self.meta.job_count as usize);
-        let mut q = self.conn.prepare("SELECT id, estimate, verify, state, lease_id, errors, conflicts, weight FROM jobs ORDER BY id").map_err(&sql)?;
+        // A schema 3 file read as it is has no review column: nothing is under review there.
+        let review = if self.has_column("jobs", "review")? { "review" } else { "NULL" };
+        let query = format!("SELECT id, estimate, verify, state, lease_id, errors, conflicts, weight, {review} FROM jobs ORDER BY id");
+        let mut q = self.conn.prepare(&query).map_err(&sql)?;
         let mut rows = q.query([]).map_err(&sql)?;
         while let Some(r) = rows.next().map_err(&sql)? {
             let id: i64 = r.get(0).map_err(&sql)?;
@@ -244,6 +248,11 @@ impl Store {
             job.lease = lease.map(|l| LeaseId::new(l as u64));
             job.errors = r.get(5).map_err(&sql)?;
             job.conflicts = r.get(6).map_err(&sql)?;
+            let review: Option<String> = r.get(8).map_err(&sql)?;
+            job.review = Review::parse(review.as_deref()).ok_or_else(|| StoreError::Corrupt {
+                path: self.path.clone(),
+                reason: format!("unknown review {review:?} of job {id}"),
+            })?;
             jobs.push(job);
         }
         Ok(jobs)
@@ -329,6 +338,13 @@ impl Store {
     /// [`Store::tally`], and how many result rows fail their checksum (the `bad_rows` of status).
     pub fn tally_checked(&self) -> Result<(Tally, u64), StoreError> {
         self.tally_and_bad(&self.results()?)
+    }
+
+    /// [`Store::tally_checked`] and [`Store::evidence`] from one reading of the rows.
+    pub fn tally_and_evidence(&self) -> Result<(Tally, u64, crate::Evidence), StoreError> {
+        let rows = self.results()?;
+        let (tally, bad) = self.tally_and_bad(&rows)?;
+        Ok((tally, bad, self.evidence_of(&rows)?))
     }
 
     /// The tally of `rows`, and how many of them fail their checksum.

@@ -2,7 +2,7 @@
 
 use super::checksum::{new_key, to_hex, RowClaim, RowMac};
 use super::error::{corrupt_or_sql, StoreError};
-use super::{stored_counts, verification_draw, RunMeta, Store};
+use super::{stored_counts, verification_draw, RunMeta, RunPolicy, Store};
 use nqueens_core::JobList;
 use nqueens_scheduler::state::JobState;
 use rusqlite::{params, OptionalExtension};
@@ -11,15 +11,22 @@ use rusqlite::{params, OptionalExtension};
 ///
 /// - 1: the first schema.
 /// - 2: result rows carry a keyed `checksum` (see [`super::checksum`]) and `meta` holds the run's
-///   `checksum_key`; the file is marked with [`APPLICATION_ID`]. A schema 1 file is migrated when it
-///   is opened for writing ([`Store::upgrade`]) and read as it is (its rows unchecked) when opened
-///   read-only. The version is bumped, rather than the column added quietly, so that an older
+///   `checksum_key`; the file is marked with [`APPLICATION_ID`]. A schema 1 file is migrated
+///   when it is opened for writing ([`Store::upgrade`]) and read as it is (its rows unchecked)
+///   when opened read-only. The version is bumped, rather than the column added quietly, so that an older
 ///   binary refuses a migrated file instead of writing rows without checksums into it, which this
 ///   one would then have to take for damage.
 /// - 3: workers carry the credential they registered with and the digest of their own secret;
 ///   `credentials` holds the digests of per-host tokens (`token add`). Migrated from 2 by adding
 ///   the columns and the table (old workers cannot take their ids up again: they register anew).
-pub(crate) const SCHEMA_VERSION: u32 = 3;
+/// - 4: jobs carry their `review` (why a job waits for a second party's answer: a re-check drawn
+///   in secret, a probation answer; NULL for none), so that no check a count drew is forgotten
+///   by a restart, and `meta` holds the run's `replication`. Migrated from 3 by adding the column
+///   (NULL: reviews drawn before were kept in memory only) and `replication` 1.
+/// - 5: the workers' column `cores` is called `slots` (a worker's lease slots, what it always
+///   held). Migrated from 4 by renaming the column; read as it is, a file of 4 is read by the
+///   old name.
+pub(crate) const SCHEMA_VERSION: u32 = 5;
 
 /// `PRAGMA application_id` of every nqueens state file: "NQCS".
 pub(crate) const APPLICATION_ID: i32 = 0x4E51_4353;
@@ -79,6 +86,12 @@ impl Store {
             job_count: get("job_count")?.parse().map_err(|_| bad("job_count"))?,
             created_unix: get("created_unix")?.parse().map_err(|_| bad("created_unix"))?,
             kind: get("kind")?,
+            replication: match get("replication") {
+                Ok(value) => value.parse().map_err(|_| bad("replication"))?,
+                // Files made before the setting: one answer a job.
+                Err(StoreError::Corrupt { .. }) if schema < 4 => 1,
+                Err(e) => return Err(e),
+            },
         })
     }
 
@@ -94,12 +107,9 @@ impl Store {
         })
     }
 
-    /// Brings a file opened for writing to [`SCHEMA_VERSION`] and loads its key. From schema 1, in
-    /// one transaction: the `checksum` column, a new random key, a checksum for every existing row
-    /// (as they are: damage done before the migration cannot be told apart, and `verify` is the
-    /// check for that), and the file's mark.
-    pub(super) fn upgrade(&mut self) -> Result<(), StoreError> {
-        let from = self.stored_schema()?;
+    /// The tables and columns of schemas 3 to 5 a file of schema `from` lacks, each step
+    /// idempotent (a file of schema 1 gets them before it is marked with the current version).
+    fn add_columns_since(&mut self, from: u32) -> Result<(), StoreError> {
         if from < 3 {
             // Schema 3's additions, idempotent; a schema 1 file gets them before the step below
             // marks it with the current version.
@@ -113,13 +123,41 @@ impl Store {
                 }
             }
         }
-        if from == 2 {
+        if from < 4 {
+            // Schema 4's additions, idempotent.
+            if !self.has_column("jobs", "review")? {
+                self.conn
+                    .execute_batch("ALTER TABLE jobs ADD COLUMN review TEXT")
+                    .map_err(self.sql())?;
+            }
+            self.conn
+                .execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('replication', '1')", [])
+                .map_err(self.sql())?;
+            self.meta.replication = 1;
+        }
+        if from < 5 && self.has_column("workers", "cores")? {
+            // Schema 5: a worker's lease slots are called what they are.
+            self.conn
+                .execute_batch("ALTER TABLE workers RENAME COLUMN cores TO slots")
+                .map_err(self.sql())?;
+        }
+        Ok(())
+    }
+
+    /// Brings a file opened for writing to [`SCHEMA_VERSION`] and loads its key. From schema 1, in
+    /// one transaction: the `checksum` column, a new random key, a checksum for every existing row
+    /// (as they are: damage done before the migration cannot be told apart, and `verify` is the
+    /// check for that), and the file's mark.
+    pub(super) fn upgrade(&mut self) -> Result<(), StoreError> {
+        let from = self.stored_schema()?;
+        self.add_columns_since(from)?;
+        if (2..SCHEMA_VERSION).contains(&from) {
             self.conn
                 .execute_batch(&format!(
                     "UPDATE meta SET value='{SCHEMA_VERSION}' WHERE key='schema'; PRAGMA user_version={SCHEMA_VERSION};"
                 ))
                 .map_err(self.sql())?;
-            tracing::info!(state = %self.path.display(), "state file migrated from schema 2 to {SCHEMA_VERSION}: workers carry their credential and secret digest");
+            tracing::info!(state = %self.path.display(), from, "state file migrated to schema {SCHEMA_VERSION}: workers carry their credential and secret digest (3), jobs their review and the run its replication (4), workers' lease slots by that name (5)");
         }
         if from == 1 {
             let key = new_key()
@@ -186,11 +224,7 @@ impl Store {
         self.load_key()
     }
 
-    pub(super) fn create(
-        &mut self,
-        list: &JobList,
-        verify_fraction: f64,
-    ) -> Result<(), StoreError> {
+    pub(super) fn create(&mut self, list: &JobList, policy: RunPolicy) -> Result<(), StoreError> {
         let path = self.path.clone();
         let sql = move |error| StoreError::Sqlite { path: path.clone(), error };
         let key =
@@ -200,14 +234,14 @@ impl Store {
             "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE jobs (id INTEGER PRIMARY KEY, weight INTEGER NOT NULL, estimate INTEGER NOT NULL,
                  verify INTEGER NOT NULL, state TEXT NOT NULL, lease_id INTEGER, worker_id INTEGER,
-                 errors INTEGER NOT NULL DEFAULT 0, conflicts INTEGER NOT NULL DEFAULT 0);
+                 errors INTEGER NOT NULL DEFAULT 0, conflicts INTEGER NOT NULL DEFAULT 0, review TEXT);
              CREATE TABLE results (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, worker_id INTEGER NOT NULL,
                  lease_id INTEGER NOT NULL, solutions INTEGER NOT NULL, sym180 INTEGER NOT NULL, sym90 INTEGER NOT NULL,
                  nodes INTEGER NOT NULL, seconds REAL NOT NULL, counted INTEGER NOT NULL, kind TEXT NOT NULL, at REAL NOT NULL,
                  checksum BLOB);
              CREATE INDEX results_job ON results(job_id);
              CREATE TABLE leases (id INTEGER PRIMARY KEY, worker_id INTEGER NOT NULL, job_ids TEXT NOT NULL, at REAL NOT NULL);
-             CREATE TABLE workers (id INTEGER PRIMARY KEY, name TEXT, host TEXT, cores INTEGER, version TEXT, registered REAL,
+             CREATE TABLE workers (id INTEGER PRIMARY KEY, name TEXT, host TEXT, slots INTEGER, version TEXT, registered REAL,
                  credential TEXT, secret_digest BLOB);
              CREATE TABLE conflicts (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, worker_a INTEGER, worker_b INTEGER, detail TEXT, at REAL);",
         )
@@ -223,7 +257,8 @@ impl Store {
             ("job_count", m.job_count.to_string()),
             ("created_unix", m.created_unix.to_string()),
             ("kind", m.kind.clone()),
-            ("verify_fraction", verify_fraction.to_string()),
+            ("verify_fraction", policy.verify_fraction.to_string()),
+            ("replication", policy.replication.to_string()),
             ("checksum_key", to_hex(&key)),
         ];
         for (k, v) in meta {
@@ -232,12 +267,12 @@ impl Store {
         }
         {
             let mut insert = tx.prepare("INSERT INTO jobs(id, weight, estimate, verify, state) VALUES (?1, ?2, ?3, ?4, ?5)").map_err(&sql)?;
-            let chosen = verification_draw(verify_fraction);
+            let chosen = verification_draw(policy.verify_fraction);
             for job in &list.jobs {
-                let verify = chosen(job.id);
+                let verify = chosen(job.id.get());
                 insert
                     .execute(params![
-                        job.id as i64,
+                        job.id.get() as i64,
                         job.weight,
                         job.estimate as i64,
                         verify,

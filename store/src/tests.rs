@@ -51,14 +51,16 @@ fn checkpoint_resumes_and_refuses_other_runs() {
 /// An untrusted mark and the un-counting of its worker's row survive reopening.
 fn untrust_and_uncount_survive_reopening(path: &Path, list: &JobList) {
     {
-        let mut store = Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+        let mut store =
+            Store::open_or_create(path, list, PROTOCOL, RunPolicy::default(), RunKind::Local)
+                .unwrap();
         let job = &list.jobs[0];
         store
             .apply(
                 &[
-                    Change::Uncount { job_id: job.id.into() },
+                    Change::Uncount { job_id: job.id },
                     Change::JobState {
-                        job_id: job.id.into(),
+                        job_id: job.id,
                         state: JobState::Pending,
                         lease_id: None,
                         worker_id: None,
@@ -67,7 +69,7 @@ fn untrust_and_uncount_survive_reopening(path: &Path, list: &JobList) {
                     },
                     Change::Untrust {
                         worker_id: 7.into(),
-                        job_id: job.id.into(),
+                        job_id: job.id,
                         detail: "test".into(),
                         requeued: 1,
                     },
@@ -76,7 +78,8 @@ fn untrust_and_uncount_survive_reopening(path: &Path, list: &JobList) {
             )
             .unwrap();
     }
-    let store = Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+    let store =
+        Store::open_or_create(path, list, PROTOCOL, RunPolicy::default(), RunKind::Local).unwrap();
     assert_eq!(store.untrusted_workers().unwrap(), vec![7]);
     let loaded = store.load().unwrap();
     assert_eq!(loaded.untrusted, vec![WorkerId::new(7)]);
@@ -92,7 +95,7 @@ fn one_writer_at_a_time(path: &Path, list: &JobList) {
     let writer = LocalCheckpoint::open(path, list, PROTOCOL).unwrap();
     assert!(matches!(LocalCheckpoint::open(path, list, PROTOCOL), Err(StoreError::InUse { .. })));
     assert!(matches!(
-        Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local),
+        Store::open_or_create(path, list, PROTOCOL, RunPolicy::default(), RunKind::Local),
         Err(StoreError::InUse { .. })
     ));
     assert!(Store::open_existing(path).is_ok());
@@ -104,7 +107,9 @@ fn one_writer_at_a_time(path: &Path, list: &JobList) {
 /// Held and failed jobs go back to the queue, offline, keeping their counters.
 fn held_and_failed_jobs_are_requeued(path: &Path, list: &JobList) {
     {
-        let mut store = Store::open_or_create(path, list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+        let mut store =
+            Store::open_or_create(path, list, PROTOCOL, RunPolicy::default(), RunKind::Local)
+                .unwrap();
         let state = |job_id, state, errors, conflicts| Change::JobState {
             job_id,
             state,
@@ -173,7 +178,8 @@ fn files_that_are_not_ours_are_refused_and_left_untouched() {
     for path in [&foreign, &wal, &other_id, &text] {
         let before = std::fs::read(path).unwrap();
         let refusals = [
-            Store::open_or_create(path, &list, PROTOCOL, 0.0, RunKind::Cluster).err(),
+            Store::open_or_create(path, &list, PROTOCOL, RunPolicy::default(), RunKind::Cluster)
+                .err(),
             LocalCheckpoint::open(path, &list, PROTOCOL).err(),
             Store::open_existing(path).err(),
             Store::open_existing_for_update(path).err(),
@@ -192,7 +198,10 @@ fn files_that_are_not_ours_are_refused_and_left_untouched() {
     std::fs::write(&empty, b"").unwrap();
     let missing = dir.path().join("missing.db");
     for path in [&empty, &missing] {
-        drop(Store::open_or_create(path, &list, PROTOCOL, 0.0, RunKind::Cluster).unwrap());
+        drop(
+            Store::open_or_create(path, &list, PROTOCOL, RunPolicy::default(), RunKind::Cluster)
+                .unwrap(),
+        );
         let c = rusqlite::Connection::open(path).unwrap();
         let id: i32 = c.query_row("PRAGMA application_id", [], |r| r.get(0)).unwrap();
         let version: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
@@ -220,7 +229,7 @@ fn a_row_that_fails_its_checksum_is_never_counted_and_its_job_is_solved_again() 
     let list = job_list(8, &SplitParams::default()).unwrap();
     finished_run(&path, &list);
     let total = u128::from(nqueens_core::reference::count_all(8).unwrap());
-    let job = list.jobs.iter().find(|j| j.solve().unwrap().solutions > 0).unwrap().id;
+    let job = list.jobs.iter().find(|j| j.solve().unwrap().solutions > 0).unwrap().id.get();
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute(
         "UPDATE results SET solutions=solutions+1 WHERE job_id=?1 AND counted=1",
@@ -244,8 +253,9 @@ fn a_row_that_fails_its_checksum_is_never_counted_and_its_job_is_solved_again() 
     let cp = LocalCheckpoint::open(&path, &list, PROTOCOL).unwrap();
     let done = cp.done_ids().unwrap();
     assert_eq!(done.len(), list.jobs.len() - 1);
-    assert!(!done.contains(&job));
-    cp.record(job, &list.jobs[job as usize].solve().unwrap(), 0.0).unwrap();
+    assert!(!done.contains(&nqueens_core::JobId::new(job)));
+    cp.record(nqueens_core::JobId::new(job), &list.jobs[job as usize].solve().unwrap(), 0.0)
+        .unwrap();
     assert_eq!(cp.finish().unwrap().1.unwrap().total, total);
     drop(cp);
     assert_eq!(Store::open_existing(&path).unwrap().summary().unwrap().bad_rows, 1);
@@ -306,7 +316,9 @@ fn tally_cost_at_n27_scale() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big.db");
     let list = job_list(10, &SplitParams::default()).unwrap();
-    let mut store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+    let mut store =
+        Store::open_or_create(&path, &list, PROTOCOL, RunPolicy::default(), RunKind::Local)
+            .unwrap();
     let rows = 750_000u64;
     let counts = nqueens_core::JobCounts { solutions: 1, sym180: 0, sym90: 0, nodes: 10 };
     let started = std::time::Instant::now();
@@ -353,7 +365,9 @@ fn sums_past_u64_are_exact_through_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wide.db");
     let list = job_list(9, &SplitParams::default()).unwrap();
-    let mut store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Local).unwrap();
+    let mut store =
+        Store::open_or_create(&path, &list, PROTOCOL, RunPolicy::default(), RunKind::Local)
+            .unwrap();
     let base = 1u64 << 61;
     // Per weight, counts that keep the symmetry identities of the weighted sums.
     let counts_of = |weight: u8, id: u64| match weight {
@@ -364,13 +378,13 @@ fn sums_past_u64_are_exact_through_the_store() {
     let (mut total, mut sym180, mut sym90) = (0u128, 0u128, 0u128);
     let mut changes = Vec::new();
     for job in &list.jobs {
-        let counts = counts_of(job.weight, job.id);
+        let counts = counts_of(job.weight, job.id.get());
         let w = u128::from(job.weight);
         total += w * u128::from(counts.solutions);
         sym180 += w * u128::from(counts.sym180);
         sym90 += w * u128::from(counts.sym90);
         changes.push(Change::Result {
-            job_id: job.id.into(),
+            job_id: job.id,
             worker_id: 1.into(),
             lease_id: 1.into(),
             counts,
@@ -379,7 +393,7 @@ fn sums_past_u64_are_exact_through_the_store() {
             kind: nqueens_scheduler::state::ResultKind::First,
         });
         changes.push(Change::JobState {
-            job_id: job.id.into(),
+            job_id: job.id,
             state: JobState::Done,
             lease_id: None,
             worker_id: None,
@@ -451,12 +465,14 @@ fn workers_are_read_one_way_their_rows_with_what_they_did() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("workers.db");
     let list = job_list(8, &SplitParams::default()).unwrap();
-    let mut store = Store::open_or_create(&path, &list, PROTOCOL, 0.0, RunKind::Cluster).unwrap();
+    let mut store =
+        Store::open_or_create(&path, &list, PROTOCOL, RunPolicy::default(), RunKind::Cluster)
+            .unwrap();
     let row = |id: u64| WorkerRow {
         id,
         name: format!("w{id}"),
         host: "lab-1".into(),
-        cores: 4,
+        slots: 4,
         version: "1.0".into(),
         credential: "lab".into(),
         secret_digest: vec![id as u8; 32],

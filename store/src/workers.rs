@@ -11,8 +11,8 @@ use std::collections::HashMap;
 /// again), `status` all of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerRecord {
-    /// Its row as it registered: id, name, host, cores, version, credential (empty in rows from
-    /// before credentials: the shared token) and secret digest.
+    /// Its row as it registered: id, name, host, lease slots, version, credential (empty in rows
+    /// from before credentials: the shared token) and secret digest.
     pub row: WorkerRow,
     /// Its counted results.
     pub results: u64,
@@ -81,8 +81,10 @@ impl Store {
         let column = |name| -> Result<&str, StoreError> {
             Ok(if self.has_column("workers", name)? { name } else { "NULL" })
         };
+        // Lease slots were stored as `cores` before schema 5; a file read as it is keeps that.
+        let slots = if self.has_column("workers", "slots")? { "slots" } else { "cores" };
         let query = format!(
-            "SELECT id, name, host, cores, version, registered, {}, {} FROM workers ORDER BY id",
+            "SELECT id, name, host, {slots}, version, registered, {}, {} FROM workers ORDER BY id",
             column("credential")?,
             column("secret_digest")?
         );
@@ -93,7 +95,7 @@ impl Store {
                     id: r.get::<_, i64>(0)? as u64,
                     name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
                     host: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                    cores: r.get::<_, Option<i64>>(3)?.unwrap_or(0) as u32,
+                    slots: r.get::<_, Option<i64>>(3)?.unwrap_or(0) as u32,
                     version: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
                     credential: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
                     secret_digest: r.get::<_, Option<Vec<u8>>>(7)?.unwrap_or_default(),
@@ -112,12 +114,10 @@ pub struct BlockedJobs {
     pub held: Vec<u64>,
     /// Ids of failed jobs (workers kept reporting solver errors), lowest first, at most the limit.
     pub failed: Vec<u64>,
-    /// Conflicting results on record.
-    pub conflicts: u64,
 }
 
 impl Store {
-    /// The first `limit` held and failed jobs, and how many conflicts are on record.
+    /// The first `limit` held and failed jobs.
     pub fn blocked_jobs(&self, limit: usize) -> Result<BlockedJobs, StoreError> {
         let ids = |state: JobState| {
             self.ids(&format!(
@@ -125,14 +125,6 @@ impl Store {
                 state.as_str()
             ))
         };
-        let conflicts: i64 = self
-            .conn
-            .query_row("SELECT COUNT(*) FROM conflicts", [], |r| r.get(0))
-            .map_err(self.sql())?;
-        Ok(BlockedJobs {
-            held: ids(JobState::Held)?,
-            failed: ids(JobState::Failed)?,
-            conflicts: conflicts as u64,
-        })
+        Ok(BlockedJobs { held: ids(JobState::Held)?, failed: ids(JobState::Failed)? })
     }
 }

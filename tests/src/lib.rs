@@ -27,7 +27,8 @@ pub fn known_counts_path() -> PathBuf {
     })
 }
 
-/// The reference table, keyed by N. Panics with a clear message if the file is missing or malformed.
+/// The reference table, keyed by N. Panics with a clear message if the file is missing or
+/// malformed.
 pub fn known_counts() -> BTreeMap<u8, Known> {
     let path = known_counts_path();
     let text = std::fs::read_to_string(&path)
@@ -59,7 +60,8 @@ pub fn known_counts() -> BTreeMap<u8, Known> {
     table
 }
 
-/// Path of one of the workspace's binaries (`nqueens-coordinator`, `nqueens-worker`), fresh: the
+/// Path of one of the workspace's binaries (`nqueens-coordinator`, `nqueens-worker`, the tools'
+/// `nqueens-loadgen`), fresh: the
 /// first call in a test process builds both (see [`build_binaries`]) and waits for the build, so a
 /// test never runs a missing or stale binary, whichever package `cargo test` was asked for.
 pub fn binary(name: &str) -> PathBuf {
@@ -70,9 +72,10 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-/// Runs `cargo build` for the coordinator's and the worker's binaries with the profile and into the
-/// target directory of the running test executable (`<target>/<profile>/deps/<test>-<hash>`), and
-/// returns the directory that holds them (`<target>/<profile>`).
+/// Runs `cargo build` for the coordinator's, the worker's and the tools' binaries with the profile
+/// and into the target directory of the running test executable
+/// (`<target>/<profile>/deps/<test>-<hash>`), and returns the directory that holds them
+/// (`<target>/<profile>`).
 ///
 /// `cargo test -p nqueens-tests` builds no other package's binaries, so the tests build them
 /// themselves. The worker gets the `fault-injection` feature, as `cargo test --workspace` gives it
@@ -100,7 +103,7 @@ pub fn build_binaries() -> Result<PathBuf, String> {
     let _ = writeln!(
         stderr,
         "nqueens-tests: cargo build --profile {profile} -p nqueens-coordinator -p nqueens-worker \
-         (the binaries the tests run) into {}",
+         -p nqueens-tools (the binaries the tests run) into {}",
         target_dir.display()
     );
     let mut build = Command::new(&cargo);
@@ -121,16 +124,25 @@ pub fn build_binaries() -> Result<PathBuf, String> {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["build", "--profile", profile, "--target-dir"])
         .arg(target_dir)
-        .args(["-p", "nqueens-coordinator", "-p", "nqueens-worker", "--bins"])
+        .args([
+            "-p",
+            "nqueens-coordinator",
+            "-p",
+            "nqueens-worker",
+            "-p",
+            "nqueens-tools",
+            "--bins",
+        ])
         .args(["--features", "nqueens-worker/fault-injection"])
         .stdout(Stdio::null())
         .status()
         .map_err(|e| format!("cannot run {}: {e}", Path::new(&cargo).display()))?;
     if !status.success() {
-        return Err(format!("building nqueens-coordinator and nqueens-worker failed: {status}"));
+        return Err(format!("building the binaries the tests run failed: {status}"));
     }
     Ok(profile_dir.to_owned())
 }
 
 pub mod cluster;
+pub mod flood;
 pub mod rogue;

@@ -40,6 +40,30 @@ pub async fn connect_from(
     pb::client(channel, token).unwrap()
 }
 
+/// A gRPC client of the coordinator on 127.0.0.1:`port`, sending `token`, and the number of
+/// connections it has opened so far: a call after the coordinator closed its connection opens
+/// another (tonic's channel reconnects by itself), which is how a test sees a close.
+pub async fn connect_counting(
+    port: u16,
+    token: Option<&str>,
+) -> (pb::Client, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let opened = std::sync::Arc::new(AtomicUsize::new(0));
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect_timeout(Duration::from_secs(5));
+    let counter = opened.clone();
+    let connector = tower::service_fn(move |_uri: tonic::transport::Uri| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+        }
+    });
+    let channel = endpoint.connect_with_connector(connector).await.unwrap();
+    (pb::client(channel, token).unwrap(), opened)
+}
+
 /// The typed reason the coordinator put in a refusal's details.
 pub fn reason(status: &tonic::Status) -> Reason {
     Reason::try_from(

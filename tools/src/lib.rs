@@ -1,7 +1,11 @@
 //! What the benchmark tools (`nqueens-loadgen`, `nqueens-status-bench`) share: the coordinator
 //! binary they start, and a gRPC channel that waits for it to come up.
 
-#![allow(missing_docs)] // helpers of the two tool binaries, not a library anyone builds on
+#![allow(missing_docs)] // helpers of the tool binaries, not a library anyone builds on
+
+pub mod coordinator_proc;
+pub mod fleet;
+pub mod probe;
 
 use anyhow::{bail, Result};
 use std::path::PathBuf;

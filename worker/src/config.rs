@@ -90,28 +90,28 @@ impl WorkerConfig {
 
     /// Rejects settings that no retry can make work, so that a typo is one clear error at start
     /// instead of a worker that reconnects forever.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), WorkerConfigError> {
         let url = self.connect.trim();
         if url.is_empty() {
-            return Err(ConfigError::NoUrl);
+            return Err(WorkerConfigError::NoUrl);
         }
         let full = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
         tonic::transport::Endpoint::from_shared(full.clone())
-            .map_err(|source| ConfigError::BadUrl { url: url.to_owned(), source })?;
+            .map_err(|source| WorkerConfigError::BadUrl { url: url.to_owned(), source })?;
         if full.starts_with("https://") && self.tls_ca.is_none() {
-            return Err(ConfigError::HttpsWithoutCa { url: url.to_owned() });
+            return Err(WorkerConfigError::HttpsWithoutCa { url: url.to_owned() });
         }
         if self.tls_ca.as_ref().is_some_and(|pem| !is_pem_certificate(pem)) {
-            return Err(ConfigError::CaNotPem);
+            return Err(WorkerConfigError::CaNotPem);
         }
         if self.threads == 0 {
-            return Err(ConfigError::NoThreads);
+            return Err(WorkerConfigError::NoThreads);
         }
         if self.gpu != GpuMode::Off && self.gpu_slots == 0 {
-            return Err(ConfigError::NoGpuSlots);
+            return Err(WorkerConfigError::NoGpuSlots);
         }
         if pb::TokenInterceptor::new(self.token.as_deref()).is_err() {
-            return Err(ConfigError::BadToken);
+            return Err(WorkerConfigError::BadToken);
         }
         Ok(())
     }
@@ -119,7 +119,7 @@ impl WorkerConfig {
 
 /// A setting that cannot work, found by [`WorkerConfig::validate`].
 #[derive(Debug, Error)]
-pub enum ConfigError {
+pub enum WorkerConfigError {
     /// The coordinator URL is empty.
     #[error("no coordinator URL (--connect), e.g. http://coordinator-host:7447")]
     NoUrl,
@@ -183,23 +183,23 @@ mod tests {
 
     #[test]
     fn settings_that_cannot_work_are_refused() {
-        assert!(matches!(config("  ").validate(), Err(ConfigError::NoUrl)));
-        assert!(matches!(config("http://a b").validate(), Err(ConfigError::BadUrl { .. })));
+        assert!(matches!(config("  ").validate(), Err(WorkerConfigError::NoUrl)));
+        assert!(matches!(config("http://a b").validate(), Err(WorkerConfigError::BadUrl { .. })));
         assert!(matches!(
             config("https://c:1").validate(),
-            Err(ConfigError::HttpsWithoutCa { .. })
+            Err(WorkerConfigError::HttpsWithoutCa { .. })
         ));
         let mut c = config("https://c:1");
         c.tls_ca = Some(b"not a certificate".to_vec());
-        assert!(matches!(c.validate(), Err(ConfigError::CaNotPem)));
+        assert!(matches!(c.validate(), Err(WorkerConfigError::CaNotPem)));
         c.tls_ca = Some(b"-----BEGIN CERTIFICATE-----\nMII=\n-----END CERTIFICATE-----\n".to_vec());
         c.validate().unwrap();
         let mut c = config("c:1");
         c.threads = 0;
-        assert!(matches!(c.validate(), Err(ConfigError::NoThreads)));
+        assert!(matches!(c.validate(), Err(WorkerConfigError::NoThreads)));
         c.threads = 1;
         c.token = Some("line\nbreak".into());
-        assert!(matches!(c.validate(), Err(ConfigError::BadToken)));
+        assert!(matches!(c.validate(), Err(WorkerConfigError::BadToken)));
     }
 }
 

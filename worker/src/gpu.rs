@@ -1,5 +1,5 @@
-//! The GPU lane: one thread that owns the device (OpenCL or CUDA) and counts leased jobs in batches, beside
-//! (or instead of) the CPU pool.
+//! The GPU lane: one thread that owns the device (OpenCL or CUDA) and counts leased jobs in
+//! batches, beside (or instead of) the CPU pool.
 //!
 //! Leased jobs wait in the lane's queue; the lane takes all that wait at once (a batch fills the
 //! card best), and CPU threads beside it, when asked for, take single jobs from the other end. A

@@ -41,7 +41,7 @@ impl Lanes {
         let gpu = self.gpu.as_ref().filter(|lane| lane.alive());
         for (id, job) in jobs {
             let task = match job {
-                Ok(job) => Task { lease, id, job },
+                Ok(job) => Task { lease, job },
                 Err(e) => {
                     self.reports.refused(lease, id, e);
                     continue;

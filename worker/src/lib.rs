@@ -1,5 +1,6 @@
-//! The worker: leases jobs from a coordinator, solves them on a rayon pool, streams each result back
-//! the moment it is done, and keeps it until the coordinator acknowledges that it is committed.
+//! The worker: leases jobs from a coordinator, solves them on a rayon pool, streams the results
+//! back (in bursts of up to 20 ms while the lanes are busy, see `state`), and keeps each until the
+//! coordinator acknowledges that it is committed.
 //!
 //! Two worlds that must not block each other: the rayon pool does the CPU work, and a tokio runtime
 //! (its own threads) does all networking, so heartbeats keep leases alive however busy the cores
@@ -40,7 +41,7 @@ mod session;
 mod state;
 mod work;
 
-pub use config::{ConfigError, GpuMode, WorkerConfig};
+pub use config::{GpuMode, WorkerConfig, WorkerConfigError};
 pub use error::WorkerError;
 
 /// How a worker ended without error.

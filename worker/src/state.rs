@@ -220,8 +220,9 @@ mod tests {
     use crate::work::Task;
 
     fn task(lease: u64, job: u64) -> Task {
-        let job_spec = nqueens_core::job_list(8, &Default::default()).unwrap().jobs[0].clone();
-        Task { lease: LeaseId::new(lease), id: JobId::new(job), job: job_spec }
+        let mut job_spec = nqueens_core::job_list(8, &Default::default()).unwrap().jobs[0].clone();
+        job_spec.id = JobId::new(job);
+        Task { lease: LeaseId::new(lease), job: job_spec }
     }
 
     /// A lease is held until its last job is answered; an answer is kept until acknowledged and

@@ -2,55 +2,20 @@
 //! typed ids) and what became of it ([`Report`]), left in one [`Inbox`] (through [`ReportTx`]) for
 //! the state's owner. No wire type (`pb::`) reaches here; the session converts at its edge.
 //!
-//! The ids are the worker's own small newtypes rather than the scheduler's: the worker knows
-//! nothing of the coordinator's crates beyond the contract (`proto`), and a swapped job and lease
-//! id still does not compile.
+//! The ids are `core`'s typed ids ([`JobId`], [`LeaseId`]), shared with the coordinator: a
+//! swapped job and lease id does not compile.
 
 use nqueens_core::{Job, JobCounts};
+pub(crate) use nqueens_core::{JobId, LeaseId};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
-macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-        pub(crate) struct $name(u64);
-
-        impl $name {
-            /// The id whose number is `id` (as sent on the wire).
-            pub(crate) const fn new(id: u64) -> Self {
-                $name(id)
-            }
-            /// The id's number, as sent on the wire.
-            pub(crate) const fn get(self) -> u64 {
-                self.0
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                self.0.fmt(f)
-            }
-        }
-    };
-}
-
-id_type!(
-    /// A job of the run: its index in the run's job list.
-    JobId
-);
-id_type!(
-    /// A lease the coordinator granted this worker.
-    LeaseId
-);
-
-/// One leased job on its way to a solver lane.
+/// One leased job on its way to a solver lane (its id is `job.id`).
 #[derive(Debug, Clone)]
 pub(crate) struct Task {
     pub lease: LeaseId,
-    pub id: JobId,
     pub job: Job,
 }
 
@@ -79,7 +44,8 @@ pub(crate) enum Report {
 /// context switch per job on cores that are all solving (20,000 in a one-second N=17 run, and a
 /// third more CPU than `solve`). So a report wakes someone only when it must act now: the
 /// collector on the first report of a burst, when the inbox is full and when the lanes run dry;
-/// the lease loop when the jobs left with the lanes fall to its low-water mark ([`Inbox::wait_for_room`]).
+/// the lease loop when the jobs left with the lanes fall to its low-water mark
+/// ([`Inbox::wait_for_room`]).
 #[derive(Default)]
 pub(crate) struct Inbox {
     reports: Mutex<Vec<Report>>,
@@ -180,8 +146,8 @@ impl ReportTx {
     /// `task`'s answer.
     pub fn finished(&self, task: &Task, answer: Answer) {
         #[cfg(feature = "fault-injection")]
-        let answer = answer.map(|(c, s)| (crate::fault::corrupt(task.id.get(), c), s));
-        self.0.leave(Report::Finished(Finished { lease: task.lease, id: task.id, answer }));
+        let answer = answer.map(|(c, s)| (crate::fault::corrupt(task.job.id.get(), c), s));
+        self.0.leave(Report::Finished(Finished { lease: task.lease, id: task.job.id, answer }));
     }
 
     /// A leased job that cannot be solved (its spec does not describe a job): `why` is its answer.

@@ -1,5 +1,5 @@
-//! The cluster subcommands of the binary: `serve`, `status`, `requeue` and `healthcheck`. Argument parsing,
-//! signals and the tokio runtime live here; the work is in the library.
+//! The cluster subcommands of the binary: `serve`, `status`, `requeue` and `healthcheck`. Argument
+//! parsing, signals and the tokio runtime live here; the work is in the library.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -15,10 +15,12 @@ use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Board size. Required for a new run; when resuming it must match the state file (or be left out).
+    /// Board size. Required for a new run; when resuming it must match the state file (or be left
+    /// out).
     #[arg(long, env = "NQ_N")]
     pub n: Option<u32>,
-    /// SQLite state file: created if missing, resumed if present. The result goes to <FILE>.result.json.
+    /// SQLite state file: created if missing, resumed if present. The result goes to
+    /// <FILE>.result.json.
     #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
     pub state: PathBuf,
     /// gRPC listen address.
@@ -36,9 +38,22 @@ pub struct ServeArgs {
     /// token (only on a network you trust; the page then shows the state file's name only).
     #[arg(long, env = "NQ_PUBLIC_STATUS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub public_status: bool,
-    /// gRPC connections one IP address may hold at once; more are closed at once.
+    /// gRPC connections that have not made an authenticated call yet that one IP address may
+    /// hold at once; more are closed at once. Authenticated connections (registered workers,
+    /// status readers with the token) are not capped per address: a NAT gateway may hold thousands.
     #[arg(long, env = "NQ_GRPC_MAX_CONNS_PER_IP", default_value_t = GrpcLimits::default().max_per_ip)]
     pub grpc_max_conns_per_ip: usize,
+    /// Seconds a new gRPC connection has to make its first authenticated call (a worker's
+    /// registration, a status call with the token); closed after this. Connections that have
+    /// not authenticated also give way to newer ones when the port is full (its cap follows the
+    /// descriptor limit, `ulimit -n`, less 128 kept for the process and the HTTP port).
+    #[arg(long, env = "NQ_GRPC_AUTH_SECONDS", default_value_t = GrpcLimits::default().auth_timeout.as_secs())]
+    pub grpc_auth_seconds: u64,
+    /// Workers the run expects at once (each holds one gRPC connection): a warning at start
+    /// when the descriptor limit (`ulimit -n`, raised to its hard limit at start) leaves room
+    /// for fewer.
+    #[arg(long, env = "NQ_EXPECTED_WORKERS", default_value_t = ServeConfig::default().expected_workers)]
+    pub expected_workers: usize,
     /// Seconds a new gRPC connection has to start its handshake (HTTP/2 preface or TLS
     /// ClientHello) and to finish a TLS handshake; a silent one is closed after this.
     #[arg(long, env = "NQ_GRPC_HANDSHAKE_SECONDS", default_value_t = GrpcLimits::default().handshake_timeout.as_secs())]
@@ -73,11 +88,22 @@ pub struct ServeArgs {
     /// to re-solve a few jobs; above N=22 it never does).
     #[arg(long, env = "NQ_NO_COORDINATOR_CHECKS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub no_coordinator_checks: bool,
-    /// Fraction of counted jobs secretly solved again by a worker of another credential (a lie
-    /// told through two identities under one shared token is found with this chance per job).
+    /// Fraction of the answers that would count on one credential's word (a trusted party
+    /// alone, or identities of the shared token agreeing) drawn, in secret, for a re-check: a
+    /// drawn answer counts only once another party (or the coordinator, N <= 22) gives the same,
+    /// and the run does not end with one open. A party lying on L such answers goes unnoticed
+    /// with probability (1 - fraction)^L.
     #[arg(long, env = "NQ_RECHECK_FRACTION", default_value_t = ServeConfig::default().recheck_fraction)]
     pub recheck_fraction: f64,
-    /// Exit 0 once the run is complete and the result file is written (env: true/false, 1/0, yes/no).
+    /// Independent answers every job needs, fixed when the run is made: 1 (a trusted party's
+    /// answer counts alone, re-checked at --recheck-fraction) or 2, a record run: a job counts
+    /// only when two different credentials (per-host tokens; the shared token is one), or the
+    /// coordinator and one credential, gave the same answer, whoever is trusted (about twice the
+    /// CPU). [default: 1 for a new run, the stored run's when resuming]
+    #[arg(long, env = "NQ_REPLICATION")]
+    pub replication: Option<u8>,
+    /// Exit 0 once the run is complete and the result file is written (env: true/false, 1/0,
+    /// yes/no).
     #[arg(long, env = "NQ_EXIT_WHEN_DONE", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub exit_when_done: bool,
     /// PEM certificate chain: serve gRPC over TLS (with --tls-key).
@@ -171,10 +197,13 @@ impl ServeArgs {
             spot_checks: !self.no_spot_checks,
             coordinator_checks: !self.no_coordinator_checks,
             recheck_fraction: self.recheck_fraction,
+            replication: self.replication,
             public_status: self.public_status,
+            expected_workers: self.expected_workers,
             grpc_limits: GrpcLimits {
                 max_per_ip: self.grpc_max_conns_per_ip,
                 handshake_timeout: Duration::from_secs(self.grpc_handshake_seconds.max(1)),
+                auth_timeout: Duration::from_secs(self.grpc_auth_seconds.max(1)),
                 idle_timeout: Duration::from_secs(self.grpc_idle_seconds.max(1)),
                 ..GrpcLimits::default()
             },
@@ -186,6 +215,14 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
     let config = args.config()?;
     // Settings first: nothing is bound, created or logged for a run that cannot start.
     config.validate()?;
+    // Each worker holds a descriptor: take all the hard limit allows (see `fd_limit.rs`).
+    match nqueens_coordinator::fd_limit::raise_to_hard() {
+        Ok((before, after)) if after > before => {
+            tracing::info!(before, after, "descriptor limit raised to the hard limit")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise the descriptor limit to the hard limit"),
+    }
     runtime()?.block_on(async move {
         let shutdown = shutdown_signal();
         let listener = tokio::net::TcpListener::bind(&args.listen)

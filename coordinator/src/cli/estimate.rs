@@ -3,7 +3,9 @@
 use anyhow::Result;
 use clap::Args;
 use nqueens_coordinator::hms;
-use nqueens_core::estimate::{estimate, Estimate, EstimateParams};
+use nqueens_core::estimate::{
+    estimate, Estimate, EstimateParams, REFERENCE_CORE_SECONDS, REFERENCE_N,
+};
 use nqueens_core::{check_board_size, SplitParams};
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -41,6 +43,10 @@ pub struct EstimateArgs {
     /// solves at a size where both are affordable).
     #[arg(long, default_value_t = EstimateParams::default().whole_rows)]
     pub whole_rows: usize,
+    /// Leave out measuring this host's speed on the reference list (a second or so of one core),
+    /// and with it the reference-core-years.
+    #[arg(long)]
+    pub no_reference: bool,
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -135,6 +141,7 @@ pub fn run(args: EstimateArgs) -> Result<ExitCode> {
         whole_rows: args.whole_rows,
         host_cores: args.host_cores,
         card_cores: args.card_cores,
+        measure_speed: !args.no_reference,
     };
     anyhow::ensure!(args.host_cores > 0, "--host-cores must be at least 1");
     anyhow::ensure!(
@@ -194,6 +201,20 @@ fn text(e: &Estimate) -> String {
         seconds(e.total_cpu_seconds_low),
         seconds(e.total_cpu_seconds_high)
     );
+    if let (Some(speed), Some(years), Some(low), Some(high)) =
+        (e.speed, e.reference_core_years, e.reference_core_years_low, e.reference_core_years_high)
+    {
+        let _ = writeln!(
+            o,
+            "         = {years:.3e} reference-core-years (95%: {low:.3e} .. {high:.3e}): this host \
+             solved the reference list (every job of N={REFERENCE_N}, one thread) in {:.3} s \
+             (before and after the sample, {:.0}% apart), a reference core in \
+             {REFERENCE_CORE_SECONDS:.3} s ({:.2} reference cores per core)",
+            speed.reference_seconds,
+            200.0 * speed.drift,
+            speed.reference_cores_per_core
+        );
+    }
     let _ = writeln!(
         o,
         "longest  job ~{} (projected; longest sampled {})",

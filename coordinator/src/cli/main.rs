@@ -27,12 +27,14 @@ enum Command {
     Serve(cluster_commands::ServeArgs),
     /// Show progress of a run, from a live coordinator (--connect) or a state file (--state).
     Status(cluster_commands::StatusArgs),
-    /// Give held and failed jobs of a stopped run another attempt (all of them, or --held / --failed).
+    /// Give held and failed jobs of a stopped run another attempt (all of them, or --held /
+    /// --failed).
     Requeue(cluster_commands::RequeueArgs),
     /// Solve a sample (or all) of a run's counted jobs again and compare; list rows whose checksum
     /// fails. Exit 0 only if everything agrees. Read-only: safe beside a running coordinator.
     Verify(VerifyArgs),
-    /// Exit 0 if the coordinator's gRPC health service reports SERVING (for container health checks).
+    /// Exit 0 if the coordinator's gRPC health service reports SERVING (for container health
+    /// checks).
     Healthcheck(cluster_commands::HealthcheckArgs),
     /// Size a run before starting it: solve a stratified sample of the job list of N and project
     /// the CPU time, the longest job (on a core, a host, a card) and the wall time on 8 to 10,000

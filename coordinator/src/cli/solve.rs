@@ -23,7 +23,8 @@ pub struct SolveArgs {
     /// Solver threads [default: all cores].
     #[arg(long, env = "NQ_THREADS")]
     pub threads: Option<usize>,
-    /// Print one JSON object per N (fields n, total, unique, count2, count4, count8, jobs, seconds, nodes).
+    /// Print one JSON object per N (fields n, total, unique, count2, count4, count8, jobs, seconds,
+    /// nodes).
     #[arg(long)]
     pub json: bool,
     /// Wanted number of jobs per board size [default: 2^(N-5), at most 2^21 = 2,097,152, also the
@@ -34,8 +35,8 @@ pub struct SolveArgs {
     #[arg(long)]
     pub no_progress: bool,
     /// Checkpoint every solved job to this SQLite file (created if missing). Run the same command
-    /// again after an interruption and it resumes, solving only the jobs not yet recorded. A file of
-    /// another board size, split or version is refused. Takes a single board size.
+    /// again after an interruption and it resumes, solving only the jobs not yet recorded. A file
+    /// of another board size, split or version is refused. Takes a single board size.
     #[arg(long, env = "NQ_STATE")]
     pub state: Option<PathBuf>,
     /// Count on a GPU instead of the cores: `--gpu` or `--gpu auto` takes the first GPU (OpenCL,
@@ -126,7 +127,7 @@ fn solve_one_size(
         None => None,
     };
     // With a checkpoint, only the jobs it has not recorded yet are solved.
-    let done: HashSet<u64> = match &checkpoint {
+    let done: HashSet<nqueens_core::JobId> = match &checkpoint {
         Some(c) => c.done_ids()?.into_iter().collect(),
         None => HashSet::new(),
     };

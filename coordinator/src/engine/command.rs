@@ -3,6 +3,7 @@
 
 use crate::secrets::Credential;
 use nqueens_scheduler::{Finding, JobId, LeaseId, Verdict, WorkerId};
+use nqueens_store::StoreError;
 use std::sync::mpsc;
 use tokio::sync::oneshot;
 
@@ -44,10 +45,28 @@ pub enum Command {
     RefereeFailed {
         job_id: JobId,
     },
-    /// Work on the writer's store between decisions, in a transaction of its own: `token
-    /// add|revoke` on a live run (`admin.rs`), so that nothing but the engine writes the file.
-    WithStore(Box<dyn FnOnce(&nqueens_store::Store) + Send>),
+    /// `token add` on a live run (`admin.rs`): the per-host credential `name` with the token
+    /// digest `digest`, written by the engine (nothing else writes the file).
+    AddToken {
+        name: String,
+        digest: [u8; 32],
+        reply: mpsc::Sender<Result<TokensNow, StoreError>>,
+    },
+    /// `token revoke` on a live run: the credential `name` is refused from now on.
+    RevokeToken {
+        name: String,
+        reply: mpsc::Sender<Result<TokensNow, StoreError>>,
+    },
     Shutdown,
+}
+
+/// What a token command left: whether it changed anything, the credentials in force (name and
+/// token digest), and whether the run ever had per-host credentials.
+#[derive(Debug)]
+pub struct TokensNow {
+    pub changed: bool,
+    pub active: Vec<(String, [u8; 32])>,
+    pub had_credentials: bool,
 }
 
 /// What every worker's command is answered with, once the changes it made are committed: what
@@ -80,7 +99,8 @@ pub enum Refusal {
     BadSecret,
     /// The worker lost a verification and gets no more work.
     Untrusted,
-    /// Too many registrations under this credential (and address) lately.
+    /// The credential holds as many identities that have not delivered yet as it may, and
+    /// every one of them holds jobs (see `engine/registry.rs`).
     TooManyRegistrations,
 }
 
@@ -94,12 +114,11 @@ pub struct Registration {
     pub credential: Credential,
     pub name: String,
     pub host: String,
-    pub cores: u32,
+    pub slots: u32,
     pub version: String,
     /// What it solves on, as it says (shown by status; not trusted for anything).
     pub device: String,
-    /// The address the registration came from (registrations are capped per credential and
-    /// address).
+    /// The address the registration came from (for the logs).
     pub peer: Option<std::net::IpAddr>,
 }
 
@@ -134,7 +153,18 @@ pub struct EngineHandle {
 }
 
 impl EngineHandle {
+    /// Sends `cmd`; false once the engine is gone.
     pub fn send(&self, cmd: Command) -> bool {
         self.tx.send(cmd).is_ok()
+    }
+
+    /// Sends the command `make` builds around a reply channel, and returns where its reply
+    /// comes (to `.await`, or `blocking_recv` off the runtime); None once the engine is gone.
+    pub fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Option<oneshot::Receiver<T>> {
+        let (tx, rx) = oneshot::channel();
+        self.send(make(tx)).then_some(rx)
     }
 }

@@ -1,25 +1,85 @@
 //! The engine's side of the [`RunSnapshot`]: after every batch it commits (and, while the run is
 //! idle, every [`REFRESH_EVERY`] so that its clocks stay current), the engine builds the run's
-//! snapshot from what it alone knows (the scheduler's jobs by state, its workers, the pace) and
+//! snapshot from what it alone knows (the scheduler's jobs by state, its workers, the rate) and
 //! publishes it on the watch channel every reader takes its view from.
+//!
+//! What a snapshot costs must not grow with the workers per batch: the jobs by state, the rate
+//! and the counters are kept as counts. The worker table (one view per worker, and the live
+//! count) is rebuilt with every changed snapshot while the fleet has at most
+//! [`EXACT_TABLE_UP_TO`] workers, so a reader sees the workers exactly as the counts beside them;
+//! a larger fleet's table is rebuilt at most every [`WORKERS_EVERY`] (and every
+//! [`REFRESH_EVERY`] anyway) and shared between snapshots until then, so that 10,000 workers
+//! delivering tens of thousands of results a second do not cost 10,000 views a batch.
 
 use super::Engine;
-use crate::snapshot::{unix_now, Progress};
+use crate::snapshot::{unix_now, Progress, RunRate};
 use crate::snapshot::{RunName, RunSnapshot, WorkerView};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::WorkerId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// How often an idle engine publishes a fresh snapshot anyway (quiet time, uptime and the rate's
-/// window move on while nothing happens).
+/// window move on while nothing happens); also the oldest the worker table gets.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
+
+/// The soonest a large fleet's worker table is rebuilt after a change.
+pub const WORKERS_EVERY: Duration = Duration::from_millis(100);
+
+/// Up to this many workers, the worker table is rebuilt with every changed snapshot.
+pub const EXACT_TABLE_UP_TO: usize = 1_000;
+
+/// The worker table as last built, shared by the snapshots until the next build.
+struct WorkerTable {
+    built: Option<Instant>,
+    views: Arc<[WorkerView]>,
+    live: u64,
+}
+
+/// What the engine publishes, and what it keeps to build it.
+pub(super) struct Publisher {
+    snapshots: watch::Sender<Arc<RunSnapshot>>,
+    /// How many snapshots were published, and when the last one was.
+    published: (u64, Instant),
+    started: Instant,
+    /// The run's rate: the one rule for its jobs per second and quiet time (see
+    /// `snapshot/rate.rs`).
+    pub(super) rate: RunRate,
+    /// When the leases' last deadline was last looked up, and what it was (see
+    /// [`Engine::last_lease_deadline`]).
+    lease_deadline: (Option<Instant>, Option<Instant>),
+    workers: WorkerTable,
+}
+
+impl Publisher {
+    /// A publisher on `snapshots` for a run with `done_at_start` jobs done.
+    pub(super) fn new(snapshots: watch::Sender<Arc<RunSnapshot>>, done_at_start: u64) -> Self {
+        let now = Instant::now();
+        Publisher {
+            snapshots,
+            published: (0, now),
+            started: now,
+            rate: RunRate::new(now, done_at_start),
+            lease_deadline: (None, None),
+            workers: WorkerTable { built: None, views: Arc::from([]), live: 0 },
+        }
+    }
+}
 
 impl Engine {
     /// Publishes a snapshot when `changed` (a batch was decided), or when the last one is older
-    /// than [`REFRESH_EVERY`].
+    /// than [`REFRESH_EVERY`]; the worker table is rebuilt with it when it is due (see the
+    /// module's comment).
     pub(super) fn publish_if(&mut self, changed: bool) {
-        if changed || self.published.1.elapsed() >= REFRESH_EVERY {
+        if changed {
+            let small = self.registry.len() <= EXACT_TABLE_UP_TO;
+            let due = self.publisher.workers.built.is_none_or(|t| t.elapsed() >= WORKERS_EVERY);
+            if small || due {
+                self.publisher.workers.built = None;
+            }
+        }
+        if changed || self.publisher.published.1.elapsed() >= REFRESH_EVERY {
             self.publish();
         }
     }
@@ -28,40 +88,40 @@ impl Engine {
     pub(super) fn publish(&mut self) {
         let now = Instant::now();
         let snapshot = self.snapshot(now);
-        self.published = (snapshot.snapshot_seq, now);
-        self.snapshots.send_replace(Arc::new(snapshot));
+        self.publisher.published = (snapshot.snapshot_seq, now);
+        self.publisher.snapshots.send_replace(Arc::new(snapshot));
     }
 
     /// The run now, as the engine knows it.
     fn snapshot(&mut self, now: Instant) -> RunSnapshot {
         let jobs = self.scheduler.by_state();
         let counters = self.metrics.counters();
-        let pace = self.pace.measure(now, jobs.get(JobState::Done), counters.nodes);
+        let rate = self.publisher.rate.measure(now, jobs.get(JobState::Done), counters.nodes);
         let meta = self.store.meta();
         let run = RunName { n: meta.n.into(), fingerprint: &meta.fingerprint };
-        let result = self.complete_tx.borrow().clone();
         let progress = Progress::new(
             run,
             &jobs,
-            Some(pace.jobs_per_second),
-            pace.quiet_seconds,
+            Some(rate.jobs_per_second),
+            rate.quiet_seconds,
             self.scheduler.conflicts_total(),
-            result,
+            self.ending.result.clone().filter(|_| self.ending.written),
         );
         let last_deadline = self.last_lease_deadline(now);
+        let (workers, live) = self.worker_table(now);
         RunSnapshot {
-            snapshot_seq: self.published.0 + 1,
+            snapshot_seq: self.publisher.published.0 + 1,
             taken_unix: unix_now(),
             progress,
-            nodes_per_second: Some(pace.nodes_per_second),
-            quiet_seconds: pace.quiet_seconds,
+            nodes_per_second: Some(rate.nodes_per_second),
+            quiet_seconds: rate.quiet_seconds,
             untrusted_workers: self.scheduler.untrusted_count(),
-            live_workers: Some(self.active_workers(now) as u64),
+            live_workers: Some(live),
             lease_expiries: Some(self.scheduler.lease_expiries()),
             leases_expire_in_seconds: last_deadline
                 .map(|d| d.saturating_duration_since(now).as_secs_f64()),
-            uptime_seconds: Some(now.duration_since(self.started).as_secs_f64()),
-            workers: self.worker_views(now),
+            uptime_seconds: Some(now.duration_since(self.publisher.started).as_secs_f64()),
+            workers,
             counters: Some(counters),
         }
     }
@@ -71,25 +131,39 @@ impl Engine {
     /// it is walked at most every [`REFRESH_EVERY`]: a lease granted or renewed since shows up in
     /// the expiry within a second.
     fn last_lease_deadline(&mut self, now: Instant) -> Option<Instant> {
-        let (walked, deadline) = &mut self.lease_deadline;
+        let (walked, deadline) = &mut self.publisher.lease_deadline;
         if walked.is_none_or(|t| now.duration_since(t) >= REFRESH_EVERY) {
             (*walked, *deadline) = (Some(now), self.scheduler.last_lease_deadline());
         }
         *deadline
     }
 
+    /// The worker table and the live count: the last one built, or a new one when it is due.
+    fn worker_table(&mut self, now: Instant) -> (Arc<[WorkerView]>, u64) {
+        let table = &self.publisher.workers;
+        if table.built.is_some_and(|t| now.duration_since(t) < REFRESH_EVERY) {
+            return (table.views.clone(), table.live);
+        }
+        let views: Arc<[WorkerView]> = self.worker_views(now).into();
+        let live = self.registry.iter().filter(|w| self.registry.live(w.last_seen, now)).count();
+        self.publisher.workers =
+            WorkerTable { built: Some(now), views: views.clone(), live: live as u64 };
+        (views, live as u64)
+    }
+
     /// Every worker registered with this process, by id.
     fn worker_views(&self, now: Instant) -> Vec<WorkerView> {
+        let lease_duration = self.config.lease_duration;
         let mut workers: Vec<WorkerView> = self
-            .workers
-            .values()
+            .registry
+            .iter()
             .map(|w| {
                 let id = WorkerId::new(w.row.id);
                 WorkerView {
                     worker_id: w.row.id,
                     name: w.row.name.clone(),
                     host: w.row.host.clone(),
-                    cores: w.row.cores,
+                    slots: w.row.slots,
                     version: w.row.version.clone(),
                     results: w.results,
                     conflicts: w.conflicts,
@@ -98,7 +172,7 @@ impl Engine {
                     untrusted: self.scheduler.is_untrusted(id),
                     credential: w.row.credential.clone(),
                     device: w.device.clone(),
-                    counted_per_second: w.counted_per_second(now, self.lease_duration),
+                    counted_per_second: w.counted_per_second(now, lease_duration),
                     trust: self.scheduler.standing_of(id).into(),
                     lease_size: w.last_lease_size as u64,
                 }

@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::secrets::Credential;
 use nqueens_core::{job_list, SplitParams};
 use nqueens_scheduler::{Finding, Verdict};
+use nqueens_store::RunPolicy;
 use nqueens_store::{RunKind, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,47 +18,47 @@ use tokio::sync::oneshot;
 
 /// Sends the command `make` builds and waits for its answer.
 fn ask<T>(engine: &EngineHandle, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> T {
-    let (tx, rx) = oneshot::channel();
-    assert!(engine.send(make(tx)), "the engine stopped");
+    let rx = engine.ask(make).expect("the engine runs");
     rx.blocking_recv().expect("the engine answers")
 }
 
 /// An engine over a fresh N=8 run in `dir`, with its completion signal and thread.
 fn start_engine(dir: &std::path::Path) -> (Started, nqueens_core::JobList) {
+    start_engine_writing(dir, &dir.join("result.json"))
+}
+
+/// An engine over a fresh N=8 run in `dir` that writes its result to `result_file`.
+fn start_engine_writing(
+    dir: &std::path::Path,
+    result_file: &std::path::Path,
+) -> (Started, nqueens_core::JobList) {
     let list = job_list(8, &SplitParams::default()).unwrap();
     let state = dir.join("run8.db");
-    let store =
-        Store::open_or_create(&state, &list, nqueens_proto::PROTOCOL_MAJOR, 0.0, RunKind::Cluster)
-            .unwrap();
+    let store = Store::open_or_create(
+        &state,
+        &list,
+        nqueens_proto::PROTOCOL_MAJOR,
+        RunPolicy::default(),
+        RunKind::Cluster,
+    )
+    .unwrap();
     let config = EngineConfig {
-        result_file: dir.join("result.json"),
+        result_file: result_file.to_path_buf(),
+        lease_duration: Duration::from_secs(30),
         heartbeat: Duration::from_secs(10),
         spot_checks: false,
         jobs: None,
         recheck_fraction: 0.0,
+        max_unproven: 64,
     };
     let metrics = Arc::new(Metrics::default());
-    let started = Engine::start(store, Duration::from_secs(30), metrics, config).unwrap();
+    let started = Engine::start(store, metrics, config).unwrap();
     (started, list)
 }
 
 /// Registers a worker under the credential `name`.
 fn register(engine: &EngineHandle, name: &str) -> Caller {
-    let credential = Credential::named(name);
-    let worker = Registration {
-        previous_worker_id: None,
-        previous_secret: String::new(),
-        credential: credential.clone(),
-        name: name.into(),
-        host: "localhost".into(),
-        cores: 4,
-        version: env!("CARGO_PKG_VERSION").into(),
-        device: "cpu".into(),
-        peer: None,
-    };
-    let reply = ask(engine, |reply| Command::Register { worker, reply });
-    let Registered { worker_id, secret } = reply.outcome.expect("registration taken");
-    Caller { worker_id, secret, credential }
+    register_as(engine, name, name, 4).expect("registration taken")
 }
 
 #[test]
@@ -98,24 +99,72 @@ fn every_command_of_a_caller_that_is_not_the_worker_it_names_is_refused_alike() 
     started.thread.join().unwrap().unwrap();
 }
 
+/// A worker with `slots` under the credential `credential` named `name`.
+fn register_as(
+    engine: &EngineHandle,
+    credential: &str,
+    name: &str,
+    slots: u32,
+) -> Result<Caller, Refusal> {
+    let credential = Credential::named(credential);
+    let worker = Registration {
+        previous_worker_id: None,
+        previous_secret: String::new(),
+        credential: credential.clone(),
+        name: name.into(),
+        host: "localhost".into(),
+        slots,
+        version: env!("CARGO_PKG_VERSION").into(),
+        device: "cpu".into(),
+        peer: None,
+    };
+    let reply = ask(engine, |reply| Command::Register { worker, reply });
+    reply.outcome.map(|Registered { worker_id, secret }| Caller { worker_id, secret, credential })
+}
+
+/// A credential's flood of identities that never deliver is never refused for its pace: each
+/// new one past the budget (64 here) evicts the credential's oldest idle one. Identities that
+/// hold jobs or delivered stay, another credential is untouched, and the stored worker rows stay
+/// within the budget.
 #[test]
-fn an_engine_in_process_completes_n8_with_the_known_total() {
+fn a_flood_of_idle_identities_evicts_its_own_oldest_and_the_rows_stay_bounded() {
     let dir = tempfile::tempdir().unwrap();
-    let (started, list) = start_engine(dir.path());
-    let (engine, complete, snapshots) =
-        (started.handle.clone(), started.complete.clone(), started.snapshots.clone());
-    // Two workers under two credentials, so that they can confirm each other's answers.
-    let workers = [register(&engine, "a"), register(&engine, "b")];
-    let mut rounds = 0;
-    while complete.borrow().is_none() {
-        rounds += 1;
-        assert!(rounds < 10_000, "the run does not complete");
-        let caller = workers[rounds % workers.len()].clone();
+    let (started, _) = start_engine(dir.path());
+    let engine = started.handle.clone();
+    let other = register(&engine, "other");
+    let holder = register_as(&engine, "flood", "holder", 1).unwrap();
+    let c = holder.clone();
+    let lease = ask(&engine, |reply| Command::Lease { caller: c, free_slots: 1, reply });
+    assert!(!lease.outcome.unwrap().job_ids.is_empty(), "the holder holds a job");
+    let first_idle = register_as(&engine, "flood", "idle-0", 1).unwrap();
+    for i in 1..1000 {
+        register_as(&engine, "flood", &format!("idle-{i}"), 1).expect("a flood is not refused");
+    }
+    let beat = |caller: &Caller| {
+        let c = caller.clone();
+        ask(&engine, |reply| Command::Heartbeat { caller: c, lease_ids: vec![], reply }).outcome
+    };
+    assert_eq!(beat(&first_idle), Err(Refusal::UnknownWorker), "the oldest idle one was evicted");
+    assert!(beat(&holder).is_ok(), "an identity holding a job stays");
+    assert!(beat(&other).is_ok(), "another credential's worker stays");
+    assert!(engine.send(Command::Shutdown));
+    started.thread.join().unwrap().unwrap();
+    let rows = Store::open_existing(&dir.path().join("run8.db")).unwrap().workers().unwrap();
+    assert!(rows.len() <= 64 + 1, "{} worker rows kept", rows.len());
+}
+
+/// Two workers under two credentials (so that they can confirm each other's answers) lease
+/// and answer with `Job::solve` until the engine says the run is complete.
+fn answer_every_job(engine: &EngineHandle, list: &nqueens_core::JobList) {
+    let workers = [register(engine, "a"), register(engine, "b")];
+    for round in 0.. {
+        assert!(round < 10_000, "the run does not complete");
+        let caller = workers[round % workers.len()].clone();
         let lease =
-            ask(&engine, |reply| Command::Lease { caller: caller.clone(), free_slots: 4, reply });
+            ask(engine, |reply| Command::Lease { caller: caller.clone(), free_slots: 4, reply });
         let Granted { lease_id, job_ids } = lease.outcome.expect("lease granted");
         if lease.run_complete {
-            break;
+            return;
         }
         if job_ids.is_empty() {
             std::thread::sleep(Duration::from_millis(5));
@@ -129,7 +178,7 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
                 job_id,
                 finding: Finding::Solved { counts, seconds: 0.001 },
             };
-            let reply = ask(&engine, |reply| Command::Results { answers: vec![(answer, reply)] });
+            let reply = ask(engine, |reply| Command::Results { answers: vec![(answer, reply)] });
             assert!(
                 matches!(
                     reply.outcome,
@@ -140,23 +189,72 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
             );
         }
     }
-    // The result is published once the engine has checked the committed rows.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while complete.borrow().is_none() {
-        assert!(std::time::Instant::now() < deadline, "no result published");
+}
+
+/// Waits up to `within` for the engine to publish the run's result.
+fn published_result(
+    snapshots: &tokio::sync::watch::Receiver<Arc<crate::snapshot::RunSnapshot>>,
+    within: Duration,
+) -> Option<crate::run_result::RunResult> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let result = snapshots.borrow().progress.result.clone();
+        if result.is_some() || std::time::Instant::now() >= deadline {
+            return result;
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let record = complete.borrow().clone().unwrap();
+}
+
+#[test]
+fn an_engine_in_process_completes_n8_with_the_known_total() {
+    let dir = tempfile::tempdir().unwrap();
+    let (started, list) = start_engine(dir.path());
+    let (engine, snapshots) = (started.handle.clone(), started.snapshots.clone());
+    answer_every_job(&engine, &list);
+    // The result is published once the engine has checked the committed rows.
+    let record =
+        published_result(&snapshots, Duration::from_secs(30)).expect("no result published");
     assert_eq!(record.total, 92, "Q(8)");
     // The snapshot published with the result shows the run complete, every job done.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while snapshots.borrow().progress.result.is_none() {
-        assert!(std::time::Instant::now() < deadline, "no complete snapshot published");
-        std::thread::sleep(Duration::from_millis(10));
-    }
     let last = snapshots.borrow().clone();
     assert!(last.progress.complete && last.progress.jobs_done == last.progress.jobs_total);
     assert_eq!(last.progress.result.as_ref().map(|r| r.total), Some(92));
+    let written = std::fs::read_to_string(dir.path().join("result.json")).unwrap();
+    assert_eq!(written.trim(), record.json_line());
     assert!(engine.send(Command::Shutdown));
     started.thread.join().unwrap().unwrap();
+}
+
+/// A result file that cannot be written (here its directory is missing; in the field a full
+/// disk or no descriptor left) leaves the run unpublished, so that `--exit-when-done` and every
+/// reader wait for it; the write is tried again until it works, and an engine stopped before it
+/// ever works ends with the error instead of looking finished.
+#[test]
+fn a_result_file_that_cannot_be_written_is_tried_again_and_never_looks_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let later = dir.path().join("later");
+    let (started, list) = start_engine_writing(dir.path(), &later.join("result.json"));
+    let (engine, snapshots) = (started.handle.clone(), started.snapshots.clone());
+    answer_every_job(&engine, &list);
+    assert!(published_result(&snapshots, Duration::from_secs(2)).is_none(), "published unwritten");
+    std::fs::create_dir(&later).unwrap();
+    let record = published_result(&snapshots, Duration::from_secs(30)).expect("never written");
+    assert_eq!(record.total, 92, "Q(8)");
+    let written = std::fs::read_to_string(later.join("result.json")).unwrap();
+    assert_eq!(written.trim(), record.json_line());
+    assert!(engine.send(Command::Shutdown));
+    started.thread.join().unwrap().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let never = dir.path().join("never").join("result.json");
+    let (started, list) = start_engine_writing(dir.path(), &never);
+    let (engine, snapshots) = (started.handle.clone(), started.snapshots.clone());
+    answer_every_job(&engine, &list);
+    assert!(published_result(&snapshots, Duration::from_millis(1500)).is_none());
+    assert!(engine.send(Command::Shutdown));
+    match started.thread.join().unwrap() {
+        Err(super::EngineError::ResultFile { path, .. }) => assert_eq!(path, never),
+        other => panic!("the engine ended with {other:?}, not the unwritten result file"),
+    }
 }

@@ -150,7 +150,7 @@ impl tonic::service::Interceptor for TokenCheck {
                 req.extensions_mut().insert(credential);
                 Ok(req)
             }
-            None => Err(self.refuse(req.remote_addr())),
+            None => Err(self.refuse(super::admission::peer_addr(&req))),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The gRPC face of the coordinator: checks that each request names this run, converts it to the
 //! engine's domain types (through [`super::wire`]), forwards it to the engine and answers with
-//! protocol messages carrying typed failure reasons.
+//! protocol messages carrying typed failure reasons. A call the engine took (or a status call
+//! under the shared token) marks its connection authenticated (see `admission.rs`).
 
+use super::admission::{peer_addr, ConnectionMark};
 use super::auth::{revoked, Credentials};
 use super::wire::{rejected_ack, result_ack};
 use crate::engine::{
@@ -189,10 +191,7 @@ impl CoordinatorService {
     }
 
     async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Status> {
-        let (tx, rx) = oneshot::channel();
-        if !self.engine.send(make(tx)) {
-            return Err(shutting_down());
-        }
+        let rx = self.engine.ask(make).ok_or_else(shutting_down)?;
         rx.await.map_err(|_| shutting_down())
     }
 }
@@ -217,7 +216,8 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterResponse>, Status> {
         let credential = credential_of(&request);
-        let peer = request.remote_addr().map(|a| a.ip());
+        let peer = peer_addr(&request).map(|a| a.ip().to_canonical());
+        let mark = ConnectionMark::of(&request);
         let req = request.into_inner();
         // Bounds first: nothing below reads, logs or keeps a field past its bound.
         req.check_bounds().map_err(invalid)?;
@@ -249,6 +249,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let reply = self.ask(|reply| Command::Register { worker, reply }).await?;
         // A registration names no worker yet: its one refusal (too many) names none.
         let Registered { worker_id, secret } = reply.outcome.map_err(|r| refused(r, 0))?;
+        mark.authenticated();
         Ok(Response::new(pb::RegisterResponse {
             run: Some(self.run.clone()),
             worker_id: worker_id.get(),
@@ -265,6 +266,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
     ) -> Result<Response<pb::LeaseResponse>, Status> {
         let caller =
             Self::caller(&request, request.get_ref().worker_id, &request.get_ref().worker_secret)?;
+        let mark = ConnectionMark::of(&request);
         let req = request.into_inner();
         self.check_run(req.run.as_ref())?;
         if *self.stopping.borrow() {
@@ -274,6 +276,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
             self.ask(|reply| Command::Lease { caller, free_slots: req.free_slots, reply }).await?;
         let run_complete = reply.run_complete;
         let Granted { lease_id, job_ids } = reply.outcome.map_err(|r| refused(r, req.worker_id))?;
+        mark.authenticated();
         let retry_after_ms = if job_ids.is_empty() && !run_complete { 500 } else { 0 };
         let jobs = job_ids.iter().map(|&id| pb::JobSpec::from(&self.jobs[id.get() as usize]));
         Ok(Response::new(pb::LeaseResponse {
@@ -291,6 +294,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
         let caller =
             Self::caller(&request, request.get_ref().worker_id, &request.get_ref().worker_secret)?;
+        let mark = ConnectionMark::of(&request);
         let req = request.into_inner();
         self.check_run(req.run.as_ref())?;
         let reply = self
@@ -301,6 +305,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
             })
             .await?;
         let lost = reply.outcome.map_err(|r| refused(r, req.worker_id))?;
+        mark.authenticated();
         Ok(Response::new(pb::HeartbeatResponse {
             lost_lease_ids: lost.into_iter().map(LeaseId::get).collect(),
             run_complete: reply.run_complete,
@@ -314,6 +319,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         request: Request<Streaming<pb::JobResult>>,
     ) -> Result<Response<Self::ResultsStream>, Status> {
         let credential = credential_of(&request);
+        let mark = ConnectionMark::of(&request);
         let mut inbound = request.into_inner();
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<pb::ResultAck, Status>>(1024);
         let mut stopping = self.stopping.clone();
@@ -326,7 +332,12 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         tokio::spawn(async move {
             while let Some((result, rx)) = committing_rx.recv().await {
                 let ack = match rx.await {
-                    Ok(reply) => Ok(result_ack(&result, reply)),
+                    Ok(reply) => {
+                        if reply.outcome.is_ok() {
+                            mark.authenticated();
+                        }
+                        Ok(result_ack(&result, reply))
+                    }
                     Err(_) => Err(shutting_down()),
                 };
                 if acks.send(ack).await.is_err() {
@@ -382,6 +393,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
         let caller =
             Self::caller(&request, request.get_ref().worker_id, &request.get_ref().worker_secret)?;
+        let mark = ConnectionMark::of(&request);
         let req = request.into_inner();
         self.check_run(req.run.as_ref())?;
         let released = self
@@ -394,6 +406,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
             .await?
             .outcome
             .map_err(|r| refused(r, req.worker_id))?;
+        mark.authenticated();
         Ok(Response::new(pb::ReleaseResponse { released }))
     }
 
@@ -411,11 +424,13 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 "per-host tokens are for workers: the status call needs the shared --token (or read `status --state FILE` on the coordinator's host)",
             ));
         }
+        ConnectionMark::of(&request).authenticated();
         // The engine's latest snapshot, and the partial totals of the committed rows, summed
-        // on this reader's own connection so that a status poll never holds up the engine.
+        // on this reader's own connection (at most every few seconds: see `SUMS_MAX_AGE`) so
+        // that a status poll never holds up the engine.
         let run = RunSnapshot::clone(&self.snapshots.borrow());
         let reader = self.reader.clone();
-        let summed = tokio::task::spawn_blocking(move || reader.sums())
+        let summed = tokio::task::spawn_blocking(move || reader.recent_sums())
             .await
             .map_err(|e| Status::internal(format!("status: {e}")))?
             .map_err(|e| Status::internal(format!("status: {e}")))?;
@@ -426,6 +441,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
             partial_sym180: summed.tally.sym180,
             partial_sym90: summed.tally.sym90,
             nodes: summed.tally.nodes,
+            evidence: Some(summed.evidence),
         };
         let mut response = view.to_response(&self.run);
         response.bad_rows = summed.bad_rows;

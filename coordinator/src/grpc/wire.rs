@@ -14,10 +14,11 @@ use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, CheckBounds, Outcome, Reason, WireError};
 use nqueens_scheduler::{Finding, JobId, LeaseId, Verdict, WorkerId};
+use nqueens_store::Evidence;
 
-/// The most solver threads one worker is believed to have; more is clamped (the lease size
-/// follows the registered threads).
-pub const MAX_CORES: u32 = 1024;
+/// The most lease slots one worker is believed to have; more is clamped (the lease size follows
+/// the registered slots).
+pub const MAX_SLOTS: u32 = 1024;
 
 /// The longest worker name or host name taken, in bytes (the contract's bound).
 pub const MAX_NAME: usize = pb::bounds::MAX_NAME;
@@ -28,8 +29,8 @@ pub const MAX_ERROR_TEXT: usize = 4096;
 /// The longest worker secret taken (ours are 64 hex digits).
 const MAX_SECRET: usize = pb::bounds::MAX_SECRET;
 
-/// `text` if it is at most [`MAX_NAME`] bytes of printable characters (no control characters: a
-/// name is written into logs and pages as it is).
+/// `text` if it is at most [`MAX_NAME`] bytes of plain text (no control, format or separator
+/// character: a name is written into logs, `status` and the page; see `nqueens_proto::bounds`).
 fn bounded_name(field: &'static str, text: String) -> Result<String, WireError> {
     if text.len() > MAX_NAME {
         return Err(WireError::Invalid {
@@ -37,8 +38,11 @@ fn bounded_name(field: &'static str, text: String) -> Result<String, WireError> 
             reason: format!("{} bytes, at most {MAX_NAME}", text.len()),
         });
     }
-    if text.chars().any(char::is_control) {
-        return Err(WireError::Invalid { field, reason: "control characters".into() });
+    if text.chars().any(pb::bounds::is_unshown) {
+        return Err(WireError::Invalid {
+            field,
+            reason: "control, format or separator characters".into(),
+        });
     }
     Ok(text)
 }
@@ -102,8 +106,7 @@ impl Registration {
             name: bounded_name("name", req.name)?,
             host: bounded_name("host", req.host)?,
             device: bounded_name("device", req.device)?,
-            // The worker's lease slots, kept as `cores` here and in the rows and status.
-            cores: req.slots.clamp(1, MAX_CORES),
+            slots: req.slots.clamp(1, MAX_SLOTS),
             version: req.version,
             peer: None,
         })
@@ -112,7 +115,8 @@ impl Registration {
 
 impl JobAnswer {
     /// A result off the wire, sent under `credential`. An error text is cut to
-    /// [`MAX_ERROR_TEXT`] bytes.
+    /// [`MAX_ERROR_TEXT`] bytes. Counts are passed on as sent, also counts no solver gives: the
+    /// scheduler refuses those and untrusts their sender (`nqueens_scheduler::implausible`).
     pub fn from_wire(msg: pb::JobResult, credential: Credential) -> Result<Self, WireError> {
         msg.check_bounds()?;
         let finding = if msg.error.is_empty() {
@@ -120,7 +124,7 @@ impl JobAnswer {
             if !(msg.seconds.is_finite() && msg.seconds >= 0.0) {
                 return Err(WireError::NotANumber { field: "result seconds", value: msg.seconds });
             }
-            Finding::Solved { counts: JobCounts::try_from(counts)?, seconds: msg.seconds }
+            Finding::Solved { counts: JobCounts::from(counts), seconds: msg.seconds }
         } else {
             let mut error = msg.error;
             if error.len() > MAX_ERROR_TEXT {
@@ -177,7 +181,7 @@ impl Refusal {
                 "worker {worker_id} disagreed with a settled verification and gets no more work"
             ),
             Refusal::TooManyRegistrations => {
-                "too many registrations under this credential in the last minute; try again later"
+                "this credential holds as many identities that have not delivered yet as it may, and each holds jobs; try again later"
                     .into()
             }
         }
@@ -282,8 +286,37 @@ impl From<&RunResult> for pb::RunResult {
             nodes: r.nodes,
             total_hi,
             unique_hi,
+            evidence: r.evidence.as_ref().map(evidence_to_wire),
         }
     }
+}
+
+/// The wire form of what a run's total rests on.
+fn evidence_to_wire(e: &Evidence) -> pb::Evidence {
+    pb::Evidence {
+        replication: e.replication.into(),
+        jobs_independent: e.jobs_independent,
+        jobs_coordinator: e.jobs_coordinator,
+        jobs_one_party: e.jobs_one_party,
+        rechecks_drawn: e.rechecks_drawn,
+        rechecks_passed: e.rechecks_passed,
+        lie_escape_probability: e.lie_escape_probability,
+        wrong_jobs_bound: e.wrong_jobs_bound,
+    }
+}
+
+/// What a run's total rests on, from its wire form.
+fn evidence_from_wire(e: pb::Evidence) -> Result<Evidence, WireError> {
+    Ok(Evidence {
+        replication: narrow("evidence replication", e.replication)?,
+        jobs_independent: e.jobs_independent,
+        jobs_coordinator: e.jobs_coordinator,
+        jobs_one_party: e.jobs_one_party,
+        rechecks_drawn: e.rechecks_drawn,
+        rechecks_passed: e.rechecks_passed,
+        lie_escape_probability: e.lie_escape_probability,
+        wrong_jobs_bound: e.wrong_jobs_bound,
+    })
 }
 
 /// The classes, where present, must add up to the total and the unique count.
@@ -310,6 +343,7 @@ impl TryFrom<pb::RunResult> for RunResult {
             jobs: r.jobs,
             seconds: r.seconds,
             nodes: r.nodes,
+            evidence: r.evidence.map(evidence_from_wire).transpose()?,
         })
     }
 }
@@ -339,6 +373,7 @@ impl StatusView {
             partial_sym180_hi,
             partial_sym90_hi,
             nodes: self.nodes,
+            evidence: self.evidence.as_ref().map(evidence_to_wire),
             complete: p.complete,
             result: p.result.as_ref().map(pb::RunResult::from),
             workers: snap
@@ -348,7 +383,7 @@ impl StatusView {
                     worker_id: w.worker_id,
                     name: w.name.clone(),
                     host: w.host.clone(),
-                    cores: w.cores,
+                    slots: w.slots,
                     version: w.version.clone(),
                     results: w.results,
                     conflicts: w.conflicts,
@@ -422,6 +457,7 @@ impl StatusView {
             partial_sym180: join_wide(r.partial_sym180, r.partial_sym180_hi),
             partial_sym90: join_wide(r.partial_sym90, r.partial_sym90_hi),
             nodes: r.nodes,
+            evidence: r.evidence.map(evidence_from_wire).transpose()?,
         })
     }
 }
@@ -433,7 +469,7 @@ impl WorkerView {
             worker_id: w.worker_id,
             name: w.name,
             host: w.host,
-            cores: w.cores,
+            slots: w.slots,
             version: w.version,
             results: w.results,
             conflicts: w.conflicts,
@@ -451,7 +487,8 @@ impl WorkerView {
 
 impl StatusReport {
     /// A live coordinator's status call with the rows it found bad, as answered by the coordinator
-    /// at `source`. A live coordinator has opened its file for writing, so its rows carry checksums.
+    /// at `source`. A live coordinator has opened its file for writing, so its rows carry
+    /// checksums.
     pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StatusReport, WireError> {
         let bad_rows = r.bad_rows;
         Ok(StatusReport { view: StatusView::from_response(r, source)?, bad_rows, checksums: true })
@@ -473,6 +510,7 @@ mod tests {
             jobs: 3,
             seconds: 1.5,
             nodes: 12,
+            evidence: None,
         }
     }
 
@@ -491,6 +529,87 @@ mod tests {
         assert!(matches!(RunResult::try_from(bad), Err(WireError::Inconsistent(_))));
     }
 
+    /// A live status with every field the wire carries set (each to its own value) comes back
+    /// from the wire exactly as it left: what `status --connect` shows is what the engine
+    /// published. Only the counters stay behind (they are on `/metrics`).
+    #[test]
+    fn status_round_trips_exactly() {
+        let run = pb::RunId { n: 17, fingerprint: "n17-abc-p1".into() };
+        let mut jobs = nqueens_scheduler::JobsByState::default();
+        for (state, count) in [
+            (nqueens_scheduler::JobState::Pending, 11),
+            (nqueens_scheduler::JobState::Leased, 7),
+            (nqueens_scheduler::JobState::Done, 90),
+            (nqueens_scheduler::JobState::Held, 2),
+            (nqueens_scheduler::JobState::Failed, 1),
+        ] {
+            jobs.add(state, count);
+        }
+        let name = crate::snapshot::RunName { n: 17, fingerprint: "n17-abc-p1" };
+        let evidence = Evidence {
+            replication: 2,
+            jobs_independent: 80,
+            jobs_coordinator: 9,
+            jobs_one_party: 1,
+            rechecks_drawn: 3,
+            rechecks_passed: 2,
+            lie_escape_probability: 0.25,
+            wrong_jobs_bound: 1.5,
+        };
+        let result = record(95_815_104, (64, 2_006, 11_975_869)).with_evidence(evidence.clone());
+        let progress = Progress::new(name, &jobs, Some(3.5), 0.75, 4, Some(result));
+        let worker = WorkerView {
+            worker_id: 7,
+            name: "alpha".into(),
+            host: "node1".into(),
+            slots: 16,
+            version: "0.1.0".into(),
+            results: 40,
+            conflicts: 1,
+            jobs_leased: 5,
+            last_seen_seconds_ago: 2.5,
+            untrusted: true,
+            credential: "site-a".into(),
+            device: "cpu (16 threads)".into(),
+            counted_per_second: 1.25,
+            trust: "untrusted".into(),
+            lease_size: 64,
+        };
+        let view = StatusView {
+            run: RunSnapshot {
+                snapshot_seq: 12,
+                taken_unix: 1.8e9,
+                progress,
+                nodes_per_second: Some(2.0e9),
+                quiet_seconds: 0.75,
+                untrusted_workers: 1,
+                live_workers: Some(3),
+                lease_expiries: Some(6),
+                leases_expire_in_seconds: Some(41.5),
+                uptime_seconds: Some(99.0),
+                workers: vec![worker.clone(), WorkerView { worker_id: 8, ..worker }].into(),
+                counters: None,
+            },
+            source: Source::Coordinator("http://x:7447".into()),
+            partial_total: 123,
+            partial_sym180: 45,
+            partial_sym90: 6,
+            nodes: 789,
+            evidence: Some(evidence),
+        };
+        let back = StatusView::from_response(view.to_response(&run), "http://x:7447").unwrap();
+        let json = |v: &StatusView| serde_json::to_value(&v.run).unwrap();
+        assert_eq!(json(&back), json(&view));
+        assert_eq!(&*back.run.workers, &*view.run.workers);
+        assert_eq!(back.run.progress, view.run.progress);
+        assert_eq!(
+            (back.partial_total, back.partial_sym180, back.partial_sym90, back.nodes),
+            (123, 45, 6, 789)
+        );
+        assert_eq!(back.evidence, view.evidence);
+        assert_eq!(back.source, view.source);
+    }
+
     #[test]
     fn wide_partial_totals_cross_the_status_call() {
         let run = pb::RunId { n: 29, fingerprint: "f".into() };
@@ -505,6 +624,7 @@ mod tests {
             partial_sym180: u128::from(u64::MAX) + 1,
             partial_sym90: 4,
             nodes: 5,
+            evidence: None,
         };
         let back = StatusView::from_response(view.to_response(&run), "x").unwrap();
         assert_eq!(
@@ -513,5 +633,39 @@ mod tests {
         );
         assert_eq!(back.run.progress, view.run.progress);
         assert_eq!(back.run.snapshot_seq, view.run.snapshot_seq);
+    }
+
+    /// Every count that the wire used to refuse unread (past the state file's 64-bit columns, or
+    /// symmetric counts above the solutions) now reaches the scheduler, which finds each one
+    /// implausible on a job of any weight and so untrusts its sender.
+    #[test]
+    fn counts_no_solver_gives_reach_the_scheduler_and_are_implausible() {
+        let past = i64::MAX as u64 + 1;
+        let honest = JobCounts { solutions: 10, sym180: 4, sym90: 2, nodes: 99 };
+        let cases = [
+            JobCounts { sym90: 5, ..honest },
+            JobCounts { sym180: 11, ..honest },
+            JobCounts { solutions: past, ..honest },
+            JobCounts { sym180: past, ..honest },
+            JobCounts { sym90: past, ..honest },
+            JobCounts { nodes: past, ..honest },
+            JobCounts { nodes: u64::MAX, ..honest },
+            JobCounts { solutions: u64::MAX, sym180: u64::MAX, sym90: u64::MAX, nodes: u64::MAX },
+        ];
+        for counts in cases {
+            let msg = pb::JobResult {
+                counts: Some(counts.into()),
+                worker_secret: "s".into(),
+                ..Default::default()
+            };
+            let answer = JobAnswer::from_wire(msg, Credential::shared()).unwrap();
+            assert!(matches!(answer.finding, Finding::Solved { counts: c, .. } if c == counts));
+            for weight in [2, 4, 8] {
+                assert!(
+                    nqueens_scheduler::implausible(&counts, weight).is_some(),
+                    "{counts:?} of weight {weight}"
+                );
+            }
+        }
     }
 }

@@ -10,9 +10,14 @@
 //! per connection, its head at most [`MAX_REQUEST`] bytes (431 beyond; hyper answers a malformed
 //! head 400) and complete within [`READ_TIMEOUT`] of the accept (else the connection is closed),
 //! the whole exchange done within [`READ_TIMEOUT`] + [`WRITE_TIMEOUT`]. At most
-//! [`MAX_CONNECTIONS`] at once: when all are taken, the connection that has waited longest for
-//! its request head is closed to make room (so slowloris clients, which never finish a head, only
-//! ever push each other out), and only when all of them are being answered is the new one closed.
+//! [`MAX_CONNECTIONS`] at once (room the gRPC port leaves in the descriptor table, see
+//! `fd_limit.rs`): when all are taken, a connection still waiting for its request head is closed
+//! to make room, the oldest of the address holding the most such (`waiting.rs`), so slowloris
+//! clients, which never finish a head, only ever push each other out, and a flood from many
+//! addresses pushes out a reader alone on its address last. Only when all of them are being
+//! answered is the new one closed. On a run with a token, requests without it are answered in at
+//! most [`MAX_ANSWERING_WITHOUT_TOKEN`] slots at once (beyond, 503 at once): readers that take
+//! their answers slowly cannot keep one with the token out.
 //!
 //! Who may read it is [`HttpAccess`]: the run's token (`Authorization: Bearer`, or `?token=`) off
 //! loopback unless `--public-status`; without it the answer is 401 with `WWW-Authenticate: Bearer`.
@@ -37,15 +42,16 @@ pub use page::{escape_html, render_page};
 pub use snapshot::StatusSource;
 
 use crate::metrics;
+use crate::snapshot::fleet::WorkerQuery;
+use crate::waiting::Waiting;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use token::TokenDigest;
@@ -64,6 +70,10 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections served at once (see the module doc for what happens to one more).
 pub const MAX_CONNECTIONS: usize = 64;
+
+/// Requests without the run's token (on a run that has one) answered at once; the other slots
+/// are kept for readers with the token.
+pub const MAX_ANSWERING_WITHOUT_TOKEN: usize = MAX_CONNECTIONS - 16;
 
 /// The policy of the page: nothing but the page itself (no script, style, font or image from
 /// anywhere else), never framed.
@@ -164,6 +174,7 @@ async fn answer(state: &HttpState, req: &Request<hyper::body::Incoming>) -> Resp
         Route::NotFound | Route::MethodNotAllowed => Some(Viewer::Anonymous),
         _ => state.access.check(req.headers(), req.uri().query()),
     };
+    let workers = WorkerQuery::from_query(req.uri().query());
     let (status, content_type, body) = match (route, viewer) {
         (_, None) => {
             tracing::debug!("http request refused: missing or wrong token");
@@ -179,12 +190,12 @@ async fn answer(state: &HttpState, req: &Request<hyper::body::Incoming>) -> Resp
         (Route::Page, Some(viewer)) => (
             StatusCode::OK,
             "text/html; charset=utf-8",
-            render_page(&state.status.snapshot().await.for_viewer(viewer)).into_bytes(),
+            render_page(&state.status.snapshot(&workers).await.for_viewer(viewer)).into_bytes(),
         ),
         (Route::StatusJson, Some(viewer)) => (
             StatusCode::OK,
             "application/json",
-            serde_json::to_vec(&state.status.snapshot().await.for_viewer(viewer))
+            serde_json::to_vec(&state.status.snapshot(&workers).await.for_viewer(viewer))
                 .expect("status serializes"),
         ),
         (Route::NotFound, _) => text(
@@ -217,60 +228,87 @@ async fn answer(state: &HttpState, req: &Request<hyper::body::Incoming>) -> Resp
     response
 }
 
-/// The connections being served: those still waiting for their request head (oldest first, each
-/// with the sender that closes it) and how many are being answered.
+/// The connections being served: those still waiting for their request head (by address, oldest
+/// first, each with the sender that closes it), how many are being answered, and how many of
+/// those lack the run's token.
 #[derive(Default)]
 struct Slots {
     next_id: u64,
-    reading: BTreeMap<u64, oneshot::Sender<()>>,
+    reading: Waiting<oneshot::Sender<()>>,
     answering: usize,
+    answering_without_token: usize,
 }
 
 /// A connection's place in [`Slots`], given back when dropped.
 struct Slot {
     id: u64,
+    ip: IpAddr,
     slots: Arc<Mutex<Slots>>,
-    answering: bool,
+    /// Once its head is in: whether it came without the run's token.
+    answering: Option<bool>,
 }
 
 impl Slots {
-    /// A place for one more connection, with the receiver that says it was pushed out: when all
-    /// [`MAX_CONNECTIONS`] are taken, the longest waiting for its head is pushed out; `None` when
-    /// all are being answered.
-    fn take(slots: &Arc<Mutex<Slots>>) -> Option<(Slot, oneshot::Receiver<()>)> {
+    /// A place for one more connection from `ip`, with the receiver that says it was pushed out:
+    /// when all [`MAX_CONNECTIONS`] are taken, one still waiting for its head is pushed out (the
+    /// oldest of the address holding the most); `None` when all are being answered.
+    fn take(slots: &Arc<Mutex<Slots>>, ip: IpAddr) -> Option<(Slot, oneshot::Receiver<()>)> {
         let mut s = slots.lock();
         if s.reading.len() + s.answering >= MAX_CONNECTIONS {
-            let (_, oldest) = s.reading.pop_first()?;
+            let (_, _, oldest) = s.reading.pop_most_held()?;
             let _ = oldest.send(());
         }
         let (tx, rx) = oneshot::channel();
         let id = s.next_id;
         s.next_id += 1;
-        s.reading.insert(id, tx);
-        Some((Slot { id, slots: slots.clone(), answering: false }, rx))
+        s.reading.insert(ip, id, tx);
+        Some((Slot { id, ip, slots: slots.clone(), answering: None }, rx))
     }
 }
 
 impl Slot {
-    /// The request head is in: the connection can no longer be pushed out.
-    fn answering(&mut self) {
+    /// The request head is in (`without_token`: on a run with a token, it lacks it): the
+    /// connection can no longer be pushed out. False when it lacks the token and requests
+    /// without it already hold [`MAX_ANSWERING_WITHOUT_TOKEN`] slots: it is then answered 503.
+    fn answering(&mut self, without_token: bool) -> bool {
         let mut s = self.slots.lock();
-        if !self.answering && s.reading.remove(&self.id).is_some() {
-            s.answering += 1;
-            self.answering = true;
+        if self.answering.is_some() || s.reading.remove(self.ip, self.id).is_none() {
+            return true;
         }
+        let room = !without_token || s.answering_without_token < MAX_ANSWERING_WITHOUT_TOKEN;
+        s.answering += 1;
+        s.answering_without_token += usize::from(without_token);
+        self.answering = Some(without_token);
+        room
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut s = self.slots.lock();
-        if self.answering {
-            s.answering -= 1;
-        } else {
-            s.reading.remove(&self.id);
+        match self.answering {
+            Some(without_token) => {
+                s.answering -= 1;
+                s.answering_without_token -= usize::from(without_token);
+            }
+            None => {
+                s.reading.remove(self.ip, self.id);
+            }
         }
     }
+}
+
+/// The answer to a request without the token when their slots are all taken.
+fn busy() -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(
+        b"busy: too many requests without the token at once; try again\n",
+    )));
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 async fn serve_connection(
@@ -282,10 +320,18 @@ async fn serve_connection(
     let slot = Arc::new(Mutex::new(slot));
     let service = hyper::service::service_fn({
         let slot = slot.clone();
-        move |req| {
-            slot.lock().answering();
+        move |req: Request<hyper::body::Incoming>| {
+            let with_token =
+                state.access.check(req.headers(), req.uri().query()) == Some(Viewer::Authenticated);
+            let without_token = state.access.token.is_some() && !with_token;
+            let room = slot.lock().answering(without_token);
             let state = state.clone();
-            async move { Ok::<_, Infallible>(answer(&state, &req).await) }
+            async move {
+                if !room {
+                    return Ok::<_, Infallible>(busy());
+                }
+                Ok(answer(&state, &req).await)
+            }
         }
     });
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -312,7 +358,8 @@ pub async fn serve_http(listener: TcpListener, state: Arc<HttpState>) {
     let mut incoming = crate::accept::Incoming::new(listener, "http");
     loop {
         let socket = incoming.accept().await;
-        let Some((slot, pushed_out)) = Slots::take(&slots) else {
+        let ip = socket.peer_addr().map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip().to_canonical());
+        let Some((slot, pushed_out)) = Slots::take(&slots, ip) else {
             tracing::debug!(peer = ?socket.peer_addr().ok(), "too many http connections being answered; closed");
             continue;
         };

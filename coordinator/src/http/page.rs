@@ -3,17 +3,23 @@
 //! current by its script polling `status.json`.
 //!
 //! Worker names and hosts are chosen by the workers: everything put into the page here goes
-//! through [`escape_html`], and the script only ever sets text, never markup.
+//! through [`escape_html`], and the script only ever sets text, never markup. Both show control,
+//! format and separator characters (a state file written before they were refused may hold some)
+//! as visible `\u{...}` escapes, so none can reorder or hide the text around it.
 
 use super::snapshot::PageStatus;
 use crate::run_result::hms;
+use crate::snapshot::fleet::Fleet;
 use std::fmt::Write as _;
 
 /// The page, with `{{name}}` where [`render_page`] fills in a value.
 const TEMPLATE: &str = include_str!("page.html");
 
-/// `text` with the characters that mean something in HTML (text or quoted attribute) escaped.
+/// `text` with the characters that mean something in HTML (text or quoted attribute) escaped,
+/// and those that would be hidden or reorder the text around them shown as `\u{...}`
+/// (`nqueens_proto::bounds::shown`).
 pub fn escape_html(text: &str) -> String {
+    let text = nqueens_proto::bounds::shown(text);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -74,7 +80,11 @@ fn fill(s: &PageStatus, key: &str) -> Fill {
         "live" => Text(s.run.live_workers.unwrap_or(0).to_string()),
         "conflicts" => Text(p.conflicts.to_string()),
         "expiries" => Text(s.run.lease_expiries.unwrap_or(0).to_string()),
-        "worker_count" => Text(s.run.workers.len().to_string()),
+        "worker_count" => Text(s.fleet.workers.to_string()),
+        "fleet" => Markup(fleet_tables(&s.fleet)),
+        "filter" => Text(s.fleet.filter.clone()),
+        "worker_page" => Text(worker_page(&s.fleet)),
+        "paging" => Markup(paging(&s.fleet)),
         "snapshot_seq" => Text(s.run.snapshot_seq.to_string()),
         "workers" => Markup(worker_rows(s)),
         "blocked" => Markup(blocked(s)),
@@ -94,9 +104,85 @@ fn fill(s: &PageStatus, key: &str) -> Fill {
     }
 }
 
+/// The fleet by state, device, version and credential: a small table each.
+fn fleet_tables(fleet: &Fleet) -> String {
+    let mut out = String::from("<div class=\"fleet\">");
+    let kinds = [
+        ("state", &fleet.by_state),
+        ("device", &fleet.by_device),
+        ("version", &fleet.by_version),
+        ("credential", &fleet.by_credential),
+    ];
+    for (kind, groups) in kinds {
+        let _ = write!(
+            out,
+            "<table><tr><th>{kind}</th><th>workers</th><th>slots</th><th>leased</th><th>results/s</th></tr>"
+        );
+        for g in groups {
+            let bad = matches!(g.key.as_str(), "untrusted" | "conflicts");
+            let _ = write!(
+                out,
+                "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                if bad { " class=\"bad\"" } else { "" },
+                escape_html(if g.key.is_empty() { "-" } else { &g.key }),
+                g.workers,
+                g.slots,
+                g.jobs_leased,
+                rate(Some(g.counted_per_second), 1)
+            );
+        }
+        out.push_str("</table>");
+    }
+    out.push_str("</div>");
+    out
+}
+
+/// Which workers the table holds, in words.
+fn worker_page(fleet: &Fleet) -> String {
+    let matching = if fleet.filter.is_empty() { "" } else { " matching" };
+    if fleet.matching == 0 {
+        return format!("no worker{}", if fleet.filter.is_empty() { "" } else { " matches" });
+    }
+    let last = (fleet.offset + fleet.limit).min(fleet.matching);
+    format!("workers {}–{last} of {}{matching}", fleet.offset + 1, fleet.matching)
+}
+
+/// The links to the previous and next page of workers (hidden where there is none); the page's
+/// script sets them again with the page's whole query (its token too).
+fn paging(fleet: &Fleet) -> String {
+    let link = |id: &str, text: &str, offset: u64, show: bool| {
+        let href = format!(
+            "?workers_offset={offset}&workers_limit={}&workers_filter={}",
+            fleet.limit,
+            percent_encoded(&fleet.filter)
+        );
+        let hidden = if show { "" } else { " style=\"visibility:hidden\"" };
+        format!("<a id=\"{id}\" href=\"{}\"{hidden}>{text}</a>", escape_html(&href))
+    };
+    let next = fleet.offset + fleet.limit;
+    format!(
+        "{} {}",
+        link("wprev", "previous", fleet.offset.saturating_sub(fleet.limit), fleet.offset > 0),
+        link("wnext", "next", next, next < fleet.matching)
+    )
+}
+
+/// `text` for a query string: everything but letters, digits and `-._~` as `%XX`.
+fn percent_encoded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
 fn worker_rows(s: &PageStatus) -> String {
     let mut out = String::new();
-    for v in &s.run.workers {
+    for v in s.run.workers.iter() {
         let name = format!("{}{}", v.name, if v.untrusted { " (untrusted)" } else { "" });
         let _ = write!(
             out,
@@ -105,7 +191,7 @@ fn worker_rows(s: &PageStatus) -> String {
             v.worker_id,
             escape_html(&name),
             escape_html(&v.host),
-            v.cores,
+            v.slots,
             v.results,
             rate(Some(v.counted_per_second), 2),
             v.jobs_leased,
@@ -191,7 +277,7 @@ mod tests {
             worker_id: 7,
             name: name.into(),
             host: host.into(),
-            cores: 2,
+            slots: 2,
             version: "0.1.0".into(),
             results: 40,
             conflicts: 0,
@@ -203,9 +289,12 @@ mod tests {
             counted_per_second: 1.5,
             trust: "trusted".into(),
             lease_size: 64,
-        }];
+        }]
+        .into();
+        let (fleet, _) = crate::snapshot::fleet::select(&run.workers, &Default::default());
         PageStatus {
             eta_text: run.eta_text(),
+            fleet,
             run,
             state_file: "/data/run <17>.db".into(),
             held_jobs: vec![3, 9],
@@ -246,6 +335,20 @@ mod tests {
         );
     }
 
+    /// A name from an old state file with a right-to-left override, zero-width and separator
+    /// characters shows them as escapes: none is in the page raw, and the page's script makes
+    /// what it sets visible the same way.
+    #[test]
+    fn unshown_characters_in_names_are_made_visible_in_the_page() {
+        let page = render_page(&status_with_worker("evil\u{202e}gpj.exe\u{200b}", "h\u{2028}x"));
+        assert!(!page.chars().any(|c| nqueens_proto::bounds::is_unshown(c) && c != '\n'));
+        assert!(
+            page.contains(r"<td>evil\u{202e}gpj.exe\u{200b}</td><td>h\u{2028}x</td>"),
+            "{page}"
+        );
+        assert!(page.contains(r"\p{Cc}\p{Cf}\p{Zl}\p{Zp}"), "the script escapes the same classes");
+    }
+
     #[test]
     fn the_page_is_filled_in_and_self_contained() {
         let page = render_page(&status_with_worker("alpha", "node1"));
@@ -258,5 +361,34 @@ mod tests {
             assert!(!page.contains(external), "no external asset ({external})");
         }
         assert!(page.len() < 16 * 1024, "the page is small: {} bytes", page.len());
+    }
+
+    /// A large fleet: the page holds the aggregate tables and one page of rows, with a link on.
+    #[test]
+    fn a_large_fleet_is_shown_in_aggregate_and_one_page_of_rows() {
+        let mut status = status_with_worker("alpha", "node1");
+        let one = status.run.workers[0].clone();
+        let workers: Vec<WorkerView> = (1..=2_500)
+            .map(|i| WorkerView { worker_id: i, name: format!("w{i}"), ..one.clone() })
+            .collect();
+        let query =
+            crate::snapshot::fleet::WorkerQuery { offset: 100, limit: 100, filter: "w1 <".into() };
+        let (fleet, page) = crate::snapshot::fleet::select(&workers, &query);
+        assert_eq!(fleet.matching, 0);
+        assert!(page.is_empty());
+        let (fleet, page) = crate::snapshot::fleet::select(&workers, &Default::default());
+        (status.fleet, status.run.workers) = (fleet, page.into());
+        let html = render_page(&status);
+        assert_eq!(html.matches("<tr><td>").count() - 4, 100, "100 worker rows, 4 group rows");
+        assert!(html.contains("<span id=\"wn\">2500</span>"), "{html}");
+        assert!(html.contains("workers 1–100 of 2500"), "{html}");
+        assert!(html.contains("<td>working</td><td>2500</td><td>5000</td>"), "{html}");
+        assert!(
+            html.contains("<a id=\"wnext\" href=\"?workers_offset=100&amp;workers_limit=100&amp;workers_filter=\">"),
+            "{html}"
+        );
+        assert!(html.contains("<a id=\"wprev\" href=\"?workers_offset=0&amp;workers_limit=100&amp;workers_filter=\" style=\"visibility:hidden\">"));
+        assert!(html.len() < 64 * 1024, "{} bytes", html.len());
+        assert_eq!(percent_encoded("w1 <&é"), "w1%20%3C%26%C3%A9");
     }
 }

@@ -4,6 +4,7 @@
 //! most once per [`ROWS_MAX_AGE`] however many pages poll.
 
 use super::history::{History, RatePoint, Sample};
+use crate::snapshot::fleet::{self, Fleet, WorkerQuery};
 use crate::snapshot::RunSnapshot;
 use crate::status::{shell_word, StatusReader};
 use nqueens_store::BlockedJobs;
@@ -24,12 +25,15 @@ pub const BLOCKED_LISTED: usize = 50;
 pub const CHART_POINTS: usize = 360;
 
 /// Everything the status page shows; `/status.json` is this object: the run's [`RunSnapshot`]
-/// (flattened in, exactly as the engine published it) and the page's own details.
+/// (flattened in, exactly as the engine published it, except that its `workers` are the page of
+/// them the reader asked for: see [`fleet`]) and the page's own details.
 #[derive(Debug, Clone, Serialize)]
 pub struct PageStatus {
-    /// The run at the moment shown.
+    /// The run at the moment shown, with the page of workers asked for.
     #[serde(flatten)]
     pub run: RunSnapshot,
+    /// All the workers in aggregate, and which of them `run.workers` holds.
+    pub fleet: Fleet,
     /// The ETA in words, as `status` words it ([`RunSnapshot::eta_text`]): the page shows it.
     pub eta_text: String,
     /// The state file, as `requeue --state` needs it.
@@ -100,11 +104,14 @@ impl StatusSource {
         self.snapshots.borrow().clone()
     }
 
-    /// The page's data now. The held and failed jobs are read again when older than
-    /// [`ROWS_MAX_AGE`], on the blocking pool; concurrent callers wait for that one read.
-    pub async fn snapshot(&self) -> PageStatus {
+    /// The page's data now, with the workers `query` asks for. The held and failed jobs are
+    /// read again when older than [`ROWS_MAX_AGE`], on the blocking pool; concurrent callers
+    /// wait for that one read.
+    pub async fn snapshot(&self, query: &WorkerQuery) -> PageStatus {
         let (blocked, rows_error) = self.blocked().await;
-        let run = RunSnapshot::clone(&self.latest());
+        let mut run = RunSnapshot::clone(&self.latest());
+        let (fleet, page) = fleet::select(&run.workers, query);
+        run.workers = page.into();
         let history = self.history.lock().rate_points(&Sample::of(&run), CHART_POINTS);
         let state = shell_word(&self.state_file.display().to_string());
         let requeue = |count: u64, flag: &str| {
@@ -121,6 +128,7 @@ impl StatusSource {
             sample_seconds: super::history::SAMPLE_EVERY.as_secs_f64(),
             rows_error,
             run,
+            fleet,
         }
     }
 

@@ -4,7 +4,7 @@ use super::*;
 use crate::snapshot::RunSnapshot;
 use crate::status::StatusReader;
 use nqueens_core::{job_list, SplitParams};
-use nqueens_store::{RunKind, Store};
+use nqueens_store::{RunKind, RunPolicy, Store};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -78,9 +78,14 @@ async fn port(dir: &std::path::Path) -> std::net::SocketAddr {
 async fn port_with(dir: &std::path::Path, access: HttpAccess) -> std::net::SocketAddr {
     let path = dir.join("page.db");
     let list = job_list(8, &SplitParams::default()).unwrap();
-    let store =
-        Store::open_or_create(&path, &list, nqueens_proto::PROTOCOL_MAJOR, 0.0, RunKind::Cluster)
-            .unwrap();
+    let store = Store::open_or_create(
+        &path,
+        &list,
+        nqueens_proto::PROTOCOL_MAJOR,
+        RunPolicy::default(),
+        RunKind::Cluster,
+    )
+    .unwrap();
     let snapshot = Arc::new(RunSnapshot::from_store(&store, &store.summary().unwrap()).unwrap());
     drop(store);
     let history = Arc::new(Mutex::new(History::new(HISTORY_SAMPLES)));
@@ -263,4 +268,37 @@ async fn slowloris_clients_hold_up_no_honest_one() {
     for a in attackers {
         a.abort();
     }
+}
+
+/// A full port pushes out a connection still reading its head from the address holding the
+/// most, so a reader alone on its address outlasts a flood from several; requests without the
+/// token take at most their share of the slots being answered.
+#[test]
+fn a_full_port_pushes_out_the_flood_and_keeps_slots_for_the_token() {
+    let slots = Arc::new(Mutex::new(Slots::default()));
+    let ip = |last: u8| IpAddr::from([127, 0, 0, last]);
+    let (mut reader, mut reader_out) = Slots::take(&slots, ip(1)).unwrap();
+    let mut flood = Vec::new();
+    for k in 0..3 * MAX_CONNECTIONS {
+        flood.push(Slots::take(&slots, ip(2 + (k % 4) as u8)).unwrap());
+    }
+    assert!(reader_out.try_recv().is_err(), "the lone reader was pushed out");
+    let pushed = flood.iter_mut().map(|(_, out)| out.try_recv().is_ok()).filter(|&p| p).count();
+    assert_eq!(pushed, 3 * MAX_CONNECTIONS - (MAX_CONNECTIONS - 1));
+    assert!(reader.answering(false));
+    drop(flood);
+    // Requests without the token: answered up to their share, then 503; with it, always.
+    let mut answered = Vec::new();
+    for k in 0..MAX_ANSWERING_WITHOUT_TOKEN {
+        let (mut slot, _) = Slots::take(&slots, ip(2 + (k % 4) as u8)).unwrap();
+        assert!(slot.answering(true), "request {k} without the token");
+        answered.push(slot);
+    }
+    let (mut one_more, _) = Slots::take(&slots, ip(9)).unwrap();
+    assert!(!one_more.answering(true), "past the share of requests without the token");
+    let (mut with_token, _) = Slots::take(&slots, ip(9)).unwrap();
+    assert!(with_token.answering(false));
+    drop(answered);
+    let (mut later, _) = Slots::take(&slots, ip(9)).unwrap();
+    assert!(later.answering(true), "room again once they are answered");
 }

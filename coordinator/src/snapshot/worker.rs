@@ -7,7 +7,7 @@ use nqueens_store::WorkerRecord;
 use serde::Serialize;
 
 /// One worker as `status` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkerView {
     /// Its id in the run.
     pub worker_id: u64,
@@ -15,8 +15,8 @@ pub struct WorkerView {
     pub name: String,
     /// The host it registered from.
     pub host: String,
-    /// Its solver threads.
-    pub cores: u32,
+    /// Its lease slots: how many jobs it solves at once, as it registered.
+    pub slots: u32,
     /// Its version, as it registered.
     pub version: String,
     /// Its counted results (jobs).
@@ -50,7 +50,7 @@ impl From<WorkerRecord> for WorkerView {
             worker_id: r.row.id,
             name: r.row.name,
             host: r.row.host,
-            cores: r.row.cores,
+            slots: r.row.slots,
             version: r.row.version,
             results: r.results,
             conflicts: r.conflicts,

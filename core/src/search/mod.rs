@@ -189,7 +189,8 @@ impl Layout {
         self.blocked[depth & SLOT]
     }
 
-    /// Row distance from the searched row `depth` to the next one (read by [`crate::Job::search_plan`]).
+    /// Row distance from the searched row `depth` to the next one (read by
+    /// [`crate::Job::search_plan`]).
     pub fn shift(&self, depth: usize) -> u32 {
         self.shift[depth & SLOT]
     }

@@ -220,7 +220,8 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
     assert_each_job_counted_once(&state);
     worker.wait_exit(Duration::from_secs(60));
 
-    // Its lock went with it: the file opens again (the run is complete, so `serve` just reports it).
+    // Its lock went with it: the file opens again (the run is complete, so `serve` just reports
+    // it).
     let again = coordinator_output(serve_args(16, &state, free_port(), &["--exit-when-done"]));
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
 }
@@ -250,7 +251,7 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
             &state,
             &list,
             nqueens_proto::PROTOCOL_MAJOR,
-            0.0,
+            nqueens_coordinator::RunPolicy::default(),
             nqueens_coordinator::RunKind::Cluster,
         )
         .unwrap();

@@ -120,7 +120,7 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
         run: Some(run.clone()),
         worker_id: reg.worker_id,
         lease_id: lease.lease_id,
-        job_id: job.id,
+        job_id: job.id.get(),
         counts: Some(counts.into()),
         seconds: 0.01,
         error: String::new(),
@@ -152,10 +152,13 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     assert_eq!(outcomes, vec![pb::Outcome::Accepted, pb::Outcome::Duplicate]);
     let expected_total = job.weight as u64 * counts.solutions;
     // A new credential's answer is done once the coordinator's own check agrees (probation):
-    // both acknowledgements may come in one commit, before that check.
+    // both acknowledgements may come in one commit, before that check. (The partial sums are
+    // read again at most every few seconds.)
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let mut before = status(&mut client).await;
-    while before.jobs_done == 0 && std::time::Instant::now() < deadline {
+    while (before.jobs_done == 0 || before.partial_total != expected_total)
+        && std::time::Instant::now() < deadline
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
         before = status(&mut client).await;
     }
@@ -163,8 +166,13 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     assert_eq!(committed_results(&state), 1, "the replay added no counted row");
 
     // Forged results: another run, an unknown job, a job the lease does not cover.
-    let other_job =
-        list.jobs.iter().find(|j| !lease.jobs.iter().any(|s| s.job_id == j.id)).unwrap().id;
+    let other_job = list
+        .jobs
+        .iter()
+        .find(|j| !lease.jobs.iter().any(|s| s.job_id == j.id.get()))
+        .unwrap()
+        .id
+        .get();
     let forgeries = [
         (pb::JobResult { run: Some(other), ..result.clone() }, Reason::WrongRun),
         (
@@ -205,7 +213,7 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     assert_eq!(pb::Outcome::try_from(ack.outcome).unwrap(), pb::Outcome::Conflict);
     assert_eq!(query_count(&state, "SELECT COUNT(*) FROM conflicts"), 1);
     // The coordinator settles the dispute itself: its own answer is counted (as worker 0).
-    referee_settles(&state, job.id).await;
+    referee_settles(&state, job.id.get()).await;
     let s = status(&mut client).await;
     assert_eq!((s.jobs_done, s.partial_total, s.conflicts), (1, expected_total, 1));
 
@@ -253,6 +261,10 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
                 "1",
                 "--no-spot-checks",
                 "--no-coordinator-checks",
+                // Agreement of identities under one credential is re-checked at random; none
+                // here, so that what counts is certain.
+                "--recheck-fraction",
+                "0",
             ],
         ),
         dir.path().join("coordinator.log"),

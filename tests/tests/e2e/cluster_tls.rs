@@ -1,7 +1,7 @@
 //! TLS: a coordinator serving with --tls-cert/--tls-key, a worker and the health check trusting the
 //! CA with --tls-ca; one worker alone also gives the second opinions of the verified jobs (default
-//! --verify-fraction). Certificates are made with the `openssl` command; the test is skipped (with a
-//! message) on a machine without it.
+//! --verify-fraction). Certificates are made with the `openssl` command; the test is skipped (with
+//! a message) on a machine without it.
 
 use nqueens_coordinator::result_file;
 use nqueens_tests::cluster::*;

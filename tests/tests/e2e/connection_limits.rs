@@ -6,11 +6,23 @@
 //!   descriptor limit lower than their number;
 //! - one address holds at most `--grpc-max-conns-per-ip` gRPC connections;
 //! - slowloris clients on the HTTP port (request heads that never end) do not keep an honest
-//!   request from being answered within a second.
+//!   request from being answered within a second;
+//! - a connection is kept past `--grpc-auth-seconds` once a call on it proved authenticated (a
+//!   registration, a status call with the token), and closed at that deadline otherwise;
+//! - a client without a token flooding both ports of a coordinator with few descriptors, from
+//!   several addresses, with idle HTTP/2 connections and silent HTTP ones, keeps out neither a
+//!   worker (which registers and ends the run exact within seconds), nor the health check, nor
+//!   `/status.json`.
 
+use nqueens_coordinator::{fd_limit, result_file};
+use nqueens_proto as pb;
 use nqueens_tests::cluster::*;
+use nqueens_tests::flood::{Flood, Speech};
+use nqueens_tests::rogue::connect_counting;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(120);
@@ -162,4 +174,210 @@ fn slowloris_on_the_http_port_holds_up_no_honest_request() {
         eprintln!("honest request {round}: {took:?}");
     }
     assert!(slowest < Duration::from_secs(1), "slowest honest request {slowest:?}");
+}
+
+/// The coordinator's descriptor limit under the flood: room for 128 gRPC connections.
+const FLOOD_NOFILE: u64 = 256;
+/// The flood's addresses: five other hosts, as the coordinator sees them.
+const FLOOD_SOURCES: [Ipv4Addr; 5] = [
+    Ipv4Addr::new(127, 0, 0, 2),
+    Ipv4Addr::new(127, 0, 0, 3),
+    Ipv4Addr::new(127, 0, 0, 4),
+    Ipv4Addr::new(127, 0, 0, 5),
+    Ipv4Addr::new(127, 0, 0, 6),
+];
+/// The bound on a worker started during the flood: from its start to its registration...
+const REGISTERS_WITHIN: Duration = Duration::from_secs(5);
+/// ...and to the run's exact end (the flood goes on until then, and after).
+const ENDS_WITHIN: Duration = Duration::from_secs(60);
+/// The bound on each answer of `/status.json` (with the token) and each health check.
+const ANSWERS_WITHIN: Duration = Duration::from_secs(3);
+const FLOOD_TOKEN: &str = "flood-test-token";
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// `GET /status.json` from 127.0.0.1 (with `token` if given): the status line and how long the
+/// answer took.
+fn status_json(http: u16, token: Option<&str>) -> (String, Duration) {
+    let t = Instant::now();
+    let addr: SocketAddr = format!("127.0.0.1:{http}").parse().unwrap();
+    let Ok(mut conn) = TcpStream::connect_timeout(&addr, ANSWERS_WITHIN) else {
+        return ("no connection".into(), t.elapsed());
+    };
+    conn.set_read_timeout(Some(ANSWERS_WITHIN)).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let request = format!("GET /status.json HTTP/1.1\r\nHost: x\r\n{auth}\r\n");
+    let mut answer = String::new();
+    let read = conn.write_all(request.as_bytes()).and_then(|()| conn.read_to_string(&mut answer));
+    let line = match read {
+        Ok(_) => answer.lines().next().unwrap_or("empty answer").to_owned(),
+        Err(e) => format!("{e}"),
+    };
+    (line, t.elapsed())
+}
+
+/// Polls, every half second until `stop`, the health check and `/status.json` (with the token,
+/// and without it: from loopback it needs none); returns every failure and the slowest answer.
+fn watch_answers(port: u16, http: u16, stop: Arc<AtomicBool>) -> (Vec<String>, Duration, usize) {
+    let (mut failures, mut slowest, mut rounds) = (Vec::new(), Duration::ZERO, 0);
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        let healthy = health(port);
+        let took = t.elapsed();
+        if healthy != "SERVING" || took > ANSWERS_WITHIN {
+            failures.push(format!("round {rounds}: healthcheck {healthy} after {took:?}"));
+        }
+        slowest = slowest.max(took);
+        for token in [Some(FLOOD_TOKEN), None] {
+            let (line, took) = status_json(http, token);
+            if !line.ends_with(" 200 OK") || took > ANSWERS_WITHIN {
+                failures
+                    .push(format!("round {rounds}: /status.json {token:?}: {line} after {took:?}"));
+            }
+            slowest = slowest.max(took);
+        }
+        rounds += 1;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    (failures, slowest, rounds)
+}
+
+/// A client without a token holds as many connections as it can on both ports of a coordinator
+/// limited to 256 descriptors: 300 idle HTTP/2 connections on the gRPC port (which holds 128;
+/// 300 would take every descriptor) and 100 silent ones on the HTTP port (which serves 64), from
+/// five addresses, each reopened as soon as it is closed. A worker started during the flood
+/// registers and ends the run exact within the bounds above, and the health check and
+/// `/status.json` answer throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tokenless_flood_of_both_ports_keeps_out_no_worker_and_no_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run14.db");
+    let (port, http) = (free_port(), free_port());
+    let mut args = serve_args(14, &state, port, &["--exit-when-done", "--token", FLOOD_TOKEN]);
+    let off = args.iter().position(|a| a == "off").unwrap();
+    args[off] = format!("127.0.0.1:{http}");
+    let mut coordinator =
+        Proc::spawn_with("nqueens-coordinator", &args, dir.path().join("coord.log"), |c| {
+            limit(c, libc::RLIMIT_NOFILE, FLOOD_NOFILE)
+        });
+    tokio::task::spawn_blocking(move || {
+        wait_until(LONG, "the coordinator to serve", || health(port) == "SERVING")
+    })
+    .await
+    .unwrap();
+    let pid = coordinator.child.id();
+
+    let grpc_flood = Flood::start(port, &FLOOD_SOURCES, 60, Speech::IdleHttp2);
+    let http_flood = Flood::start(http, &FLOOD_SOURCES, 20, Speech::Silent);
+    // Every gRPC place and every HTTP slot taken: the flood holds all it can.
+    let full = fd_limit::grpc_connections(FLOOD_NOFILE) + nqueens_coordinator::MAX_HTTP_CONNECTIONS;
+    tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(60), "the flood to fill both ports", || {
+            open_descriptors(pid) >= full
+        })
+    })
+    .await
+    .unwrap();
+    eprintln!(
+        "flood holds {} gRPC and {} HTTP connections; the coordinator {} descriptors of {FLOOD_NOFILE}",
+        grpc_flood.open(),
+        http_flood.open(),
+        open_descriptors(pid)
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = std::thread::spawn({
+        let stop = stop.clone();
+        move || watch_answers(port, http, stop)
+    });
+    let started = Instant::now();
+    let worker_args = worker_args(port, 1, "honest", &["--token", FLOOD_TOKEN]);
+    let mut worker = Proc::spawn("nqueens-worker", &worker_args, dir.path().join("worker.log"));
+    let worker_log = worker.log.clone();
+    let registered = tokio::task::spawn_blocking(move || {
+        wait_until(REGISTERS_WITHIN, "the worker to register during the flood", || {
+            std::fs::read_to_string(&worker_log)
+                .unwrap_or_default()
+                .contains("registered with the coordinator")
+        });
+        started.elapsed()
+    })
+    .await
+    .unwrap();
+    let (status, log) = tokio::task::spawn_blocking(move || {
+        (coordinator.wait_exit(ENDS_WITHIN), coordinator.log_text())
+    })
+    .await
+    .unwrap();
+    let ended = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let (failures, slowest, rounds) = watcher.join().unwrap();
+    eprintln!(
+        "during the flood: worker registered after {registered:?}, run ended after {ended:?}; \
+         {rounds} rounds of health checks and /status.json, slowest {slowest:?}; \
+         the flood opened {} gRPC and {} HTTP connections",
+        grpc_flood.opened(),
+        http_flood.opened()
+    );
+    assert!(status.success(), "coordinator: {status}\n{log}");
+    assert_matches_reference(&read_result_file(&result_file(&state)));
+    assert_each_job_counted_once(&state);
+    assert!(worker.wait_exit(LONG).success(), "{}", worker.log_text());
+    assert!(rounds > 0 && failures.is_empty(), "{failures:#?}");
+    // The flood was pushed out, not merely present: it had to reopen connections.
+    assert!(grpc_flood.opened() > 300 && http_flood.opened() > 100);
+    assert!(log.contains("gRPC port full"), "the pushing out is logged:\n{log}");
+}
+
+/// Calls `status` on `client` until it has opened `count` connections (at most 20 tries, a tenth
+/// of a second apart); the connections it opened.
+async fn calls_until_opened(client: &mut pb::Client, opened: &AtomicUsize, count: usize) -> usize {
+    for _ in 0..20 {
+        if opened.load(Ordering::SeqCst) >= count {
+            break;
+        }
+        let _ = client.status(pb::StatusRequest {}).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    opened.load(Ordering::SeqCst)
+}
+
+/// With `--grpc-auth-seconds 1`: a worker's connection, once it registered, and a status
+/// reader's, once its call with the token was answered, are still the same connection seconds
+/// later; a client whose calls were all refused is closed at the deadline, so its next call
+/// opens another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_stays_once_a_call_on_it_proved_authenticated_and_only_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let args = serve_args(
+        14,
+        &dir.path().join("run.db"),
+        port,
+        &["--token", FLOOD_TOKEN, "--grpc-auth-seconds", "1"],
+    );
+    let _coordinator = Proc::spawn("nqueens-coordinator", &args, dir.path().join("coord.log"));
+    tokio::task::spawn_blocking(move || {
+        wait_until(LONG, "the coordinator to serve", || health(port) == "SERVING")
+    })
+    .await
+    .unwrap();
+    let past_deadline = Duration::from_millis(2500);
+
+    let (mut worker, worker_opened) = connect_counting(port, Some(FLOOD_TOKEN)).await;
+    worker.register(crate::trust::register_request("kept", 0, "")).await.unwrap();
+    let (mut reader, reader_opened) = connect_counting(port, Some(FLOOD_TOKEN)).await;
+    reader.status(pb::StatusRequest {}).await.unwrap();
+    let (mut stranger, stranger_opened) = connect_counting(port, None).await;
+    stranger.status(pb::StatusRequest {}).await.unwrap_err();
+    tokio::time::sleep(past_deadline).await;
+
+    reader.status(pb::StatusRequest {}).await.unwrap();
+    worker.status(pb::StatusRequest {}).await.unwrap();
+    assert_eq!(worker_opened.load(Ordering::SeqCst), 1, "the registered worker's connection");
+    assert_eq!(reader_opened.load(Ordering::SeqCst), 1, "the status reader's connection");
+    let opened = calls_until_opened(&mut stranger, &stranger_opened, 2).await;
+    assert_eq!(opened, 2, "the refused client's connection was not closed at its deadline");
 }

@@ -1,9 +1,11 @@
 //! The deployment files under `deploy/` against the real binaries: every flag and `NQ_` environment
-//! variable they use must be one the binaries accept (read from their `--help`), and the names, ports
-//! and mounts must line up between the pieces (compose services, Kubernetes Services, StatefulSet,
-//! Deployment, Secret; Dockerfiles; the Slurm script; the systemd units and their env files).
+//! variable they use must be one the binaries accept (read from their `--help`), and the names,
+//! ports and mounts must line up between the pieces (compose services, Kubernetes Services,
+//! StatefulSet, Deployment, Secret; Dockerfiles; the Slurm script; the systemd units and their env
+//! files).
 //!
-//! Needs the release binaries: `cargo build --release --workspace` (or `cargo test --workspace --release`).
+//! Needs the release binaries: `cargo build --release --workspace` (or `cargo test --workspace
+//! --release`).
 
 use serde_yaml::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -519,7 +521,8 @@ fn kubernetes_manifests_line_up() {
 // ---------------------------------------------------------------------------------------------------
 // Slurm and systemd
 
-/// The arguments after `marker` on the (continuation-joined) lines of a shell script that contain it.
+/// The arguments after `marker` on the (continuation-joined) lines of a shell script that contain
+/// it.
 fn shell_invocations(text: &str, marker: &str) -> Vec<Vec<String>> {
     let joined = text.replace("\\\n", " ");
     joined
@@ -701,7 +704,8 @@ fn systemd_analyze_verify(unit: &Path, bin: &str) {
     let _ = std::fs::remove_dir_all(&dir);
     let msg =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    // Only complaints about the unit itself count (not about the host's own units or missing env file).
+    // Only complaints about the unit itself count (not about the host's own units or missing env
+    // file).
     let complaints: Vec<&str> = msg
         .lines()
         .filter(|l| {

@@ -8,9 +8,9 @@
 //! between fork and exec (`cluster::limit`), never in this process; nothing sets environment
 //! variables, changes directory or installs signal handlers or a tracing subscriber (the in-process
 //! coordinator of `cluster_e2e` takes its shutdown as a future); ports are ephemeral; every test
-//! works in its own temporary directory. `fd_exhaustion` holds about 150 sockets in this process,
-//! and `connection_limits` a few hundred at the most, below the usual soft limit of 1024
-//! descriptors; the limits those modules test are the coordinator's.
+//! works in its own temporary directory. `fd_exhaustion` holds about 260 sockets in this process,
+//! and each test of `connection_limits` 400 at the most (its flood), below the usual soft limit
+//! of 1024 descriptors; the limits those modules test are the coordinator's.
 
 mod auth;
 mod bounds;
@@ -21,12 +21,16 @@ mod cluster_protocol;
 mod cluster_tls;
 mod connection_limits;
 mod deploy_manifests;
+mod docs;
 mod durability;
 mod faulty_worker;
 mod fd_exhaustion;
 mod first_run;
 mod known_counts;
+mod open_checks;
+mod record_run;
 mod rogue_client;
+mod scale;
 mod solve_checkpoint;
 mod state_integrity;
 mod status_page;

@@ -4,12 +4,17 @@
 //! verification hash picked), and reports true counts for the rest except one solution too many
 //! on one job. The run still ends exact, the client is untrusted and named by `status`, and its
 //! lie is in the conflicts record.
+//!
+//! Counts that no solver gives (symmetric counts past the solutions or ruled out by the job's
+//! weight, too many solutions per node, too many nodes, counts past 64-bit columns) untrust their
+//! sender and every identity of its credential, each rule on its own credential.
 
 use nqueens_coordinator::result_file;
-use nqueens_core::Job;
+use nqueens_core::{Job, JobCounts};
 use nqueens_proto as pb;
+use nqueens_proto::Reason;
 use nqueens_tests::cluster::*;
-use nqueens_tests::rogue::{claimed_self_test, Rogue};
+use nqueens_tests::rogue::{claimed_self_test, outcome, reason, Rogue};
 use rayon::prelude::*;
 use std::time::Duration;
 
@@ -127,4 +132,115 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
         ),
     );
     assert!(lie_recorded > 0, "the lie on job {lie_job} is not in the conflicts record");
+}
+
+fn register_request(name: &str) -> pb::RegisterRequest {
+    pb::RegisterRequest {
+        run: None,
+        name: name.into(),
+        host: "nowhere".into(),
+        slots: 1,
+        version: env!("CARGO_PKG_VERSION").into(),
+        self_test: Some(claimed_self_test()),
+        previous_worker_id: 0,
+        previous_worker_secret: String::new(),
+        device: String::new(),
+    }
+}
+
+/// A rule of `nqueens_scheduler::implausible`, as a lie made of a weight-8 job's true counts.
+type Rule = (&'static str, fn(JobCounts) -> JobCounts);
+
+/// Each rule against counts no solver gives, sent by one identity of a per-host credential
+/// over the real protocol: the result is refused as from an untrusted worker, and from then on
+/// both identities of that credential are refused, durably (the state file records them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_no_solver_gives_untrust_the_sender_and_its_credential() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run12.db");
+    let port = free_port();
+    let extra =
+        ["--exit-when-done", "--token", TOKEN, "--no-spot-checks", "--verify-fraction", "0"];
+    let coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(12, &state, port, &extra),
+        dir.path().join("coordinator.log"),
+    );
+    let log = coordinator.log.clone();
+    tokio::task::spawn_blocking(move || {
+        wait_until(LONG, "the coordinator to listen", || {
+            std::fs::read_to_string(&log).unwrap_or_default().contains("coordinator listening")
+        })
+    })
+    .await
+    .unwrap();
+    let rules: [Rule; 6] = [
+        ("sym90-above-sym180", |t| JobCounts { sym90: t.sym180 + 1, ..t }),
+        ("sym180-above-solutions", |t| JobCounts { sym180: t.solutions + 1, ..t }),
+        ("symmetric-on-weight-8", |t| JobCounts { sym180: 1, ..t }),
+        ("solutions-per-node", |t| JobCounts { solutions: (t.nodes + 1) * 720 + 1, ..t }),
+        ("nodes-per-job", |t| JobCounts { nodes: (1 << 52) + 1, ..t }),
+        ("past-64-bit-columns", |t| JobCounts { nodes: 1 << 63, ..t }),
+    ];
+    let mut untrusted = Vec::new();
+    for (rule, lie) in rules {
+        let token = token_add(&state, rule);
+        let mut a = Rogue::register_with(port, &token, register_request("a")).await;
+        let mut b = Rogue::register_with(port, &token, register_request("b")).await;
+        // A weight-8 job with solutions (every rule then breaks exactly one bound).
+        let (spec, lease_id) = loop {
+            let lease = a.lease(1).await;
+            assert!(!lease.run_complete, "the run ended before {rule} got a job");
+            let spec = &lease.jobs[0];
+            if spec.weight == 8 && Job::try_from(spec).unwrap().solve().unwrap().solutions > 0 {
+                break (spec.clone(), lease.lease_id);
+            }
+            a.release(lease.lease_id, vec![spec.job_id]).await;
+        };
+        let counts = lie(Job::try_from(&spec).unwrap().solve().unwrap());
+        let acks = a.send(vec![a.result(lease_id, spec.job_id, Some(counts), 0.01)]).await;
+        assert_eq!(outcome(&acks[0]), pb::Outcome::Rejected, "{rule}: {:?}", acks[0]);
+        assert_eq!(
+            Reason::try_from(acks[0].reason),
+            Ok(Reason::UntrustedWorker),
+            "{rule}: {:?}",
+            acks[0]
+        );
+        for (who, rogue) in [("sender", &mut a), ("its credential's other identity", &mut b)] {
+            let e = rogue.try_lease(1).await.expect_err(rule);
+            assert_eq!(reason(&e), Reason::UntrustedWorker, "{rule}, {who}: {e}");
+        }
+        untrusted.extend([a.id, b.id]);
+    }
+    // An honest worker finishes the run exact; every liar is recorded as untrusted.
+    let good = token_add(&state, "good");
+    let honest = Proc::spawn(
+        "nqueens-worker",
+        &worker_args(port, 1, "honest", &["--token", &good]),
+        dir.path().join("honest.log"),
+    );
+    let mut coordinator = coordinator;
+    let (status, text) =
+        tokio::task::spawn_blocking(move || (coordinator.wait_exit(LONG), coordinator.log_text()))
+            .await
+            .unwrap();
+    assert!(status.success(), "coordinator: {status}\n{text}");
+    drop(honest);
+    assert_matches_reference(&read_result_file(&result_file(&state)));
+    assert_each_job_counted_once(&state);
+    let recorded = query_count(&state, "SELECT COUNT(DISTINCT worker_id) FROM untrusted_workers");
+    assert_eq!(recorded, untrusted.len() as i64, "untrusted: {untrusted:?}");
+}
+
+/// `token add NAME` on the live run in `state`: the new per-host token.
+fn token_add(state: &std::path::Path, name: &str) -> String {
+    let out = coordinator_output([
+        "token".as_ref(),
+        "add".as_ref(),
+        name.as_ref(),
+        "--state".as_ref(),
+        state.as_os_str(),
+    ]);
+    assert!(out.status.success(), "token add: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }

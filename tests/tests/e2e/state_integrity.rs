@@ -258,8 +258,9 @@ fn a_live_status_reports_a_row_damaged_while_the_coordinator_runs() {
     let v = live().unwrap();
     assert_eq!((v["bad_rows"].as_u64(), v["checksums"].as_bool()), (Some(0), Some(true)), "{v}");
 
-    // A counted row is changed behind the running coordinator's back: the next status call,
-    // which checks every row as it sums them, names it.
+    // A counted row is changed behind the running coordinator's back: a status call once the
+    // sums are read again (at most `SUMS_MAX_AGE`, 5 s, later), which checks every row as it
+    // sums them, names it.
     let row: i64 = {
         let c = rusqlite::Connection::open(&state).unwrap();
         c.busy_timeout(Duration::from_secs(10)).unwrap();
@@ -273,6 +274,9 @@ fn a_live_status_reports_a_row_damaged_while_the_coordinator_runs() {
         c.execute("UPDATE results SET solutions=solutions+1 WHERE id=?1", [row]).unwrap();
         row
     };
+    wait_until(Duration::from_secs(30), "the damaged row in a live status", || {
+        live().is_some_and(|v| v["bad_rows"].as_u64() == Some(1))
+    });
     let v = live().unwrap();
     assert_eq!(v["bad_rows"].as_u64(), Some(1), "row {row}: {v}");
     let expected = known_counts()[&12].total;
@@ -352,4 +356,54 @@ fn an_empty_state_file_becomes_a_new_run_for_serve_and_solve_alike() {
     let out = coordinator_output(["status", "--state", arg(&empty)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("it is empty (0 bytes)"));
+}
+
+/// A state file made by the previous schema (4: the workers' lease slots in a column `cores`),
+/// stopped by SIGKILL in the middle of an N=17 run with one worker (`tests/testdata`). `status`
+/// reads it as it is (showing the worker's slots) and leaves it so; `serve` migrates it to
+/// schema 5, resumes it, and a worker finishes it with the known counts, each job counted once.
+#[test]
+fn a_state_file_of_the_previous_schema_is_read_resumed_and_finished_exact() {
+    use nqueens_tests::cluster::{
+        assert_each_job_counted_once, assert_matches_reference, free_port, query_count,
+        read_result_file, serve_args, worker_args, Proc,
+    };
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join("schema4-n17-midrun.db");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("old.db");
+    std::fs::copy(&fixture, &state).unwrap();
+    let schema = |state: &Path| {
+        query_count(state, "SELECT CAST(value AS INTEGER) FROM meta WHERE key='schema'")
+    };
+    assert_eq!(schema(&state), 4);
+
+    let out = coordinator_output(["status", "--state", arg(&state)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("N=17") && text.contains("done"), "{text}");
+    let worker_line = text.lines().find(|l| l.contains("old-worker")).expect("the old worker");
+    assert!(worker_line.contains("1 slots"), "{worker_line}");
+    assert_eq!(schema(&state), 4, "a read-only look changes nothing");
+
+    let port = free_port();
+    let extra = ["--exit-when-done", "--target-jobs", "300", "--lease-seconds", "5"];
+    let mut coordinator = Proc::spawn(
+        "nqueens-coordinator",
+        &serve_args(17, &state, port, &extra),
+        dir.path().join("coordinator.log"),
+    );
+    let worker = Proc::spawn(
+        "nqueens-worker",
+        &worker_args(port, 2, "new-worker", &[]),
+        dir.path().join("worker.log"),
+    );
+    let status = coordinator.wait_exit(std::time::Duration::from_secs(240));
+    drop(worker);
+    assert!(status.success(), "{}", coordinator.log_text());
+    let record = read_result_file(&dir.path().join("old.db.result.json"));
+    assert_matches_reference(&record);
+    assert_each_job_counted_once(&state);
+    assert_eq!(schema(&state), 5, "migrated by the writer");
+    assert_eq!(query_count(&state, "SELECT slots FROM workers WHERE name='old-worker'"), 1);
 }

@@ -9,7 +9,7 @@
 
 use anyhow::{ensure, Context, Result};
 use clap::Parser;
-use nqueens_coordinator::{RunKind, Store, WorkerRow};
+use nqueens_coordinator::{RunKind, RunPolicy, Store, WorkerRow};
 use nqueens_core::{job_list, Job, JobCounts, SplitParams};
 use nqueens_proto as pb;
 use nqueens_scheduler::state::{JobState, ResultKind};
@@ -78,7 +78,7 @@ fn prepare_state(args: &Args, list: &nqueens_core::JobList) -> Result<()> {
         &args.state,
         list,
         nqueens_proto::PROTOCOL_MAJOR,
-        0.0,
+        RunPolicy::default(),
         RunKind::Cluster,
     )
     .with_context(|| format!("opening {}", args.state.display()))?;
@@ -102,7 +102,7 @@ fn prepare_state(args: &Args, list: &nqueens_core::JobList) -> Result<()> {
         id: 1,
         name: "status-bench-seed".into(),
         host: "localhost".into(),
-        cores: 1,
+        slots: 1,
         version: env!("CARGO_PKG_VERSION").into(),
         credential: String::new(),
         secret_digest: Vec::new(),
@@ -111,16 +111,16 @@ fn prepare_state(args: &Args, list: &nqueens_core::JobList) -> Result<()> {
         let mut changes = Vec::with_capacity(2 * chunk.len());
         for job in chunk {
             changes.push(Change::Result {
-                job_id: job.id.into(),
+                job_id: job.id,
                 worker_id: 1.into(),
                 lease_id: 0.into(),
-                counts: counts[job.id as usize],
+                counts: counts[job.id.index()],
                 seconds: 0.001,
                 counted: true,
                 kind: ResultKind::First,
             });
             changes.push(Change::JobState {
-                job_id: job.id.into(),
+                job_id: job.id,
                 state: JobState::Done,
                 lease_id: None,
                 worker_id: Some(1.into()),

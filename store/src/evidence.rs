@@ -1,0 +1,192 @@
+//! What a run's total rests on, read from its committed rows alone: how many jobs were counted on
+//! two or more independent answers, on the coordinator's own solve, or on one credential's word;
+//! the secret re-checks drawn and passed; and from those figures a bound on the wrong answers the
+//! one-credential jobs may still hold. The result file, `status` and `verify` all show this one
+//! reading, so that a reader of the file knows what the total rests on.
+
+use super::credentials::SHARED;
+use super::error::StoreError;
+use super::rows::StoredResult;
+use super::Store;
+use nqueens_core::JobCounts;
+use nqueens_scheduler::state::{JobState, Review};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+/// The confidence of [`Evidence::wrong_jobs_bound`].
+pub const EVIDENCE_CONFIDENCE: f64 = 0.95;
+
+/// What the counted answers of a run rest on (of its done jobs whose counted row is intact).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Independent answers the run demanded of every job: 1, or 2 for a record run.
+    pub replication: u8,
+    /// Jobs counted on two or more independent answers: two credentials, or the coordinator and
+    /// one credential, gave the same answer.
+    pub jobs_independent: u64,
+    /// Jobs counted on the coordinator's own solve alone.
+    pub jobs_coordinator: u64,
+    /// Jobs counted on one credential's word: a trusted party alone, or identities of one
+    /// credential (the shared token) agreeing with each other.
+    pub jobs_one_party: u64,
+    /// Answers drawn for a secret re-check (each then waited for a second party's answer).
+    pub rechecks_drawn: u64,
+    /// Re-checks that agreed (no conflict on their job).
+    pub rechecks_passed: u64,
+    /// The chance that a lie on a job that rests on one credential's word went unchecked: one
+    /// minus the measured draw rate (re-checks drawn among the answers that would have rested
+    /// on one credential's word). 0 when no job rests on one credential's word.
+    pub lie_escape_probability: f64,
+    /// With [`EVIDENCE_CONFIDENCE`], at most this many of the one-credential jobs are wrong: if
+    /// a fraction p of such answers were wrong, all the passed re-checks (random draws among
+    /// them) agreed with probability (1 - p)^passed, so p < 1 - 0.05^(1/passed). 0 when no job
+    /// rests on one credential's word; all of them when no re-check passed.
+    pub wrong_jobs_bound: f64,
+}
+
+impl Evidence {
+    /// The bound figures from the counts (see the fields).
+    fn with_bounds(mut self) -> Self {
+        let (one, drawn) = (self.jobs_one_party as f64, self.rechecks_drawn as f64);
+        if self.jobs_one_party == 0 {
+            return self;
+        }
+        self.lie_escape_probability = 1.0 - drawn / (drawn + one);
+        self.wrong_jobs_bound = match self.rechecks_passed {
+            0 => one,
+            passed => {
+                let rate = 1.0 - (1.0 - EVIDENCE_CONFIDENCE).powf(1.0 / passed as f64);
+                (one * rate).min(one)
+            }
+        };
+        self
+    }
+
+    /// One line for people: what the total rests on.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} jobs on independent answers, {} on the coordinator's own solve, {} on one \
+             credential's word; re-checks {} drawn, {} passed; a lie on a one-credential job \
+             escaped the re-checks with probability {:.3}; at most {:.1} of those jobs wrong \
+             ({:.0}% confidence); replication {}",
+            self.jobs_independent,
+            self.jobs_coordinator,
+            self.jobs_one_party,
+            self.rechecks_drawn,
+            self.rechecks_passed,
+            self.lie_escape_probability,
+            self.wrong_jobs_bound,
+            EVIDENCE_CONFIDENCE * 100.0,
+            self.replication,
+        )
+    }
+}
+
+/// One job's figures needed here.
+struct JobFacts {
+    state: JobState,
+    review: Review,
+    conflicts: u32,
+}
+
+impl Store {
+    /// What the counted answers rest on, from the committed rows.
+    pub fn evidence(&self) -> Result<Evidence, StoreError> {
+        self.evidence_of(&self.results()?)
+    }
+
+    /// [`Store::evidence`] from `rows`, the result rows already read (as the tally reads them).
+    pub fn evidence_of(&self, rows: &[StoredResult]) -> Result<Evidence, StoreError> {
+        let jobs = self.job_facts()?;
+        let credentials = self.worker_credentials()?;
+        let untrusted: HashSet<u64> = self.untrusted_workers()?.into_iter().collect();
+        let mut by_job: HashMap<u64, Vec<&StoredResult>> = HashMap::new();
+        for row in rows.iter().filter(|r| r.intact) {
+            by_job.entry(row.job_id).or_default().push(row);
+        }
+        let mut evidence = Evidence { replication: self.meta.replication, ..Evidence::default() };
+        for (id, job) in jobs.iter().enumerate() {
+            if job.review == Review::Recheck {
+                evidence.rechecks_drawn += 1;
+                if job.state == JobState::Done && job.conflicts == 0 {
+                    evidence.rechecks_passed += 1;
+                }
+            }
+            let rows = by_job.get(&(id as u64)).map_or(&[][..], Vec::as_slice);
+            let Some(counted) = rows.iter().find(|r| r.counted) else { continue };
+            if job.state != JobState::Done {
+                continue;
+            }
+            let (coordinator, others) = witnesses(rows, &counted.counts, &credentials, &untrusted);
+            match (coordinator, others) {
+                (true, 0) => evidence.jobs_coordinator += 1,
+                (true, _) | (false, 2..) => evidence.jobs_independent += 1,
+                (false, _) => evidence.jobs_one_party += 1,
+            }
+        }
+        Ok(evidence.with_bounds())
+    }
+
+    /// State, review and conflicts of every job, by id.
+    fn job_facts(&self) -> Result<Vec<JobFacts>, StoreError> {
+        let sql = self.sql();
+        let review = if self.has_column("jobs", "review")? { "review" } else { "NULL" };
+        let query = format!("SELECT state, {review}, conflicts FROM jobs ORDER BY id");
+        let mut q = self.conn.prepare(&query).map_err(&sql)?;
+        let mut rows = q.query([]).map_err(&sql)?;
+        let mut jobs = Vec::with_capacity(self.meta.job_count as usize);
+        let corrupt = |reason: String| StoreError::Corrupt { path: self.path.clone(), reason };
+        while let Some(r) = rows.next().map_err(&sql)? {
+            let state: String = r.get(0).map_err(&sql)?;
+            let review: Option<String> = r.get(1).map_err(&sql)?;
+            jobs.push(JobFacts {
+                state: JobState::parse(&state)
+                    .ok_or_else(|| corrupt(format!("unknown job state {state}")))?,
+                review: Review::parse(review.as_deref())
+                    .ok_or_else(|| corrupt(format!("unknown review {review:?}")))?,
+                conflicts: r.get(2).map_err(&sql)?,
+            });
+        }
+        Ok(jobs)
+    }
+
+    /// The credential of every worker, by id (empty, in rows from before credentials: the shared
+    /// token).
+    fn worker_credentials(&self) -> Result<HashMap<u64, String>, StoreError> {
+        let sql = self.sql();
+        let column = if self.has_column("workers", "credential")? { "credential" } else { "''" };
+        let mut q = self
+            .conn
+            .prepare(&format!("SELECT id, COALESCE({column}, '') FROM workers"))
+            .map_err(&sql)?;
+        let rows = q
+            .query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)))
+            .map_err(&sql)?;
+        let named = |(id, name): (u64, String)| {
+            (id, if name.is_empty() { SHARED.to_owned() } else { name })
+        };
+        rows.map(|r| r.map(named)).collect::<Result<_, _>>().map_err(&sql)
+    }
+}
+
+/// Who gave `answer` among a job's intact `rows`: whether the coordinator did (worker 0), and how
+/// many distinct credentials of live workers did.
+fn witnesses(
+    rows: &[&StoredResult],
+    answer: &JobCounts,
+    credentials: &HashMap<u64, String>,
+    untrusted: &HashSet<u64>,
+) -> (bool, usize) {
+    let mut coordinator = false;
+    let mut others: BTreeSet<&str> = BTreeSet::new();
+    for row in rows.iter().filter(|r| r.counts.same_answer(answer)) {
+        match row.worker_id {
+            0 => coordinator = true,
+            w if !untrusted.contains(&w) => {
+                others.insert(credentials.get(&w).map_or("", String::as_str));
+            }
+            _ => {}
+        }
+    }
+    (coordinator, others.len())
+}
