@@ -40,8 +40,11 @@ const MAX_BATCH: usize = 8192;
 /// no one's critical path (the worker keeps solving). A few milliseconds of patience turn a
 /// trickle of small commits into a few larger ones, and free the cores they share.
 const RESULTS_WINDOW: Duration = Duration::from_millis(50);
-/// How often a result file that could not be written is tried again.
+/// How soon a result file that could not be written is first tried again; each failure doubles
+/// the wait, up to [`RESULT_FILE_RETRY_MAX`] (a flood's lack of descriptors passes in seconds, a
+/// full disk or a read-only directory is logged once a minute until someone acts).
 const RESULT_FILE_RETRY: Duration = Duration::from_secs(1);
+const RESULT_FILE_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Why the engine thread ended early.
 #[derive(Debug, thiserror::Error)]
@@ -185,8 +188,8 @@ struct Ending {
     /// run's end for `--exit-when-done` and every reader), so that no run ends without its
     /// output on disk; a failed write (a full disk, no descriptor left) is tried again.
     written: bool,
-    /// When the last write of the result file failed.
-    failed_write: Option<Instant>,
+    /// When the result file is next tried, after a failed write, and the wait after that one.
+    next_write: Option<(Instant, Duration)>,
     /// The final tally broke the symmetry identities and no repair was left: the job ids in
     /// doubt, reported once; the coordinator keeps serving status.
     refused: Option<Vec<JobId>>,
@@ -588,7 +591,7 @@ impl Engine {
     /// that lets `serve --exit-when-done` return.
     fn check_complete(&mut self) -> Result<(), StoreError> {
         if self.ending.result.is_some() && !self.ending.written {
-            if self.ending.failed_write.is_none_or(|t| t.elapsed() >= RESULT_FILE_RETRY) {
+            if self.ending.next_write.is_none_or(|(at, _)| Instant::now() >= at) {
                 self.try_write_result_file();
             }
             return Ok(());
@@ -626,13 +629,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Writes the result file, or logs why not and leaves the next try to the next second.
+    /// Writes the result file, or logs why not and sets when to try again (waits that double).
     fn try_write_result_file(&mut self) {
         match self.write_result_file() {
             Ok(()) => {}
             Err(e) => {
-                self.ending.failed_write = Some(Instant::now());
-                tracing::error!(error = %e, file = %self.config.result_file.display(), "cannot write the result file; trying again each second (the run is not over until it is written)");
+                let wait = self.ending.next_write.map_or(RESULT_FILE_RETRY, |(_, w)| w);
+                self.ending.next_write =
+                    Some((Instant::now() + wait, (wait * 2).min(RESULT_FILE_RETRY_MAX)));
+                tracing::error!(error = %e, file = %self.config.result_file.display(), retry_in = ?wait, "cannot write the result file; trying again (the run is not over until it is written)");
             }
         }
     }

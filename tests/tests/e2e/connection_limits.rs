@@ -322,6 +322,9 @@ async fn a_tokenless_flood_of_both_ports_keeps_out_no_worker_and_no_reader() {
         http_flood.opened()
     );
     assert!(status.success(), "coordinator: {status}\n{log}");
+    // Under the flood a write may find no descriptor free: it is tried again, never skipped.
+    let retried = log.matches("cannot write the result file").count();
+    eprintln!("result file writes that found no room and were tried again: {retried}");
     assert_matches_reference(&read_result_file(&result_file(&state)));
     assert_each_job_counted_once(&state);
     assert!(worker.wait_exit(LONG).success(), "{}", worker.log_text());

@@ -1,6 +1,7 @@
 //! A coordinator that cannot write stops loudly: health turns NOT_SERVING, then the process exits
 //! non-zero within seconds, so that systemd, Kubernetes or compose restart it. Restarted with room,
-//! the run ends exact: nothing acknowledged was lost, nothing is counted twice.
+//! the run ends exact: nothing acknowledged was lost, nothing is counted twice. A result file that
+//! cannot be written never ends a run with exit 0.
 
 use nqueens_coordinator::result_file;
 use nqueens_tests::cluster::*;
@@ -68,4 +69,40 @@ fn a_write_failure_stops_the_coordinator_loudly_and_a_restart_ends_exact() {
     assert_matches_reference(&read_result_file(&result_file(&state)));
     assert_each_job_counted_once(&state);
     assert!(worker.wait_exit(LONG).success(), "{}", worker.log_text());
+}
+
+/// A result file that cannot be written (a directory stands where it goes) keeps the run from
+/// ending: with `--exit-when-done` the coordinator keeps serving and logs why; stopped, it exits
+/// non-zero saying so; restarted once the way is clear, it writes the file at once and ends exact.
+#[test]
+fn a_result_file_that_cannot_be_written_never_ends_the_run_with_exit_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run10.db");
+    let port = free_port();
+    let blocked = result_file(&state);
+    std::fs::create_dir(&blocked).unwrap();
+    let args = serve_args(10, &state, port, &["--exit-when-done"]);
+    let mut coordinator = Proc::spawn("nqueens-coordinator", &args, dir.path().join("coord.log"));
+    let _worker =
+        Proc::spawn("nqueens-worker", &worker_args(port, 2, "w", &[]), dir.path().join("w.log"));
+    wait_until(LONG, "the failed write of the result file to be logged", || {
+        coordinator.log_text().contains("cannot write the result file")
+    });
+    // Longer than the linger after a written result: the coordinator has not taken it as the end.
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(coordinator.child.try_wait().unwrap().is_none(), "{}", coordinator.log_text());
+    assert_eq!(health(port), "SERVING");
+
+    coordinator.signal(libc::SIGTERM);
+    let status = coordinator.wait_exit(LONG);
+    let log = coordinator.log_text();
+    assert!(!status.success(), "stopped without its result file, yet exit 0:\n{log}");
+    assert!(log.contains("its result file") && log.contains("cannot be written"), "{log}");
+
+    std::fs::remove_dir(&blocked).unwrap();
+    let mut restarted = Proc::spawn("nqueens-coordinator", &args, dir.path().join("again.log"));
+    let status = restarted.wait_exit(LONG);
+    assert!(status.success(), "restarted coordinator: {status}\n{}", restarted.log_text());
+    assert_matches_reference(&read_result_file(&blocked));
+    assert_each_job_counted_once(&state);
 }
