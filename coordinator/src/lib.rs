@@ -26,6 +26,7 @@ pub use server::{
     check_target_jobs, default_http_listen, result_file, serve, ServeConfig, ServeConfigError,
     ServeError, DEFAULT_HTTP_PORT, MAX_TARGET_JOBS,
 };
+pub use snapshot::fleet::{Fleet, WorkerQuery};
 pub use snapshot::{Progress, RunSnapshot, WorkerView};
 pub use status::{Source, StatusReport, StatusView};
 pub use verify::{verify_state, Sample, Verification, VerifyError};

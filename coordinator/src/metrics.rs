@@ -151,7 +151,7 @@ fn series(snapshot: &RunSnapshot) -> [(&'static str, &'static str, &'static str,
             (
                 "nqueens_results_per_second",
                 "gauge",
-                "Jobs counted per second over the last minutes: the rate behind the ETA (see `snapshot/pace.rs`).",
+                "Jobs counted per second over the last minutes: the rate behind the ETA (see `snapshot/rate.rs`).",
                 p.results_per_second.unwrap_or(0.0),
             ),
             (

@@ -13,6 +13,7 @@ use crate::http::{sample_every, serve_http, History, HttpAccess, HttpState, Stat
 use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
 use crate::metrics::Metrics;
 use crate::run_result::RunResult;
+use crate::snapshot::fleet::FleetCache;
 use crate::snapshot::RunSnapshot;
 use crate::status::StatusReader;
 use nqueens_core::{job_list, SplitParams};
@@ -455,6 +456,8 @@ struct Running {
     credentials: Arc<Credentials>,
     reader: Arc<StatusReader>,
     heartbeat_seconds: u32,
+    /// The worker table's index, shared by every status reader.
+    fleet: Arc<FleetCache>,
 }
 
 /// Resolves when the engine thread ends (early only when it cannot commit).
@@ -495,6 +498,7 @@ fn start_engine(
         credentials,
         reader,
         heartbeat_seconds,
+        fleet: Arc::default(),
     };
     Ok((running, started.ended))
 }
@@ -510,7 +514,8 @@ fn start_http(
         tokio::spawn(sample_every(running.snapshots.clone(), history.clone(), SAMPLE_EVERY));
     let state_file = std::path::absolute(&config.state).unwrap_or_else(|_| config.state.clone());
     let status =
-        StatusSource::new(state_file, running.snapshots.clone(), history, running.reader.clone());
+        StatusSource::new(state_file, running.snapshots.clone(), history, running.reader.clone())
+            .sharing(running.fleet.clone());
     // An address not known to be loopback gets the token if there is one.
     let addr = listener.local_addr().unwrap_or_else(|_| ([0; 4], 0).into());
     let access = HttpAccess::new(config.token.as_deref(), config.public_status, addr);
@@ -540,6 +545,7 @@ async fn serve_grpc(
         stopping: stopping_rx.clone(),
         metrics: running.metrics.clone(),
         credentials: running.credentials.clone(),
+        fleet: running.fleet.clone(),
     };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     for name in ["", "nqueens.v1.Coordinator"] {

@@ -2,6 +2,7 @@
 //! asked of a live coordinator, or one built offline from a state file) with the partial totals
 //! summed from the committed rows, as text or as one JSON object.
 
+use crate::snapshot::fleet::{self, Fleet, Group, WorkerQuery};
 use crate::snapshot::RunSnapshot;
 use nqueens_core::Tally;
 use nqueens_proto::bounds::shown;
@@ -153,6 +154,8 @@ pub struct StatusView {
     pub nodes: u64,
     /// What the counted answers rest on so far (the result's own once complete).
     pub evidence: Option<Evidence>,
+    /// Every worker in aggregate, when `run.workers` is a page of them (see [`fleet`]).
+    pub fleet: Option<Fleet>,
 }
 
 /// What `status` prints: the [`StatusView`], and what the rows themselves tell: result rows whose
@@ -172,12 +175,13 @@ pub struct StatusReport {
 }
 
 impl StatusReport {
-    /// `status --state`: reads the state file at `path`.
-    pub fn read(path: &Path) -> Result<StatusReport, StoreError> {
+    /// `status --state`: reads the state file at `path`, listing the workers `query` asks for.
+    pub fn read(path: &Path, query: &WorkerQuery) -> Result<StatusReport, StoreError> {
         let store = Store::open_existing(path)?;
         let summary = store.summary()?;
         let mut view = StatusView::offline(&store, &summary, path)?;
         view.evidence = Some(store.evidence()?);
+        view.show_workers(&fleet::FleetIndex::new(view.run.workers.clone()), query);
         Ok(StatusReport { bad_rows: summary.bad_rows, checksums: store.has_checksums(), view })
     }
 
@@ -220,7 +224,16 @@ impl StatusView {
             partial_sym90: s.tally.sym90,
             nodes: s.tally.nodes,
             evidence: None,
+            fleet: None,
         })
+    }
+
+    /// Keeps of the workers the page `query` asks for, and the fleet in aggregate beside them;
+    /// `index` is of this view's workers.
+    pub fn show_workers(&mut self, index: &fleet::FleetIndex, query: &WorkerQuery) {
+        let (fleet, page) = index.select(query);
+        self.run.workers = page.into();
+        self.fleet = Some(fleet);
     }
 
     /// The state file as one shell word for the commands `status` suggests, or `<FILE>` when
@@ -232,6 +245,69 @@ impl StatusView {
     /// One JSON object: the progress flattened in, and the view's other fields.
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("status serializes")
+    }
+
+    /// The workers' lines: the fleet in aggregate, which of them are listed, and their rows.
+    fn workers_text(&self, o: &mut String) {
+        match &self.fleet {
+            Some(f) if f.workers > 0 => {
+                let _ =
+                    writeln!(o, "workers  {} by state: {}", f.workers, groups_text(&f.by_state));
+                let kinds = [
+                    ("device", &f.by_device),
+                    ("version", &f.by_version),
+                    ("credential", &f.by_credential),
+                ];
+                for (kind, groups) in kinds {
+                    let _ = writeln!(o, "  by {kind}: {}", groups_text(groups));
+                }
+                let filter = if f.filter.is_empty() {
+                    String::new()
+                } else {
+                    format!(" matching {:?}", shown(&f.filter))
+                };
+                let shown_to = f.offset + self.run.workers.len() as u64;
+                let _ = writeln!(
+                    o,
+                    "  listed {}-{} of {}{filter}, those needing attention first (untrusted, in conflicts, the slowest); --workers-offset, --workers-limit and --workers-filter pick others",
+                    (f.offset + 1).min(shown_to),
+                    shown_to,
+                    f.matching,
+                );
+            }
+            Some(_) => {}
+            None if self.run.workers.is_empty() => {}
+            None => {
+                let _ = writeln!(o, "workers  {}", self.run.workers.len());
+            }
+        }
+        for w in self.run.workers.iter() {
+            let _ = writeln!(
+                o,
+                "  #{:<4} {:<20} {:<20} {:>3} slots  {:>8} results  {:>5} leased  {} conflicts  seen {:.0}s ago  token {}{}{}",
+                w.worker_id,
+                shown(&w.name),
+                shown(&w.host),
+                w.slots,
+                w.results,
+                w.jobs_leased,
+                w.conflicts,
+                w.last_seen_seconds_ago,
+                shown(&w.credential),
+                if w.device.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "  on {} at {:.1} results/s, {}, leases of {}",
+                        shown(&w.device),
+                        w.counted_per_second,
+                        shown(&w.trust),
+                        w.lease_size
+                    )
+                },
+                if w.untrusted { "  UNTRUSTED" } else { "" }
+            );
+        }
     }
 
     /// The human-readable report. Strings workers chose are shown with every control, format or
@@ -280,36 +356,7 @@ impl StatusView {
                 "blocked  the run cannot complete while jobs are held or failed: once the cause is found, stop the coordinator and run `nqueens-coordinator requeue --state {file}`"
             );
         }
-        if !self.run.workers.is_empty() {
-            let _ = writeln!(o, "workers  {}", self.run.workers.len());
-            for w in self.run.workers.iter() {
-                let _ = writeln!(
-                    o,
-                    "  #{:<4} {:<20} {:<20} {:>3} slots  {:>8} results  {:>5} leased  {} conflicts  seen {:.0}s ago  token {}{}{}",
-                    w.worker_id,
-                    shown(&w.name),
-                    shown(&w.host),
-                    w.slots,
-                    w.results,
-                    w.jobs_leased,
-                    w.conflicts,
-                    w.last_seen_seconds_ago,
-                    shown(&w.credential),
-                    if w.device.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            "  on {} at {:.1} results/s, {}, leases of {}",
-                            shown(&w.device),
-                            w.counted_per_second,
-                            shown(&w.trust),
-                            w.lease_size
-                        )
-                    },
-                    if w.untrusted { "  UNTRUSTED" } else { "" }
-                );
-            }
-        }
+        self.workers_text(&mut o);
         if let Some(e) =
             p.result.as_ref().and_then(|r| r.evidence.as_ref()).or(self.evidence.as_ref())
         {
@@ -325,6 +372,13 @@ impl StatusView {
         }
         o
     }
+}
+
+/// Groups as `key count` pairs; keys are workers' words, made visible (`(none)` when empty).
+fn groups_text(groups: &[Group]) -> String {
+    let key =
+        |g: &Group| if g.key.is_empty() { "(none)".into() } else { shown(&g.key).into_owned() };
+    groups.iter().map(|g| format!("{} {}", key(g), g.workers)).collect::<Vec<_>>().join(", ")
 }
 
 /// `word` as one shell word: unchanged when it is plain, otherwise in single quotes.
@@ -397,7 +451,7 @@ mod tests {
         let classes = store.final_totals(&store.tally().unwrap()).unwrap().unwrap().classes;
         drop(store);
 
-        let status = StatusReport::read(&path).unwrap();
+        let status = StatusReport::read(&path, &WorkerQuery::default()).unwrap();
         assert_eq!(status.view.partial_total, total);
         let json = status.json();
         assert!(json.contains(&format!("\"partial_total\":{total},")), "{json}");
@@ -455,6 +509,7 @@ mod tests {
             partial_sym180: 0,
             partial_sym90: 0,
             nodes: 0,
+            fleet: None,
         };
         assert_eq!(v.run.progress.waiting_on_leases, 2);
         assert_eq!(v.run.progress.percent_done, 80.0);
@@ -498,6 +553,7 @@ mod tests {
             partial_sym90: 0,
             nodes: 0,
             evidence: None,
+            fleet: None,
         };
         let text = v.text();
         assert!(
@@ -510,5 +566,56 @@ mod tests {
             assert!(text.contains(visible), "{visible} in {text}");
         }
         assert_eq!(text.lines().filter(|l| l.contains("#3")).count(), 1, "{text}");
+    }
+
+    /// With a fleet, the text counts every worker by state, device, version and credential,
+    /// says which are listed, and lists that page alone; workers' words stay visible-only.
+    #[test]
+    fn a_fleet_is_counted_whole_and_listed_a_page_at_a_time() {
+        let jobs = JobsByState::default();
+        let name = RunName { n: 12, fingerprint: "f" };
+        let mut run = RunSnapshot::with_progress(Progress::new(name, &jobs, None, 0.0, 0, None));
+        run.workers = (1..=250)
+            .map(|i| crate::snapshot::WorkerView {
+                worker_id: i,
+                name: format!("w{i}"),
+                host: format!("h{i}"),
+                slots: 2,
+                version: "0.1.0".into(),
+                results: i,
+                conflicts: 0,
+                jobs_leased: 1,
+                last_seen_seconds_ago: 1.0,
+                untrusted: i == 200,
+                credential: if i % 2 == 0 { "site-a".into() } else { "site\u{202e}b".into() },
+                device: "cpu".into(),
+                counted_per_second: i as f64,
+                trust: "trusted".into(),
+                lease_size: 4,
+            })
+            .collect();
+        let mut v = StatusView {
+            run,
+            source: Source::Coordinator("http://x:7447".into()),
+            partial_total: 0,
+            partial_sym180: 0,
+            partial_sym90: 0,
+            nodes: 0,
+            evidence: None,
+            fleet: None,
+        };
+        let index = fleet::FleetIndex::new(v.run.workers.clone());
+        v.show_workers(&index, &WorkerQuery::new(0, 20, ""));
+        let text = v.text();
+        assert!(text.contains("workers  250 by state: untrusted 1, working 249"), "{text}");
+        assert!(text.contains("by credential: site-a 125, site\\u{202e}b 125"), "{text}");
+        assert!(text.contains("listed 1-20 of 250,"), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("  #")).collect();
+        assert_eq!(rows.len(), 20, "{text}");
+        assert!(rows[0].starts_with("  #200 "), "the untrusted one first: {text}");
+        v.run.workers = index.workers().clone();
+        v.show_workers(&index, &WorkerQuery::new(5, 10, "site-a"));
+        let text = v.text();
+        assert!(text.contains("listed 6-15 of 125 matching \"site-a\""), "{text}");
     }
 }

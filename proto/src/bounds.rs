@@ -37,6 +37,8 @@ pub const MAX_TEXT: usize = 64 * 1024;
 pub const MAX_IDS: usize = 65_536;
 /// A job's prefix: one column per searched row, fewer than 64 rows on any board a run can hold.
 pub const MAX_PREFIX: usize = 64;
+/// Groups of one kind in a status answer's fleet (a coordinator sends at most 12).
+pub const MAX_GROUPS: usize = 64;
 
 /// A message whose every string and list is checked against its bound.
 pub trait CheckBounds {
@@ -201,6 +203,19 @@ impl CheckBounds for pb::ReleaseRequest {
 
 impl CheckBounds for pb::StatusRequest {
     fn check_bounds(&self) -> Result<(), WireError> {
+        text("workers_filter", &self.workers_filter, MAX_NAME)
+    }
+}
+
+impl CheckBounds for pb::Fleet {
+    fn check_bounds(&self) -> Result<(), WireError> {
+        text("fleet filter", &self.filter, MAX_NAME)?;
+        for groups in [&self.by_state, &self.by_device, &self.by_version, &self.by_credential] {
+            list("fleet groups", groups, MAX_GROUPS)?;
+            for g in groups {
+                text("fleet group key", &g.key, MAX_NAME)?;
+            }
+        }
         Ok(())
     }
 }
@@ -251,6 +266,7 @@ impl CheckBounds for pb::StatusResponse {
     fn check_bounds(&self) -> Result<(), WireError> {
         run(&self.run)?;
         list("workers", &self.workers, MAX_IDS)?;
+        self.fleet.as_ref().map_or(Ok(()), CheckBounds::check_bounds)?;
         self.workers.iter().try_for_each(CheckBounds::check_bounds)
     }
 }
@@ -326,7 +342,13 @@ mod tests {
             assert_eq!(refused(&*make(long(max))), None, "{field} at its bound");
             assert_eq!(refused(&*make(long(max + 1))), Some(field), "{field} past its bound");
         }
-        assert_eq!(refused(&pb::StatusRequest {}), None);
+        assert_eq!(refused(&pb::StatusRequest::default()), None);
+        let filter = pb::StatusRequest { workers_filter: long(MAX_NAME + 1), ..Default::default() };
+        assert_eq!(refused(&filter), Some("workers_filter"));
+        let groups =
+            pb::Fleet { by_device: vec![Default::default(); MAX_GROUPS + 1], ..Default::default() };
+        let status = pb::StatusResponse { fleet: Some(groups), ..Default::default() };
+        assert_eq!(refused(&status), Some("fleet groups"));
     }
 
     /// Each list of a request, and each string and list of an answer.

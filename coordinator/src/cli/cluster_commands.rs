@@ -4,8 +4,8 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use nqueens_coordinator::GrpcLimits;
-use nqueens_coordinator::StatusReport;
 use nqueens_coordinator::{default_http_listen, serve as serve_run, ServeConfig};
+use nqueens_coordinator::{StatusReport, WorkerQuery};
 use nqueens_process::shutdown_signal;
 use nqueens_proto as pb;
 use nqueens_store::{Requeue, Requeued};
@@ -131,6 +131,17 @@ pub struct StatusArgs {
     /// PEM of the CA that signed the coordinator's certificate (for https:// URLs).
     #[arg(long, env = "NQ_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
+    /// Workers to list (the rest are counted by state, device, version and credential): those
+    /// needing attention first (untrusted, in conflicts, the slowest). At most 1,000.
+    #[arg(long, default_value_t = 20)]
+    pub workers_limit: u32,
+    /// Where the list of workers starts in that order.
+    #[arg(long, default_value_t = 0)]
+    pub workers_offset: u64,
+    /// List only workers whose name, host, version, device or credential contains this (ignoring
+    /// case), or whose state (untrusted, conflicts, working, idle) or id it is.
+    #[arg(long, default_value = "")]
+    pub workers_filter: String,
 }
 
 #[derive(Args, Debug)]
@@ -251,7 +262,14 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
 
 pub fn status(args: StatusArgs) -> Result<ExitCode> {
     let status = match (&args.state, &args.connect) {
-        (Some(path), _) => StatusReport::read(path)?,
+        (Some(path), _) => {
+            let query = WorkerQuery::new(
+                args.workers_offset,
+                args.workers_limit.into(),
+                &args.workers_filter,
+            );
+            StatusReport::read(path, &query)?
+        }
         (None, Some(url)) => {
             let ca =
                 args.tls_ca.as_ref().map(std::fs::read).transpose().context("reading --tls-ca")?;
@@ -261,7 +279,11 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
                     .with_context(|| format!("connecting to {url}"))?;
                 let mut client = pb::client(channel, args.token.as_deref())?;
                 let response = client
-                    .status(pb::StatusRequest {})
+                    .status(pb::StatusRequest {
+                        workers_offset: args.workers_offset,
+                        workers_limit: args.workers_limit,
+                        workers_filter: args.workers_filter.clone(),
+                    })
                     .await
                     .map_err(|s| anyhow::anyhow!("status call to {url} failed: {}", s.message()))?;
                 anyhow::Ok(StatusReport::from_response(response.into_inner(), url)?)

@@ -11,6 +11,7 @@ use crate::engine::{
 };
 use crate::metrics::Metrics;
 use crate::secrets::Credential;
+use crate::snapshot::fleet::{FleetCache, WorkerQuery};
 use crate::snapshot::RunSnapshot;
 use crate::status::{Source, StatusReader, StatusView};
 use nqueens_core::Job;
@@ -41,6 +42,8 @@ pub struct CoordinatorService {
     pub metrics: Arc<Metrics>,
     /// The credentials in force: every message of a result stream is checked against them.
     pub credentials: Arc<Credentials>,
+    /// The workers of the last snapshot a status call showed, sorted and counted once.
+    pub fleet: Arc<FleetCache>,
 }
 
 /// Why a request naming `named` does not belong to the run `ours`, if it does not.
@@ -425,10 +428,18 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
             ));
         }
         ConnectionMark::of(&request).authenticated();
+        let asked = request.get_ref();
+        asked.check_bounds().map_err(invalid)?;
+        let query = WorkerQuery::new(
+            asked.workers_offset,
+            asked.workers_limit.into(),
+            &asked.workers_filter,
+        );
         // The engine's latest snapshot, and the partial totals of the committed rows, summed
         // on this reader's own connection (at most every few seconds: see `SUMS_MAX_AGE`) so
         // that a status poll never holds up the engine.
         let run = RunSnapshot::clone(&self.snapshots.borrow());
+        let index = self.fleet.index(&run.workers);
         let reader = self.reader.clone();
         let summed = tokio::task::spawn_blocking(move || reader.recent_sums())
             .await
@@ -442,7 +453,11 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
             partial_sym90: summed.tally.sym90,
             nodes: summed.tally.nodes,
             evidence: Some(summed.evidence),
+            fleet: None,
         };
+        let mut view = view;
+        // A page of the workers, and all of them counted: 10,000 rows are no answer to read.
+        view.show_workers(&index, &query);
         let mut response = view.to_response(&self.run);
         response.bad_rows = summed.bad_rows;
         Ok(Response::new(response))

@@ -8,6 +8,7 @@
 use crate::engine::{Caller, JobAnswer, Refusal, Registration, Reply};
 use crate::run_result::RunResult;
 use crate::secrets::Credential;
+use crate::snapshot::fleet::{Fleet, Group};
 use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
 use crate::status::{Source, StatusReport, StatusView};
 use nqueens_core::{Classes, JobCounts};
@@ -348,6 +349,60 @@ impl TryFrom<pb::RunResult> for RunResult {
     }
 }
 
+fn fleet_to_wire(f: &Fleet) -> pb::Fleet {
+    let groups = |groups: &[Group]| -> Vec<pb::FleetGroup> {
+        groups
+            .iter()
+            .map(|g| pb::FleetGroup {
+                key: g.key.clone(),
+                workers: g.workers,
+                slots: g.slots,
+                jobs_leased: g.jobs_leased,
+                results: g.results,
+                results_per_second: g.counted_per_second,
+            })
+            .collect()
+    };
+    pb::Fleet {
+        workers: f.workers,
+        by_state: groups(&f.by_state),
+        by_device: groups(&f.by_device),
+        by_version: groups(&f.by_version),
+        by_credential: groups(&f.by_credential),
+        matching: f.matching,
+        offset: f.offset,
+        limit: f.limit,
+        filter: f.filter.clone(),
+    }
+}
+
+fn fleet_from_wire(f: pb::Fleet) -> Fleet {
+    let groups = |groups: Vec<pb::FleetGroup>| -> Vec<Group> {
+        groups
+            .into_iter()
+            .map(|g| Group {
+                key: g.key,
+                workers: g.workers,
+                slots: g.slots,
+                jobs_leased: g.jobs_leased,
+                results: g.results,
+                counted_per_second: g.results_per_second,
+            })
+            .collect()
+    };
+    Fleet {
+        workers: f.workers,
+        by_state: groups(f.by_state),
+        by_device: groups(f.by_device),
+        by_version: groups(f.by_version),
+        by_credential: groups(f.by_credential),
+        matching: f.matching,
+        offset: f.offset,
+        limit: f.limit,
+        filter: f.filter,
+    }
+}
+
 impl StatusView {
     /// The wire form of a live coordinator's status, naming the run `run`.
     pub fn to_response(&self, run: &pb::RunId) -> pb::StatusResponse {
@@ -409,6 +464,7 @@ impl StatusView {
             nodes_per_second: snap.nodes_per_second.unwrap_or(0.0),
             live_workers: snap.live_workers.unwrap_or(0),
             taken_unix: snap.taken_unix,
+            fleet: self.fleet.as_ref().map(fleet_to_wire),
         }
     }
 
@@ -458,6 +514,7 @@ impl StatusView {
             partial_sym90: join_wide(r.partial_sym90, r.partial_sym90_hi),
             nodes: r.nodes,
             evidence: r.evidence.map(evidence_from_wire).transpose()?,
+            fleet: r.fleet.map(fleet_from_wire),
         })
     }
 }
@@ -596,7 +653,12 @@ mod tests {
             partial_sym90: 6,
             nodes: 789,
             evidence: Some(evidence),
+            fleet: None,
         };
+        let mut view = view;
+        let index = crate::snapshot::fleet::FleetIndex::new(view.run.workers.clone());
+        view.show_workers(&index, &crate::snapshot::fleet::WorkerQuery::new(0, 5, "site"));
+        assert_eq!(view.fleet.as_ref().map(|f| (f.workers, f.matching)), Some((2, 2)));
         let back = StatusView::from_response(view.to_response(&run), "http://x:7447").unwrap();
         let json = |v: &StatusView| serde_json::to_value(&v.run).unwrap();
         assert_eq!(json(&back), json(&view));
@@ -607,6 +669,7 @@ mod tests {
             (123, 45, 6, 789)
         );
         assert_eq!(back.evidence, view.evidence);
+        assert_eq!(back.fleet, view.fleet);
         assert_eq!(back.source, view.source);
     }
 
@@ -625,6 +688,7 @@ mod tests {
             partial_sym90: 4,
             nodes: 5,
             evidence: None,
+            fleet: None,
         };
         let back = StatusView::from_response(view.to_response(&run), "x").unwrap();
         assert_eq!(

@@ -1,6 +1,6 @@
 //! The rate chart of a run: a ring of samples of the engine's snapshots, taken by a tokio task,
 //! from which the status page draws results/s and nodes/s over the last hours. (The rate behind the
-//! ETA is the snapshot's own, by the one rule of `snapshot/pace.rs`.)
+//! ETA is the snapshot's own, by the one rule of `snapshot/progress.rs`.)
 
 use crate::snapshot::RunSnapshot;
 use parking_lot::Mutex;

@@ -4,7 +4,7 @@
 //! most once per [`ROWS_MAX_AGE`] however many pages poll.
 
 use super::history::{History, RatePoint, Sample};
-use crate::snapshot::fleet::{self, Fleet, WorkerQuery};
+use crate::snapshot::fleet::{Fleet, FleetCache, WorkerQuery};
 use crate::snapshot::RunSnapshot;
 use crate::status::{shell_word, StatusReader};
 use nqueens_store::BlockedJobs;
@@ -85,6 +85,8 @@ pub struct StatusSource {
     history: Arc<Mutex<History>>,
     reader: Arc<StatusReader>,
     rows: tokio::sync::Mutex<RowsCache>,
+    /// The worker table sorted and counted once, however many pages poll.
+    fleet: Arc<FleetCache>,
 }
 
 impl StatusSource {
@@ -96,7 +98,13 @@ impl StatusSource {
         history: Arc<Mutex<History>>,
         reader: Arc<StatusReader>,
     ) -> StatusSource {
-        StatusSource { state_file, snapshots, history, reader, rows: Default::default() }
+        let (rows, fleet) = Default::default();
+        StatusSource { state_file, snapshots, history, reader, rows, fleet }
+    }
+
+    /// The same, sharing `fleet` with the coordinator's other status readers.
+    pub fn sharing(self, fleet: Arc<FleetCache>) -> StatusSource {
+        StatusSource { fleet, ..self }
     }
 
     /// The run as the engine last published it.
@@ -110,7 +118,7 @@ impl StatusSource {
     pub async fn snapshot(&self, query: &WorkerQuery) -> PageStatus {
         let (blocked, rows_error) = self.blocked().await;
         let mut run = RunSnapshot::clone(&self.latest());
-        let (fleet, page) = fleet::select(&run.workers, query);
+        let (fleet, page) = self.fleet.index(&run.workers).select(query);
         run.workers = page.into();
         let history = self.history.lock().rate_points(&Sample::of(&run), CHART_POINTS);
         let state = shell_word(&self.state_file.display().to_string());

@@ -4,14 +4,16 @@
 //! this instead of every worker, so that 10,000 workers cost a page of rows, not 10,000.
 
 use super::WorkerView;
+use parking_lot::Mutex;
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Workers on a page unless the reader asks for another number.
 pub const DEFAULT_PAGE: usize = 100;
 
-/// The most workers one page holds (`status --json` over gRPC lists them all).
+/// The most workers one page holds.
 pub const MAX_PAGE: usize = 1_000;
 
 /// The most groups listed per kind; the rest are counted together as `(others)`.
@@ -20,9 +22,13 @@ pub const MAX_GROUPS: usize = 12;
 /// Workers sharing one value of a kind (a state, a device, a version or a credential).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Group {
+    /// The value they share (`(others)` for the small groups counted together).
     pub key: String,
+    /// How many workers.
     pub workers: u64,
+    /// Their lease slots, together.
     pub slots: u64,
+    /// Jobs leased to them now.
     pub jobs_leased: u64,
     /// Their counted results.
     pub results: u64,
@@ -37,14 +43,19 @@ pub struct Fleet {
     pub workers: u64,
     /// By [`state_of`], in that order of attention.
     pub by_state: Vec<Group>,
-    /// By device, version and credential: the largest groups first.
+    /// By device, the largest groups first (at most [`MAX_GROUPS`]).
     pub by_device: Vec<Group>,
+    /// By version, the same way.
     pub by_version: Vec<Group>,
+    /// By credential, the same way.
     pub by_credential: Vec<Group>,
-    /// Workers the filter matches, and where the page starts among them.
+    /// Workers the filter matches.
     pub matching: u64,
+    /// Where the page starts among them.
     pub offset: u64,
+    /// The most workers the page holds.
     pub limit: u64,
+    /// The filter asked for (empty: every worker).
     pub filter: String,
 }
 
@@ -53,8 +64,11 @@ pub struct Fleet {
 /// case).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerQuery {
+    /// Where the page starts in the order of attention.
     pub offset: usize,
+    /// The most workers on the page.
     pub limit: usize,
+    /// What the workers listed match (see [`WorkerQuery::new`]); empty: all.
     pub filter: String,
 }
 
@@ -65,22 +79,38 @@ impl Default for WorkerQuery {
 }
 
 impl WorkerQuery {
+    /// A query as asked: a `limit` of 0 is the default page, a larger one than [`MAX_PAGE`] is
+    /// held to it, and the filter to its first 200 bytes.
+    pub fn new(offset: u64, limit: u64, filter: &str) -> WorkerQuery {
+        let limit = match limit {
+            0 => DEFAULT_PAGE,
+            l => usize::try_from(l).unwrap_or(MAX_PAGE).min(MAX_PAGE),
+        };
+        let mut end = filter.len().min(200);
+        while !filter.is_char_boundary(end) {
+            end -= 1;
+        }
+        WorkerQuery {
+            offset: usize::try_from(offset).unwrap_or(usize::MAX),
+            limit,
+            filter: filter[..end].to_owned(),
+        }
+    }
+
     /// The query of a URL (`a=1&b=2`, without the `?`); what is missing or unreadable keeps its
-    /// default, and the limit is held to [`MAX_PAGE`].
+    /// default.
     pub fn from_query(query: Option<&str>) -> WorkerQuery {
-        let mut q = WorkerQuery::default();
+        let (mut offset, mut limit, mut filter) = (0, 0, String::new());
         for pair in query.unwrap_or_default().split('&') {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             match key {
-                "workers_offset" => q.offset = value.parse().unwrap_or(0),
-                "workers_limit" => q.limit = value.parse().unwrap_or(DEFAULT_PAGE),
-                "workers_filter" => q.filter = percent_decoded(value),
+                "workers_offset" => offset = value.parse().unwrap_or(0),
+                "workers_limit" => limit = value.parse().unwrap_or(0),
+                "workers_filter" => filter = percent_decoded(value),
                 _ => {}
             }
         }
-        q.limit = q.limit.clamp(1, MAX_PAGE);
-        q.filter.truncate(200);
-        q
+        WorkerQuery::new(offset, limit, &filter)
     }
 }
 
@@ -133,44 +163,111 @@ pub fn attention_order(a: &WorkerView, b: &WorkerView) -> Ordering {
         .then(a.worker_id.cmp(&b.worker_id))
 }
 
-fn matches(w: &WorkerView, filter: &str) -> bool {
-    let has = |field: &str| field.to_lowercase().contains(filter);
+/// What a filter is matched against: the worker's words, lower case, one per line.
+fn haystack(w: &WorkerView) -> String {
+    [&w.name, &w.host, &w.version, &w.device, &w.credential].map(|f| f.to_lowercase()).join("\n")
+}
+
+fn matches(w: &WorkerView, haystack: &str, filter: &str) -> bool {
     filter.is_empty()
-        || [&w.name, &w.host, &w.version, &w.device, &w.credential].into_iter().any(|f| has(f))
+        || haystack.split('\n').any(|field| field.contains(filter))
         || state_of(w) == filter
         || w.worker_id.to_string() == filter
 }
 
-/// The fleet of `workers` in aggregate, and the page of them `query` asks for.
-pub fn select(workers: &[WorkerView], query: &WorkerQuery) -> (Fleet, Vec<WorkerView>) {
-    let filter = query.filter.to_lowercase();
-    let mut shown: Vec<&WorkerView> = workers.iter().filter(|w| matches(w, &filter)).collect();
-    let matching = shown.len();
-    let end = query.offset.saturating_add(query.limit).min(matching);
-    let start = query.offset.min(end);
-    // Only the page needs its place in the order: select it, then sort the page alone.
-    if end < matching {
-        shown.select_nth_unstable_by(end, |a, b| attention_order(a, b));
-        shown.truncate(end);
+/// One published worker table in the order of attention, counted by state, device, version and
+/// credential: built once per table (the engine rebuilds it at most every 100 ms above 1,000
+/// workers), however many readers ask for pages of it. A page without a filter then costs its
+/// rows alone.
+pub struct FleetIndex {
+    workers: Arc<[WorkerView]>,
+    /// Indices into `workers`, in [`attention_order`].
+    order: Vec<u32>,
+    /// Each worker's [`haystack`], by index into `workers`.
+    haystacks: Vec<String>,
+    /// The fleet without its page fields.
+    counted: Fleet,
+}
+
+impl FleetIndex {
+    /// Sorts and counts `workers`.
+    pub fn new(workers: Arc<[WorkerView]>) -> FleetIndex {
+        let mut order: Vec<u32> = (0..workers.len() as u32).collect();
+        order
+            .sort_unstable_by(|&a, &b| attention_order(&workers[a as usize], &workers[b as usize]));
+        let counted = Fleet {
+            workers: workers.len() as u64,
+            by_state: {
+                let mut groups = groups(&workers, |w| state_of(w).to_owned());
+                groups.sort_by_key(|g| STATES.iter().position(|s| *s == g.key));
+                groups
+            },
+            by_device: largest(groups(&workers, |w| w.device.clone())),
+            by_version: largest(groups(&workers, |w| w.version.clone())),
+            by_credential: largest(groups(&workers, |w| w.credential.clone())),
+            ..Fleet::default()
+        };
+        let haystacks = workers.iter().map(haystack).collect();
+        FleetIndex { workers, order, haystacks, counted }
     }
-    shown.sort_unstable_by(|a, b| attention_order(a, b));
-    let page = shown[start..].iter().map(|w| (*w).clone()).collect();
-    let fleet = Fleet {
-        workers: workers.len() as u64,
-        by_state: {
-            let mut groups = groups(workers, |w| state_of(w).to_owned());
-            groups.sort_by_key(|g| STATES.iter().position(|s| *s == g.key));
-            groups
-        },
-        by_device: largest(groups(workers, |w| w.device.clone())),
-        by_version: largest(groups(workers, |w| w.version.clone())),
-        by_credential: largest(groups(workers, |w| w.credential.clone())),
-        matching: matching as u64,
-        offset: start as u64,
-        limit: query.limit as u64,
-        filter: query.filter.clone(),
-    };
-    (fleet, page)
+
+    /// The table this index was built from.
+    pub fn workers(&self) -> &Arc<[WorkerView]> {
+        &self.workers
+    }
+
+    /// The fleet in aggregate, and the page of workers `query` asks for.
+    pub fn select(&self, query: &WorkerQuery) -> (Fleet, Vec<WorkerView>) {
+        let filter = query.filter.to_lowercase();
+        let in_order = self.order.iter().map(|&i| i as usize);
+        let (matching, page): (usize, Vec<WorkerView>) = if filter.is_empty() {
+            let page = in_order.skip(query.offset).take(query.limit);
+            (self.order.len(), page.map(|i| self.workers[i].clone()).collect())
+        } else {
+            let (mut matching, mut page) = (0, Vec::new());
+            for i in in_order {
+                if matches(&self.workers[i], &self.haystacks[i], &filter) {
+                    if matching >= query.offset && page.len() < query.limit {
+                        page.push(self.workers[i].clone());
+                    }
+                    matching += 1;
+                }
+            }
+            (matching, page)
+        };
+        let fleet = Fleet {
+            matching: matching as u64,
+            offset: query.offset.min(matching) as u64,
+            limit: query.limit as u64,
+            filter: query.filter.clone(),
+            ..self.counted.clone()
+        };
+        (fleet, page)
+    }
+}
+
+/// The fleet of `workers` in aggregate, and the page of them `query` asks for (an index built
+/// for one reading: see [`FleetCache`] for a live coordinator's).
+#[cfg(test)]
+pub fn select(workers: &[WorkerView], query: &WorkerQuery) -> (Fleet, Vec<WorkerView>) {
+    FleetIndex::new(Arc::from(workers)).select(query)
+}
+
+/// The index of the last worker table a reader asked about, shared by every status reader of a
+/// live coordinator (the page, `/status.json`, gRPC `Status`).
+#[derive(Default)]
+pub struct FleetCache(Mutex<Option<Arc<FleetIndex>>>);
+
+impl FleetCache {
+    /// The index of `workers`: the cached one while the table is the same, else built (once,
+    /// however many readers ask at the same time).
+    pub fn index(&self, workers: &Arc<[WorkerView]>) -> Arc<FleetIndex> {
+        let mut cached = self.0.lock();
+        match &*cached {
+            Some(index) if Arc::ptr_eq(index.workers(), workers) => index.clone(),
+            _ => cached.insert(Arc::new(FleetIndex::new(workers.clone()))).clone(),
+        }
+    }
 }
 
 impl Group {
@@ -308,5 +405,20 @@ mod tests {
         let (fleet, page) = select(&workers, &past_end);
         assert!(page.is_empty());
         assert_eq!(fleet.offset, 500);
+    }
+
+    #[test]
+    fn the_cache_builds_one_index_per_table() {
+        let cache = FleetCache::default();
+        let table: Arc<[WorkerView]> = fleet_of(300).into();
+        let first = cache.index(&table);
+        assert!(Arc::ptr_eq(&first, &cache.index(&table.clone())), "the same table: reused");
+        let (fleet, page) = first.select(&WorkerQuery { limit: 300, ..Default::default() });
+        assert_eq!((fleet.workers, page.len()), (300, 300));
+        let mut changed = table.to_vec();
+        changed[0].untrusted = true;
+        let next = cache.index(&changed.into());
+        assert!(!Arc::ptr_eq(&first, &next), "another table: built anew");
+        assert_eq!(next.select(&WorkerQuery::default()).1[0].worker_id, 1, "untrusted first");
     }
 }

@@ -1,6 +1,6 @@
 //! The one shape of a worker for readers: what the engine knows of a worker registered with this
 //! process, or (offline) what its stored row records. The engine keeps its own bookkeeping
-//! (`engine/workers.rs`) and the store its row; every reader sees this.
+//! (`engine/registry.rs`) and the store its row; every reader sees this.
 
 use crate::secrets::Credential;
 use nqueens_store::WorkerRecord;

@@ -230,9 +230,9 @@ async fn per_host_tokens_read_no_status_on_either_port() {
     let host_a = add_token(&state, "host-a");
 
     let mut shared = connect(port, Some(TOKEN)).await;
-    assert!(shared.status(pb::StatusRequest {}).await.is_ok());
+    assert!(shared.status(pb::StatusRequest::default()).await.is_ok());
     let mut per_host = connect(port, Some(&host_a)).await;
-    let refused = per_host.status(pb::StatusRequest {}).await.unwrap_err();
+    let refused = per_host.status(pb::StatusRequest::default()).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     assert_eq!(reason(&refused), Reason::BadToken);
     assert!(per_host.register(register_request("worker")).await.is_ok(), "it still works");

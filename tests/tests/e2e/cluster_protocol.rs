@@ -45,7 +45,7 @@ async fn referee_settles(state: &std::path::Path, job_id: u64) {
 }
 
 async fn status(client: &mut pb::Client) -> pb::StatusResponse {
-    client.status(pb::StatusRequest {}).await.unwrap().into_inner()
+    client.status(pb::StatusRequest::default()).await.unwrap().into_inner()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,7 +79,7 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     let mut intruder = connect(port, Some("guess")).await;
     let e = intruder.register(register_request(None, env!("CARGO_PKG_VERSION"))).await.unwrap_err();
     assert_eq!((e.code(), reason(&e)), (tonic::Code::Unauthenticated, Reason::BadToken));
-    let e = intruder.status(pb::StatusRequest {}).await.unwrap_err();
+    let e = intruder.status(pb::StatusRequest::default()).await.unwrap_err();
     assert_eq!(reason(&e), Reason::BadToken);
     let mut anonymous = connect(port, None).await;
     let e = anonymous.lease(pb::LeaseRequest::default()).await.unwrap_err();

@@ -341,7 +341,7 @@ async fn calls_until_opened(client: &mut pb::Client, opened: &AtomicUsize, count
         if opened.load(Ordering::SeqCst) >= count {
             break;
         }
-        let _ = client.status(pb::StatusRequest {}).await;
+        let _ = client.status(pb::StatusRequest::default()).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     opened.load(Ordering::SeqCst)
@@ -372,13 +372,13 @@ async fn a_connection_stays_once_a_call_on_it_proved_authenticated_and_only_then
     let (mut worker, worker_opened) = connect_counting(port, Some(FLOOD_TOKEN)).await;
     worker.register(crate::trust::register_request("kept", 0, "")).await.unwrap();
     let (mut reader, reader_opened) = connect_counting(port, Some(FLOOD_TOKEN)).await;
-    reader.status(pb::StatusRequest {}).await.unwrap();
+    reader.status(pb::StatusRequest::default()).await.unwrap();
     let (mut stranger, stranger_opened) = connect_counting(port, None).await;
-    stranger.status(pb::StatusRequest {}).await.unwrap_err();
+    stranger.status(pb::StatusRequest::default()).await.unwrap_err();
     tokio::time::sleep(past_deadline).await;
 
-    reader.status(pb::StatusRequest {}).await.unwrap();
-    worker.status(pb::StatusRequest {}).await.unwrap();
+    reader.status(pb::StatusRequest::default()).await.unwrap();
+    worker.status(pb::StatusRequest::default()).await.unwrap();
     assert_eq!(worker_opened.load(Ordering::SeqCst), 1, "the registered worker's connection");
     assert_eq!(reader_opened.load(Ordering::SeqCst), 1, "the status reader's connection");
     let opened = calls_until_opened(&mut stranger, &stranger_opened, 2).await;

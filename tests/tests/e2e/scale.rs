@@ -6,7 +6,8 @@ use std::process::Command;
 /// 300 fake workers over 30 addresses, N=16 in 176,553 jobs: the coordinator is SIGKILLed once
 /// 30% of the jobs are acknowledged; the load tool checks that every acknowledged answer is in the
 /// state file, restarts the coordinator, and fails unless all 300 are seated again within 60 s and
-/// the run ends with the exact totals.
+/// the run ends with the exact totals. gRPC `Status` (as `status --connect` asks it) lists a page
+/// of 100 workers and counts all 300.
 #[test]
 fn a_coordinator_killed_under_300_workers_seats_them_again_and_loses_no_acknowledged_answer() {
     let loadgen = nqueens_tests::binary("nqueens-loadgen");
@@ -28,6 +29,7 @@ fn a_coordinator_killed_under_300_workers_seats_them_again_and_loses_no_acknowle
         "; none lost",
         "restart: all 300 workers seated again",
         "totals exact: total 14772512",
+        "gRPC Status listed at most 100 workers (a page), counting up to 300 in its fleet",
     ] {
         assert!(text.contains(line), "{line:?} missing in\n{text}");
     }

@@ -3,7 +3,7 @@
 //! `/metrics` agree on the jobs by state, the rate and the ETA; `status --state` (offline, read
 //! from the state file beside the running coordinator) agrees on the jobs by state and applies
 //! the same ETA rule to the rate the file can tell (over the span of its result rows: it has no
-//! live clock, see `coordinator/src/snapshot/pace.rs`).
+//! live clock, see `coordinator/src/snapshot/rate.rs`).
 //!
 //! The same moment: a run whose only worker was killed, so that nothing changes but the clocks;
 //! the live views name the snapshot they show (`snapshot_seq`), and are compared when all three
@@ -117,6 +117,12 @@ fn status_connect_status_json_the_page_and_status_state_show_one_snapshot() {
     assert_eq!(grpc["quiet_seconds"], json["quiet_seconds"]);
     assert_eq!(grpc["uptime_seconds"], json["uptime_seconds"]);
     assert_eta_follows_the_rate(&json);
+    // The same fleet, counted whole, and the same first worker listed.
+    for key in ["workers", "matching", "by_state", "by_device", "by_credential", "by_version"] {
+        assert_eq!(grpc["fleet"][key], json["fleet"][key], "fleet {key}: {grpc}\n{json}");
+    }
+    assert_eq!(u(&grpc["fleet"], "workers"), 1, "{grpc}");
+    assert_eq!(grpc["workers"][0]["name"], json["workers"][0]["name"]);
 
     // The page, as served: its numbers are the snapshot's.
     for (id, key) in [

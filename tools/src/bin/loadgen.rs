@@ -112,11 +112,14 @@ async fn main() -> Result<()> {
     );
 
     let mut usage = Usage::default();
+    let mut storms = vec![(started, started + Duration::from_secs_f64(seated_s))];
     let mut restart = None;
     if let Some(fraction) = args.restart_after {
         let at = (fraction * list.jobs.len() as f64) as u64;
         let watch = Restart { at, counters: &counters, state: &state, serve_args: &serve_args };
-        let reseated_s = watch.kill_and_restart(&args, &mut coordinator, &mut usage).await?;
+        let (killed_at, reseated_s) =
+            watch.kill_and_restart(&args, &mut coordinator, &mut usage).await?;
+        storms.push((killed_at, killed_at + Duration::from_secs_f64(reseated_s)));
         restart = Some(reseated_s);
     }
 
@@ -124,7 +127,10 @@ async fn main() -> Result<()> {
         t.await??;
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let latencies = probe.stop().await;
+    let mut latencies = probe.stop().await;
+    for (from, to) in storms {
+        latencies.storm(from, to);
+    }
     let (status, out) = coordinator.wait_output().await?;
     usage.add(status.usage);
     report(&args, addresses, list.jobs.len(), &counters, elapsed, registered_s, seated_s);
@@ -159,13 +165,13 @@ struct Restart<'a> {
 impl Restart<'_> {
     /// SIGKILLs `coordinator` once `at` answers are acknowledged, fails unless every
     /// acknowledged answer is in the state file, starts it again and waits until every worker
-    /// is seated again; returns the seconds from the kill to that.
+    /// is seated again; returns when it killed, and the seconds from the kill to that.
     async fn kill_and_restart(
         &self,
         args: &Args,
         coordinator: &mut Coordinator,
         usage: &mut Usage,
-    ) -> Result<f64> {
+    ) -> Result<(Instant, f64)> {
         let counters = self.counters;
         // Watched from a thread of its own: the runtime's threads are busy with the workers.
         let (at, watched) = (self.at, counters.clone());
@@ -199,7 +205,7 @@ impl Restart<'_> {
             "restart: all {} workers seated again {reseated_s:.2}s after the kill",
             args.workers
         );
-        Ok(reseated_s)
+        Ok((killed_at, reseated_s))
     }
 }
 

@@ -196,7 +196,7 @@ async fn drive(args: &Args, port: u16, jobs: Arc<Vec<Job>>) -> Result<()> {
 
     // One status call first: it opens the reader and shows what a poll costs on its own.
     let t = Instant::now();
-    let s = client.status(pb::StatusRequest {}).await?.into_inner();
+    let s = client.status(pb::StatusRequest::default()).await?.into_inner();
     ensure!(s.jobs_done >= args.counted, "only {} jobs done", s.jobs_done);
     println!(
         "state: {} jobs, {} done; one status call alone: {:.1} ms",
@@ -282,7 +282,7 @@ impl Leaser {
                 let mut took = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
                     let t = Instant::now();
-                    poller.status(pb::StatusRequest {}).await?;
+                    poller.status(pb::StatusRequest::default()).await?;
                     took.push(t.elapsed());
                     polls.fetch_add(1, Ordering::Relaxed);
                 }
