@@ -488,6 +488,15 @@ fn start_engine(
         drop(crate::spot_checks::spawn(jobs.clone(), engine.clone()));
     }
     let reader = Arc::new(StatusReader::new(config.state.clone()));
+    // Its connections are opened and the first sums read now, off every caller: the first status
+    // call finds them ready (opening a file of a million jobs and summing its results take
+    // seconds).
+    let warm = reader.clone();
+    std::thread::spawn(move || {
+        if let Err(e) = warm.recent_sums().and_then(|_| warm.blocked(0)) {
+            tracing::warn!(error = %e, "status: cannot read the state file");
+        }
+    });
     let running = Running {
         engine,
         snapshots: started.snapshots,

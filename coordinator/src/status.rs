@@ -12,13 +12,16 @@ use serde::Serialize;
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 
-/// A read-only connection to the state file that sums committed rows for the status call (and
-/// lists the held and failed jobs for the page), so that the engine thread (which alone writes,
-/// and answers leases and results) never does it.
+/// Read-only connections to the state file: one sums committed rows for the status call, one
+/// lists the held and failed jobs for the page (so that the page never waits seconds behind a
+/// sum over a million rows), and the engine thread (which alone writes, and answers leases and
+/// results) does neither.
 pub struct StatusReader {
     path: PathBuf,
-    store: Mutex<Option<Store>>,
-    /// The sums as last read, and when (see [`StatusReader::recent_sums`]).
+    sums_store: Mutex<Option<Store>>,
+    lists_store: Mutex<Option<Store>>,
+    /// When the sums may be read again, and the sums as last read (see
+    /// [`StatusReader::recent_sums`]).
     recent: Mutex<Option<(std::time::Instant, Sums)>>,
     refreshing: std::sync::atomic::AtomicBool,
 }
@@ -28,6 +31,16 @@ pub struct StatusReader {
 /// second for 180,000 on a 2-vCPU VM), so it is done at most this often however often status is
 /// asked, and never while a caller waits but for the first time.
 pub const SUMS_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The most of one core that summing for status may take: a read that took `t` is not made
+/// again before `t / SUMS_SHARE` (a run of millions of jobs takes seconds to sum, and polling
+/// status must not take a core from the engine).
+pub const SUMS_SHARE: f64 = 0.1;
+
+/// When sums that took `took` to read, read at `read_at`, may be read again.
+fn next_sums_read(read_at: std::time::Instant, took: std::time::Duration) -> std::time::Instant {
+    read_at + SUMS_MAX_AGE.max(took.div_f64(SUMS_SHARE))
+}
 
 /// What [`StatusReader::sums`] found in the committed rows.
 #[derive(Debug, Clone)]
@@ -44,41 +57,55 @@ impl StatusReader {
     pub fn new(path: PathBuf) -> Self {
         StatusReader {
             path,
-            store: Mutex::new(None),
+            sums_store: Mutex::new(None),
+            lists_store: Mutex::new(None),
             recent: Mutex::new(None),
             refreshing: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// The sums as read at most [`SUMS_MAX_AGE`] ago; older ones are returned at once while one
-    /// thread reads them again. Blocking only for the first read.
+    /// The sums as read at most [`SUMS_MAX_AGE`] ago (or, on a run whose rows take long to
+    /// sum, as [`SUMS_SHARE`] allows); older ones are returned at once while one thread reads
+    /// them again. Blocking only for the first read.
     pub fn recent_sums(self: &std::sync::Arc<Self>) -> Result<Sums, StoreError> {
-        use std::sync::atomic::Ordering;
-        let cached = self.recent.lock().clone();
-        let Some((read_at, sums)) = cached else {
-            let sums = self.sums()?;
-            *self.recent.lock() = Some((std::time::Instant::now(), sums.clone()));
+        if let Some(sums) = self.cached_sums() {
             return Ok(sums);
-        };
-        if read_at.elapsed() >= SUMS_MAX_AGE && !self.refreshing.swap(true, Ordering::SeqCst) {
+        }
+        let started = std::time::Instant::now();
+        let sums = self.sums()?;
+        *self.recent.lock() = Some((next_sums_read(started, started.elapsed()), sums.clone()));
+        Ok(sums)
+    }
+
+    /// The sums as last read, without blocking (`None` before the first read); once they are
+    /// due, one thread reads them again.
+    pub fn cached_sums(self: &std::sync::Arc<Self>) -> Option<Sums> {
+        use std::sync::atomic::Ordering;
+        let (due, sums) = self.recent.lock().clone()?;
+        if std::time::Instant::now() >= due && !self.refreshing.swap(true, Ordering::SeqCst) {
             let reader = self.clone();
             std::thread::spawn(move || {
+                let started = std::time::Instant::now();
                 match reader.sums() {
-                    Ok(sums) => *reader.recent.lock() = Some((std::time::Instant::now(), sums)),
+                    Ok(sums) => {
+                        let due = next_sums_read(started, started.elapsed());
+                        *reader.recent.lock() = Some((due, sums));
+                    }
                     Err(e) => tracing::warn!(error = %e, "status: cannot sum the committed rows"),
                 }
                 reader.refreshing.store(false, Ordering::SeqCst);
             });
         }
-        Ok(sums)
+        Some(sums)
     }
 
-    /// Runs `read` on the reader's connection, opening it first if need be. Blocking.
+    /// Runs `read` on the connection in `store`, opening it first if need be. Blocking.
     fn with_store<T>(
         &self,
+        store: &Mutex<Option<Store>>,
         read: impl FnOnce(&Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut guard = self.store.lock();
+        let mut guard = store.lock();
         let store = match &mut *guard {
             Some(store) => store,
             empty => empty.insert(Store::open_existing(&self.path)?),
@@ -88,7 +115,7 @@ impl StatusReader {
 
     /// The weighted sums of the counted rows, and what they rest on. Blocking.
     pub fn sums(&self) -> Result<Sums, StoreError> {
-        self.with_store(|store| {
+        self.with_store(&self.sums_store, |store| {
             let (tally, bad_rows, evidence) = store.tally_and_evidence()?;
             Ok(Sums { tally, bad_rows, evidence })
         })
@@ -96,7 +123,7 @@ impl StatusReader {
 
     /// The first `limit` held and failed jobs, for the status page. Blocking.
     pub fn blocked(&self, limit: usize) -> Result<BlockedJobs, StoreError> {
-        self.with_store(|store| store.blocked_jobs(limit))
+        self.with_store(&self.lists_store, |store| store.blocked_jobs(limit))
     }
 }
 
@@ -617,5 +644,17 @@ mod tests {
         v.show_workers(&index, &WorkerQuery::new(5, 10, "site-a"));
         let text = v.text();
         assert!(text.contains("listed 6-15 of 125 matching \"site-a\""), "{text}");
+    }
+
+    /// A quick sum is read again after 5 s; one that took seconds only after ten times as long,
+    /// so that summing never takes more than a tenth of a core.
+    #[test]
+    fn sums_that_take_long_are_read_again_less_often() {
+        let at = std::time::Instant::now();
+        let after = |took: f64| {
+            (super::next_sums_read(at, std::time::Duration::from_secs_f64(took)) - at).as_secs_f64()
+        };
+        assert_eq!(after(0.3), 5.0);
+        assert!((after(2.0) - 20.0).abs() < 1e-9);
     }
 }

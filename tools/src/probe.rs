@@ -80,52 +80,65 @@ impl fmt::Display for Latencies {
     }
 }
 
-/// The running probe.
+/// The running probe: a thread of its own with its own runtime, so that the answers are not
+/// timed behind the load tool's thousands of fake workers on theirs.
 pub struct LatencyProbe {
     stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<Latencies>,
+    thread: std::thread::JoinHandle<Latencies>,
 }
 
 impl LatencyProbe {
     /// Starts asking the coordinator on gRPC `port` and HTTP `http_port`.
     pub fn start(port: u16, http_port: u16) -> LatencyProbe {
-        let (stop, mut stopped) = watch::channel(false);
-        let task = tokio::spawn(async move {
-            let mut out = Latencies::default();
-            let channel = crate::fleet::channel_from(port, std::net::Ipv4Addr::LOCALHOST);
-            let mut client = channel.ok().and_then(|c| pb::client(c, None).ok());
-            while !*stopped.borrow() {
-                for (i, view) in VIEWS.iter().enumerate() {
-                    let t = Instant::now();
-                    let got = match (i, client.as_mut()) {
-                        (3, Some(client)) => grpc_status(client).await.map(|answer| {
-                            out.listed = out.listed.max(answer.listed);
-                            out.counted = out.counted.max(answer.counted);
-                            answer.bytes
-                        }),
-                        (3, None) => None,
-                        _ => http_get(http_port, view).await,
-                    };
-                    match got {
-                        Some(bytes) => {
-                            out.samples[i].push((t, t.elapsed().as_secs_f64()));
-                            out.bytes[i] = out.bytes[i].max(bytes);
-                        }
-                        None => out.failures += 1,
-                    }
-                }
-                let _ = tokio::time::timeout(Duration::from_millis(500), stopped.changed()).await;
-            }
-            out
+        let (stop, stopped) = watch::channel(false);
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            runtime.map_or_else(
+                |_| Latencies::default(),
+                |r| r.block_on(ask(port, http_port, stopped)),
+            )
         });
-        LatencyProbe { stop, task }
+        LatencyProbe { stop, thread }
     }
 
     /// Stops asking; what was measured.
     pub async fn stop(self) -> Latencies {
         let _ = self.stop.send(true);
-        self.task.await.unwrap_or_default()
+        let thread = self.thread;
+        tokio::task::spawn_blocking(move || thread.join().unwrap_or_default())
+            .await
+            .unwrap_or_default()
     }
+}
+
+/// Asks every view in turn, every half second, until `stopped`.
+async fn ask(port: u16, http_port: u16, mut stopped: watch::Receiver<bool>) -> Latencies {
+    let mut out = Latencies::default();
+    let channel = crate::fleet::channel_from(port, std::net::Ipv4Addr::LOCALHOST);
+    let mut client = channel.ok().and_then(|c| pb::client(c, None).ok());
+    while !*stopped.borrow() {
+        for (i, view) in VIEWS.iter().enumerate() {
+            let t = Instant::now();
+            let got = match (i, client.as_mut()) {
+                (3, Some(client)) => grpc_status(client).await.map(|answer| {
+                    out.listed = out.listed.max(answer.listed);
+                    out.counted = out.counted.max(answer.counted);
+                    answer.bytes
+                }),
+                (3, None) => None,
+                _ => http_get(http_port, view).await,
+            };
+            match got {
+                Some(bytes) => {
+                    out.samples[i].push((t, t.elapsed().as_secs_f64()));
+                    out.bytes[i] = out.bytes[i].max(bytes);
+                }
+                None => out.failures += 1,
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(500), stopped.changed()).await;
+    }
+    out
 }
 
 /// A gRPC status answer: its size, the workers it listed and those its fleet counted.

@@ -1,7 +1,9 @@
 //! What the status page shows: the engine's latest [`RunSnapshot`] (the same one `status` and
 //! `/metrics` show), the rate chart drawn from the snapshots kept in [`History`], and the held and
 //! failed jobs, read on the blocking pool through the read-only [`StatusReader`] connection at
-//! most once per [`ROWS_MAX_AGE`] however many pages poll.
+//! most once per [`ROWS_MAX_AGE`] however many pages poll, and never while a reader waits but the
+//! first (that connection also sums every row for gRPC `Status`, which takes seconds on a run of
+//! a million jobs).
 
 use super::history::{History, RatePoint, Sample};
 use crate::snapshot::fleet::{Fleet, FleetCache, WorkerQuery};
@@ -70,11 +72,13 @@ impl PageStatus {
     }
 }
 
+/// The held and failed jobs as last read, and whether a read is under way.
 #[derive(Default)]
 struct RowsCache {
     read_at: Option<Instant>,
     blocked: BlockedJobs,
     error: Option<String>,
+    reading: bool,
 }
 
 /// Builds [`PageStatus`] views for the HTTP port.
@@ -84,7 +88,9 @@ pub struct StatusSource {
     snapshots: watch::Receiver<Arc<RunSnapshot>>,
     history: Arc<Mutex<History>>,
     reader: Arc<StatusReader>,
-    rows: tokio::sync::Mutex<RowsCache>,
+    rows: Arc<Mutex<RowsCache>>,
+    /// Done once the rows were first read (the first readers wait for that read).
+    first_read: tokio::sync::OnceCell<()>,
     /// The worker table sorted and counted once, however many pages poll.
     fleet: Arc<FleetCache>,
 }
@@ -98,8 +104,8 @@ impl StatusSource {
         history: Arc<Mutex<History>>,
         reader: Arc<StatusReader>,
     ) -> StatusSource {
-        let (rows, fleet) = Default::default();
-        StatusSource { state_file, snapshots, history, reader, rows, fleet }
+        let (rows, first_read, fleet) = Default::default();
+        StatusSource { state_file, snapshots, history, reader, rows, first_read, fleet }
     }
 
     /// The same, sharing `fleet` with the coordinator's other status readers.
@@ -112,9 +118,8 @@ impl StatusSource {
         self.snapshots.borrow().clone()
     }
 
-    /// The page's data now, with the workers `query` asks for. The held and failed jobs are
-    /// read again when older than [`ROWS_MAX_AGE`], on the blocking pool; concurrent callers
-    /// wait for that one read.
+    /// The page's data now, with the workers `query` asks for, and the held and failed jobs as
+    /// last read (see [`StatusSource::blocked`]).
     pub async fn snapshot(&self, query: &WorkerQuery) -> PageStatus {
         let (blocked, rows_error) = self.blocked().await;
         let mut run = RunSnapshot::clone(&self.latest());
@@ -140,12 +145,30 @@ impl StatusSource {
         }
     }
 
+    /// The held and failed jobs as last read. Older than [`ROWS_MAX_AGE`], they are read again
+    /// in the background while this answer shows them as they were.
     async fn blocked(&self) -> (BlockedJobs, Option<String>) {
-        let mut cache = self.rows.lock().await;
-        if cache.read_at.is_none_or(|t| t.elapsed() >= ROWS_MAX_AGE) {
-            let reader = self.reader.clone();
+        self.first_read.get_or_init(|| async { self.read_rows().await }).await;
+        let stale = {
+            let mut rows = self.rows.lock();
+            let stale = !rows.reading && rows.read_at.is_none_or(|t| t.elapsed() >= ROWS_MAX_AGE);
+            rows.reading |= stale;
+            stale
+        };
+        if stale {
+            drop(tokio::spawn(self.read_rows()));
+        }
+        let rows = self.rows.lock();
+        (rows.blocked.clone(), rows.error.clone())
+    }
+
+    /// Reads the held and failed jobs on the blocking pool into the cache.
+    fn read_rows(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (reader, rows) = (self.reader.clone(), self.rows.clone());
+        async move {
             let read = tokio::task::spawn_blocking(move || reader.blocked(BLOCKED_LISTED)).await;
-            cache.read_at = Some(Instant::now());
+            let mut cache = rows.lock();
+            (cache.read_at, cache.reading) = (Some(Instant::now()), false);
             match read {
                 Ok(Ok(blocked)) => (cache.blocked, cache.error) = (blocked, None),
                 Ok(Err(e)) => {
@@ -155,7 +178,6 @@ impl StatusSource {
                 Err(e) => cache.error = Some(format!("reading the rows: {e}")),
             }
         }
-        (cache.blocked.clone(), cache.error.clone())
     }
 }
 

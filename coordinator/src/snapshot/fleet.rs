@@ -183,8 +183,8 @@ pub struct FleetIndex {
     workers: Arc<[WorkerView]>,
     /// Indices into `workers`, in [`attention_order`].
     order: Vec<u32>,
-    /// Each worker's [`haystack`], by index into `workers`.
-    haystacks: Vec<String>,
+    /// Each worker's [`haystack`], by index into `workers`: made for the first filter.
+    haystacks: std::sync::OnceLock<Vec<String>>,
     /// The fleet without its page fields.
     counted: Fleet,
 }
@@ -207,8 +207,7 @@ impl FleetIndex {
             by_credential: largest(groups(&workers, |w| w.credential.clone())),
             ..Fleet::default()
         };
-        let haystacks = workers.iter().map(haystack).collect();
-        FleetIndex { workers, order, haystacks, counted }
+        FleetIndex { workers, order, haystacks: Default::default(), counted }
     }
 
     /// The table this index was built from.
@@ -225,8 +224,10 @@ impl FleetIndex {
             (self.order.len(), page.map(|i| self.workers[i].clone()).collect())
         } else {
             let (mut matching, mut page) = (0, Vec::new());
+            let haystacks =
+                self.haystacks.get_or_init(|| self.workers.iter().map(haystack).collect());
             for i in in_order {
-                if matches(&self.workers[i], &self.haystacks[i], &filter) {
+                if matches(&self.workers[i], &haystacks[i], &filter) {
                     if matching >= query.offset && page.len() < query.limit {
                         page.push(self.workers[i].clone());
                     }
