@@ -519,6 +519,20 @@ mod tests {
         assert_eq!(eta(3, 0, 2, Some(10.0), 30.0), Eta::In(0.3));
     }
 
+    /// `run` as a live coordinator's status shows it, with nothing summed yet.
+    fn live_view(run: RunSnapshot) -> StatusView {
+        StatusView {
+            run,
+            source: Source::Coordinator("http://x:7447".into()),
+            partial_total: 0,
+            partial_sym180: 0,
+            partial_sym90: 0,
+            nodes: 0,
+            evidence: None,
+            fleet: None,
+        }
+    }
+
     #[test]
     fn eta_text_names_the_leases() {
         let mut jobs = JobsByState::default();
@@ -528,16 +542,7 @@ mod tests {
         let mut run =
             RunSnapshot::with_progress(Progress::new(name, &jobs, Some(10.0), 30.0, 0, None));
         run.leases_expire_in_seconds = Some(42.4);
-        let mut v = StatusView {
-            evidence: None,
-            run,
-            source: Source::Coordinator("http://x:7447".into()),
-            partial_total: 0,
-            partial_sym180: 0,
-            partial_sym90: 0,
-            nodes: 0,
-            fleet: None,
-        };
+        let mut v = live_view(run);
         assert_eq!(v.run.progress.waiting_on_leases, 2);
         assert_eq!(v.run.progress.percent_done, 80.0);
         let text = v.text();
@@ -572,16 +577,7 @@ mod tests {
             trust: "probation".into(),
             lease_size: 1,
         }]);
-        let v = StatusView {
-            run,
-            source: Source::Coordinator("http://x:7447".into()),
-            partial_total: 0,
-            partial_sym180: 0,
-            partial_sym90: 0,
-            nodes: 0,
-            evidence: None,
-            fleet: None,
-        };
+        let v = live_view(run);
         let text = v.text();
         assert!(
             !text.chars().any(|c| nqueens_proto::bounds::is_unshown(c) && c != '\n'),
@@ -621,16 +617,7 @@ mod tests {
                 lease_size: 4,
             })
             .collect();
-        let mut v = StatusView {
-            run,
-            source: Source::Coordinator("http://x:7447".into()),
-            partial_total: 0,
-            partial_sym180: 0,
-            partial_sym90: 0,
-            nodes: 0,
-            evidence: None,
-            fleet: None,
-        };
+        let mut v = live_view(run);
         let index = fleet::FleetIndex::new(v.run.workers.clone());
         v.show_workers(&index, &WorkerQuery::new(0, 20, ""));
         let text = v.text();
