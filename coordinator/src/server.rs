@@ -522,9 +522,9 @@ fn start_http(
     let sampler =
         tokio::spawn(sample_every(running.snapshots.clone(), history.clone(), SAMPLE_EVERY));
     let state_file = std::path::absolute(&config.state).unwrap_or_else(|_| config.state.clone());
-    let status =
-        StatusSource::new(state_file, running.snapshots.clone(), history, running.reader.clone())
-            .sharing(running.fleet.clone());
+    let (snapshots, reader, fleet) =
+        (running.snapshots.clone(), running.reader.clone(), running.fleet.clone());
+    let status = StatusSource::new(state_file, snapshots, history, reader, fleet);
     // An address not known to be loopback gets the token if there is one.
     let addr = listener.local_addr().unwrap_or_else(|_| ([0; 4], 0).into());
     let access = HttpAccess::new(config.token.as_deref(), config.public_status, addr);

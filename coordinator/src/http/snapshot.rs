@@ -1,9 +1,8 @@
 //! What the status page shows: the engine's latest [`RunSnapshot`] (the same one `status` and
 //! `/metrics` show), the rate chart drawn from the snapshots kept in [`History`], and the held and
-//! failed jobs, read on the blocking pool through the read-only [`StatusReader`] connection at
-//! most once per [`ROWS_MAX_AGE`] however many pages poll, and never while a reader waits but the
-//! first (that connection also sums every row for gRPC `Status`, which takes seconds on a run of
-//! a million jobs).
+//! failed jobs, read on the blocking pool through the [`StatusReader`]'s read-only connection for
+//! them at most once per [`ROWS_MAX_AGE`] however many pages poll, and never while a reader waits
+//! but the first.
 
 use super::history::{History, RatePoint, Sample};
 use crate::snapshot::fleet::{Fleet, FleetCache, WorkerQuery};
@@ -97,20 +96,17 @@ pub struct StatusSource {
 
 impl StatusSource {
     /// A source for the run in `state_file`, showing the engine's `snapshots`, the rate chart
-    /// in `history`, and the held and failed jobs read through `reader`.
+    /// in `history`, the held and failed jobs read through `reader`, and the workers through
+    /// `fleet` (shared with the coordinator's other status readers).
     pub fn new(
         state_file: PathBuf,
         snapshots: watch::Receiver<Arc<RunSnapshot>>,
         history: Arc<Mutex<History>>,
         reader: Arc<StatusReader>,
+        fleet: Arc<FleetCache>,
     ) -> StatusSource {
-        let (rows, first_read, fleet) = Default::default();
+        let (rows, first_read) = Default::default();
         StatusSource { state_file, snapshots, history, reader, rows, first_read, fleet }
-    }
-
-    /// The same, sharing `fleet` with the coordinator's other status readers.
-    pub fn sharing(self, fleet: Arc<FleetCache>) -> StatusSource {
-        StatusSource { fleet, ..self }
     }
 
     /// The run as the engine last published it.

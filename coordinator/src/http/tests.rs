@@ -92,8 +92,8 @@ async fn port_with(dir: &std::path::Path, access: HttpAccess) -> std::net::Socke
     history.lock().push(Sample::of(&snapshot));
     // A receiver keeps the last value its sender sent, after the sender is gone too.
     let (_, snapshots) = tokio::sync::watch::channel(snapshot);
-    let status =
-        StatusSource::new(path.clone(), snapshots, history, Arc::new(StatusReader::new(path)));
+    let reader = Arc::new(StatusReader::new(path.clone()));
+    let status = StatusSource::new(path, snapshots, history, reader, Default::default());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let state = HttpState { status, access };

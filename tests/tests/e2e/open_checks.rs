@@ -8,6 +8,7 @@ use super::trust::{
     wait_for_log, LONG, TOKEN,
 };
 use super::trust_evidence::{counted_from, lie, truth, untrusted};
+use nqueens_core::JobCounts;
 use nqueens_proto as pb;
 use nqueens_tests::cluster::*;
 use nqueens_tests::rogue::{outcome, Rogue};
@@ -26,19 +27,29 @@ pub(crate) fn trust_of(port: u16, worker_id: u64) -> String {
     worker["trust"].as_str().unwrap().to_owned()
 }
 
+/// `rogue`'s answer to every job of `lease`: the counts `count` gives for it on board `n`.
+pub(crate) fn answers(
+    rogue: &Rogue,
+    lease: &pb::LeaseResponse,
+    n: u32,
+    count: fn(u32, u64) -> JobCounts,
+) -> Vec<pb::JobResult> {
+    lease
+        .jobs
+        .iter()
+        .map(|s| rogue.result(lease.lease_id, s.job_id, Some(count(n, s.job_id)), 0.01))
+        .collect()
+}
+
 /// `rogue` answers every job it gets with the truth, lease after lease, until `status` says it is
 /// trusted (its answers checked by the coordinator or another credential).
-async fn earn_trust(rogue: &mut Rogue, n: u32, port: u16) {
+pub(crate) async fn earn_trust(rogue: &mut Rogue, n: u32, port: u16) {
     let deadline = Instant::now() + LONG;
     while trust_of(port, rogue.id) != "trusted" {
         assert!(Instant::now() < deadline, "worker {} never earned trust", rogue.id);
         let lease = rogue.lease(4).await;
-        let answers = lease
-            .jobs
-            .iter()
-            .map(|s| rogue.result(lease.lease_id, s.job_id, Some(truth(n, s.job_id)), 0.01))
-            .collect();
-        rogue.send(answers).await;
+        let truthful = answers(rogue, &lease, n, truth);
+        rogue.send(truthful).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -170,12 +181,8 @@ async fn a_recheck_open_when_the_coordinator_is_killed_is_asked_again_after_the_
         assert!(Instant::now() < deadline, "the two parties never earned trust");
         for rogue in [&mut liar, &mut other] {
             let Ok(lease) = rogue.try_lease(4).await else { continue };
-            let answers = lease
-                .jobs
-                .iter()
-                .map(|s| rogue.result(lease.lease_id, s.job_id, Some(truth(n, s.job_id)), 0.01))
-                .collect();
-            rogue.send(answers).await;
+            let truthful = answers(rogue, &lease, n, truth);
+            rogue.send(truthful).await;
         }
     }
     let lease = liar.lease(1).await;

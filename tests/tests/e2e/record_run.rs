@@ -5,12 +5,12 @@
 //! token); honest workers of two credentials end it exact; and the result file, `status` and
 //! `verify` say what the total rests on.
 
-use super::open_checks::{same_identity, trust_of, wait_until_only_held_jobs_are_open};
+use super::open_checks::{answers, earn_trust, same_identity, wait_until_only_held_jobs_are_open};
 use super::trust::{
     finishes_exact, keep_beating, register, spawn_coordinator, spawn_worker, token_add,
-    wait_for_log, LONG, TOKEN,
+    wait_for_log, TOKEN,
 };
-use super::trust_evidence::{counted_from, lie, truth, untrusted};
+use super::trust_evidence::{counted_from, lie, untrusted};
 use nqueens_coordinator::{result_file, Evidence};
 use nqueens_tests::cluster::*;
 use nqueens_tests::rogue::Rogue;
@@ -35,11 +35,7 @@ async fn lie_for(rogue: &mut Rogue, n: u32, seconds: u64) {
     let until = Instant::now() + Duration::from_secs(seconds);
     while Instant::now() < until {
         let Ok(lease) = rogue.try_lease(4).await else { return };
-        let lies = lease
-            .jobs
-            .iter()
-            .map(|s| rogue.result(lease.lease_id, s.job_id, Some(lie(n, s.job_id)), 0.01))
-            .collect();
+        let lies = answers(rogue, &lease, n, lie);
         rogue.send(lies).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -148,19 +144,7 @@ async fn one_partys_lies_first_or_last_never_count_in_a_record_run() {
         let mut held = Vec::new();
         let mut beating = Vec::new();
         if last {
-            let deadline = Instant::now() + LONG;
-            while trust_of(port, pair[0].id) != "trusted" {
-                assert!(Instant::now() < deadline, "the party never earned trust");
-                let rogue = &mut pair[0];
-                let lease = rogue.lease(4).await;
-                let answers = lease
-                    .jobs
-                    .iter()
-                    .map(|s| rogue.result(lease.lease_id, s.job_id, Some(truth(n, s.job_id)), 0.01))
-                    .collect();
-                rogue.send(answers).await;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            earn_trust(&mut pair[0], n, port).await;
             for rogue in &mut pair {
                 let lease = rogue.lease(2).await;
                 beating.push(keep_beating(same_identity(rogue), vec![lease.lease_id]));
