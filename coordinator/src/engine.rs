@@ -215,14 +215,14 @@ pub struct Engine {
 impl Engine {
     /// Reloads the run from `store` and starts the engine thread.
     pub fn start(
-        store: Store,
+        mut store: Store,
         metrics: Arc<Metrics>,
         config: EngineConfig,
     ) -> Result<Started, StoreError> {
         let loaded = store.load()?;
         let known_workers: HashMap<u64, WorkerRow> =
             store.workers()?.into_iter().map(|w| (w.row.id, w.row)).collect();
-        let mut registry = Registry::new(
+        let registry = Registry::new(
             known_workers,
             loaded.next_worker_id,
             config.heartbeat,
@@ -247,7 +247,7 @@ impl Engine {
             policy,
             loaded.jobs,
             loaded.leases,
-            registry.credential_numbers(),
+            registry.credential_numbers(store.credential_numbers()),
             loaded.untrusted,
             Instant::now(),
         );
@@ -388,7 +388,13 @@ impl Engine {
             Command::Register { worker, reply } => {
                 let outcome = self
                     .registry
-                    .register(worker, &mut self.scheduler, now, rows)
+                    .register(
+                        worker,
+                        &mut self.scheduler,
+                        self.store.credential_numbers(),
+                        now,
+                        rows,
+                    )
                     .map(|(worker_id, secret)| Registered { worker_id, secret });
                 replies.push(Outgoing::Register(Deferred { tx: reply, outcome }));
             }
@@ -532,7 +538,9 @@ impl Engine {
     fn log_untrusted(&self, changes: &[Change]) {
         for change in changes {
             if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
-                let name = self.registry.get(*worker_id).map_or("", |w| w.row.name.as_str());
+                // Registered with this process, else a row of an earlier one (after a restart),
+                // else an identity forgotten since it answered.
+                let name = self.registry.name_of(*worker_id).unwrap_or("(forgotten identity)");
                 tracing::warn!(worker = %worker_id, name, job = %job_id, requeued, %detail, "worker gave a wrong answer (a lost verification or spot check); it is untrusted and its counted jobs will be re-run");
             }
         }

@@ -4,11 +4,11 @@
 //! Only SHA-256 digests of tokens and secrets are kept, in memory and in the state file. Both
 //! are random (at least 128 bits), so a plain digest is as good as a slow hash here.
 
-use std::collections::HashMap;
-
 // The digests, secrets and credential names the state file shares: one copy, in the store.
+#[cfg(doc)]
 use nqueens_scheduler::{OPEN_CREDENTIAL, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL};
 pub use nqueens_store::credentials::{digest, new_secret, same_digest, OPEN, SHARED};
+use nqueens_store::CredentialNumbers;
 
 /// The credential a call was made under, as the token check found it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -53,25 +53,19 @@ impl Credential {
     /// of their own ([`SHARED_CREDENTIAL`], [`OPEN_CREDENTIAL`]: each of their identities is a
     /// party of its own, but they are one credential); named ones are numbered in `numbers`
     /// from [`PER_HOST_CREDENTIALS`] up (all identities of one are one party).
-    pub fn number(&self, numbers: &mut HashMap<String, u64>) -> u64 {
-        match self.name.as_str() {
-            SHARED => SHARED_CREDENTIAL,
-            OPEN => OPEN_CREDENTIAL,
-            name => {
-                let next = PER_HOST_CREDENTIALS + numbers.len() as u64;
-                *numbers.entry(name.to_owned()).or_insert(next)
-            }
-        }
+    pub fn number(&self, numbers: &mut CredentialNumbers) -> u64 {
+        numbers.number(&self.name)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nqueens_scheduler::{OPEN_CREDENTIAL, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL};
 
     #[test]
     fn named_credentials_are_numbered_as_one_party_each_and_shared_ones_apart() {
-        let mut numbers = HashMap::new();
+        let mut numbers = CredentialNumbers::default();
         let a = Credential::named("host-a").number(&mut numbers);
         assert_eq!(a, Credential::named("host-a").number(&mut numbers));
         assert_ne!(a, Credential::named("host-b").number(&mut numbers));

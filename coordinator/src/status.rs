@@ -458,6 +458,7 @@ mod tests {
             changes.push(Change::Result {
                 job_id: job.id,
                 worker_id: 1.into(),
+                credential: nqueens_scheduler::SHARED_CREDENTIAL,
                 lease_id: 1.into(),
                 counts,
                 seconds: 0.0,

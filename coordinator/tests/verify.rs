@@ -63,6 +63,7 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
                     Change::Result {
                         job_id: wrong_job.id,
                         worker_id: 5.into(),
+                        credential: nqueens_scheduler::SHARED_CREDENTIAL,
                         lease_id: 1.into(),
                         counts: wrong,
                         seconds: 0.0,

@@ -4,6 +4,7 @@
 //! the referee's backlog (jobs the coordinator solves itself) with the rulings it still owes,
 //! and counts no solver can give.
 
+use crate::answer::Answer;
 use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::jobs::Standing;
 use crate::outcome::{Change, Verdict};
@@ -80,10 +81,8 @@ impl Scheduler {
         if let Some(answer) = self.checks.reference.get(&job_id) {
             return Some(*answer);
         }
-        match self.jobs.get(job_id)?.counted? {
-            (COORDINATOR, counted) => Some(counted),
-            _ => None,
-        }
+        let counted = self.jobs.get(job_id)?.counted?;
+        counted.by_coordinator().then_some(counted.counts)
     }
 
     /// The job's answer when it is known without believing any one party: the coordinator's own,
@@ -94,11 +93,13 @@ impl Scheduler {
             return Some(answer);
         }
         let job = self.jobs.get(job_id)?;
-        let (by, counted) = job.counted?;
-        let witnessed = job.opinions.iter().any(|(w, c)| {
-            self.independent(*w, by) && !self.is_untrusted(*w) && c.same_answer(&counted)
+        let counted = job.counted?;
+        let witnessed = job.opinions.iter().any(|o| {
+            o.independent_of(&counted)
+                && !self.is_untrusted(o.worker_id)
+                && o.agrees(&counted.counts)
         });
-        witnessed.then_some(counted)
+        witnessed.then_some(counted.counts)
     }
 
     /// Jobs to hand to the coordinator's referee now: the oldest referred ones, while fewer than
@@ -172,44 +173,38 @@ impl Scheduler {
     /// Whether `worker_id` has given an answer for the job (counted or not).
     pub(crate) fn answered(&self, worker_id: WorkerId, job_id: JobId) -> bool {
         let job = self.jobs.entry(job_id);
-        job.counted.is_some_and(|(w, _)| w == worker_id)
-            || job.opinions.iter().any(|(w, _)| *w == worker_id)
+        job.counted.is_some_and(|c| c.worker_id == worker_id)
+            || job.opinions.iter().any(|o| o.worker_id == worker_id)
     }
 
     /// A worker contradicted the coordinator's own answer: it is untrusted at once (everything it
     /// counted is solved again), and the job keeps its answer.
     pub(crate) fn failed_check(
         &mut self,
-        (worker_id, lease_id, job_id): (WorkerId, LeaseId, JobId),
-        (counts, seconds): (JobCounts, f64),
+        job_id: JobId,
+        wrong: Answer,
+        row: Change,
         known: JobCounts,
     ) -> Verdict {
-        self.outbox.push(Change::Result {
-            job_id,
-            worker_id,
-            lease_id,
-            counts,
-            seconds,
-            counted: false,
-            kind: ResultKind::Conflict,
-        });
-        self.jobs.entry_mut(job_id).opinions.push((worker_id, counts));
-        self.refuted(job_id, worker_id, counts, known);
+        self.outbox.push(row);
+        self.jobs.entry_mut(job_id).opinions.push(wrong);
+        self.refuted(job_id, &wrong, known);
         Verdict::Conflict
     }
 
     /// `worker_id` answered `wrong` where the coordinator's own answer is `known`: the conflict
     /// is recorded and the worker untrusted.
-    fn refuted(&mut self, job_id: JobId, worker_id: WorkerId, wrong: JobCounts, known: JobCounts) {
+    fn refuted(&mut self, job_id: JobId, wrong: &Answer, known: JobCounts) {
+        let (worker_id, counts) = (wrong.worker_id, wrong.counts);
         self.outbox.push(Change::Conflict {
             job_id,
             worker_a: COORDINATOR,
             worker_b: worker_id,
-            detail: format!("the coordinator's answer {known:?}, got {wrong:?}"),
+            detail: format!("the coordinator's answer {known:?}, got {counts:?}"),
         });
         self.conflicts_total += 1;
-        let detail = format!("reported {wrong:?}, the coordinator's own answer {known:?}");
-        self.untrust(worker_id, job_id, detail);
+        let detail = format!("reported {counts:?}, the coordinator's own answer {known:?}");
+        self.untrust_party(wrong.party(), worker_id, job_id, detail);
     }
 
     /// Records the coordinator's own answer for a job at `now` (kept in the state file, as a
@@ -227,19 +222,18 @@ impl Scheduler {
         self.checks.refereed.remove(&job_id);
         self.checks.reference.insert(job_id, answer);
         let job = self.jobs.entry(job_id);
-        let mut answers: Vec<(WorkerId, JobCounts)> =
-            job.counted.iter().chain(&job.opinions).copied().collect();
-        answers.sort_by_key(|(w, _)| *w);
-        answers.dedup_by_key(|(w, _)| *w);
-        for (worker_id, counts) in answers {
-            if worker_id == COORDINATOR || self.is_untrusted(worker_id) {
+        let mut answers: Vec<Answer> = job.counted.iter().chain(&job.opinions).copied().collect();
+        answers.sort_by_key(|a| (a.worker_id, !a.agrees(&answer)));
+        answers.dedup_by_key(|a| a.worker_id);
+        for given in answers {
+            if given.by_coordinator() || self.is_untrusted(given.worker_id) {
                 continue;
             }
-            if counts.same_answer(&answer) {
-                self.trust.agreed(worker_id);
-                self.learn_duration(job_id, worker_id, None, now);
+            if given.agrees(&answer) {
+                self.trust.agreed_party(given.party(), given.worker_id);
+                self.learn_duration(job_id, given.worker_id, None, now);
             } else {
-                self.refuted(job_id, worker_id, counts, answer);
+                self.refuted(job_id, &given, answer);
             }
         }
         // Settled: a ruling the referee was asked for, or the coordinator's answer beside a
@@ -249,11 +243,12 @@ impl Scheduler {
         let seconded = job
             .opinions
             .iter()
-            .any(|(w, c)| *w != COORDINATOR && !self.is_untrusted(*w) && c.same_answer(&answer));
+            .any(|o| !o.by_coordinator() && !self.is_untrusted(o.worker_id) && o.agrees(&answer));
         let settle = (ruling || seconded) && job.standing() != Standing::Done;
         self.outbox.push(Change::Result {
             job_id,
             worker_id: COORDINATOR,
+            credential: crate::COORDINATOR_CREDENTIAL,
             lease_id: LeaseId::new(0),
             counts: answer,
             seconds: 0.0,
@@ -261,7 +256,7 @@ impl Scheduler {
             kind: if settle { ResultKind::Verified } else { ResultKind::Reference },
         });
         if settle {
-            self.jobs.entry_mut(job_id).counted = Some((COORDINATOR, answer));
+            self.jobs.entry_mut(job_id).counted = Some(Answer::coordinator(answer));
             self.move_job(job_id, Standing::Done);
         }
         self.pool(job_id);
@@ -326,7 +321,7 @@ impl Scheduler {
                 let job = self.jobs.entry(id);
                 job.weight < 8
                     && job.standing() == Standing::Done
-                    && job.counted.is_some_and(|(w, _)| w != COORDINATOR)
+                    && job.counted.is_some_and(|c| !c.by_coordinator())
             })
             .collect()
     }

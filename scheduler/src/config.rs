@@ -87,7 +87,8 @@ pub struct SchedulerConfig {
     /// How many independent answers every job needs (a run setting, fixed when the run is made):
     /// 1 counts a trusted party's answer alone (re-checked at `recheck_fraction`); 2 (a record
     /// run) counts a job only when two different credentials, or the coordinator and one
-    /// credential, gave the same answer, whoever is trusted.
+    /// credential, gave the same answer, whoever is trusted (or when the coordinator's own
+    /// solve settled it: a dispute's ruling, counted as the coordinator's).
     pub replication: u8,
 }
 

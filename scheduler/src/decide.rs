@@ -82,6 +82,7 @@ impl Scheduler {
         let end = if probation { Pick::Cheapest } else { Pick::Longest };
         let mut picked = Vec::new();
         let mut set_aside = Vec::new();
+        let me = self.live_answer(worker_id);
         while picked.len() < max_jobs {
             let Some(id) = self.jobs.pop_queued(end) else { break };
             let gave = self
@@ -89,7 +90,7 @@ impl Scheduler {
                 .entry(id)
                 .opinions
                 .iter()
-                .any(|(o, _)| *o == worker_id || !self.distinct_parties(id, *o, worker_id));
+                .any(|o| o.worker_id == worker_id || !self.distinct_parties(id, o, &me));
             // A trusted party may answer again a job that needs no second party (its earlier
             // answer only confirmed one since taken away): that answer counts on its word, as
             // it would have first.

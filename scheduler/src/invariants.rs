@@ -55,7 +55,7 @@ impl Scheduler {
                 }
                 _ => {}
             }
-            if let Some((by, _)) = job.counted {
+            if let Some(by) = job.counted.map(|c| c.worker_id) {
                 if self.is_untrusted(by) {
                     return Err(format!("job {id} counts the answer of untrusted worker {by}"));
                 }

@@ -4,10 +4,10 @@
 //! counters and the queue true and record the change: nobody else can move a job behind their
 //! backs.
 
+use crate::answer::Answer;
 use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::outcome::Change;
 use crate::state::{JobState, JobsByState, Review};
-use nqueens_core::JobCounts;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
@@ -53,11 +53,11 @@ pub(crate) struct JobEntry {
     pub(crate) review: Review,
     /// Private to this module: only the table moves a job (see the module doc).
     standing: Standing,
-    /// The result counted in the totals, once done: (worker, counts).
-    pub(crate) counted: Option<(WorkerId, JobCounts)>,
+    /// The answer counted in the totals, once done.
+    pub(crate) counted: Option<Answer>,
     /// Results received but not (yet) counted: a first opinion awaiting verification, or the
     /// sides of a conflict.
-    pub(crate) opinions: Vec<(WorkerId, JobCounts)>,
+    pub(crate) opinions: Vec<Answer>,
     pub(crate) errors: u32,
     pub(crate) conflicts: u32,
     /// Extra workers this job was given to because its lease ran far past its expected time, and

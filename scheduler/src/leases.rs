@@ -47,6 +47,20 @@ impl LeaseBook {
             .get(&lease_id)
             .is_some_and(|l| l.worker_id == worker_id && l.job_ids.contains(&job_id))
     }
+    /// Whether the lease `lease_id` of `worker_id` was issued with `job_id` beside its own jobs
+    /// (a spot check or a copy of an overdue job, which the coordinator chose to give it: an
+    /// answer to it is wanted however the job's own lease stands). Not stored: after a restart
+    /// such jobs are plain members of the lease.
+    pub(crate) fn carries_extra(
+        &self,
+        lease_id: LeaseId,
+        worker_id: WorkerId,
+        job_id: JobId,
+    ) -> bool {
+        self.leases
+            .get(&lease_id)
+            .is_some_and(|l| l.worker_id == worker_id && l.extra.contains(&job_id))
+    }
     /// Records a new lease and gives its id.
     pub(crate) fn issue(
         &mut self,

@@ -15,9 +15,11 @@
 //! leases (`decide`) and on results (`result`); the restart from stored rows (`stored`); and the
 //! invariants every decision keeps (`invariants`).
 
+mod answer;
 mod checks;
 mod config;
 mod decide;
+pub mod evidence;
 mod ids;
 mod invariants;
 mod jobs;
@@ -29,6 +31,7 @@ pub mod state;
 mod stored;
 mod trust;
 
+pub use answer::{Answer, COORDINATOR_CREDENTIAL, UNKNOWN_CREDENTIAL};
 pub use checks::{implausible, MAX_JOB_NODES, MAX_SOLUTIONS_PER_NODE};
 pub use config::{
     SchedulerConfig, ERROR_UNTRUST_MIN, LEASE_DURATION, MAX_CONFLICTS, MAX_COPIES, MAX_ERRORS,
@@ -169,7 +172,17 @@ impl Scheduler {
     }
     /// The answer counted for job `job_id`, and who gave it.
     pub fn counted(&self, job_id: JobId) -> Option<(WorkerId, nqueens_core::JobCounts)> {
+        self.counted_answer(job_id).map(|a| (a.worker_id, a.counts))
+    }
+    /// The answer counted for job `job_id`, with the credential it was given under.
+    pub fn counted_answer(&self, job_id: JobId) -> Option<Answer> {
         self.jobs.get(job_id).and_then(|job| job.counted)
+    }
+    /// Every answer job `job_id` holds now: the counted one first, then the opinions.
+    pub fn answers(&self, job_id: JobId) -> Vec<Answer> {
+        self.jobs
+            .get(job_id)
+            .map_or(Vec::new(), |job| job.counted.iter().chain(&job.opinions).copied().collect())
     }
 
     /// When the last of the current leases runs out unless renewed (active leases only, so that a

@@ -29,6 +29,8 @@ pub enum Change {
         job_id: JobId,
         /// The worker that reported it.
         worker_id: WorkerId,
+        /// The credential it was given under, fixed when it arrived (see [`crate::Answer`]).
+        credential: u64,
         /// The lease it was reported under.
         lease_id: LeaseId,
         /// The counts the worker found.

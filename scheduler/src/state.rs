@@ -91,6 +91,9 @@ pub enum ResultKind {
     /// check them against after a restart: not counted (a job it settles is counted as
     /// [`ResultKind::Verified`] under worker 0 instead).
     Reference,
+    /// An answer under a lease that no longer held the job for its worker (released, expired,
+    /// re-leased): an opinion of its credential only, never counted by itself.
+    Late,
 }
 
 impl ResultKind {
@@ -104,6 +107,7 @@ impl ResultKind {
             ResultKind::Conflict => "conflict",
             ResultKind::Local => "local",
             ResultKind::Reference => "reference",
+            ResultKind::Late => "late",
         }
     }
 }

@@ -5,9 +5,10 @@
 //! review, in dispute or awaiting a second answer is asked of the coordinator's referee again, so
 //! no check a count drew is forgotten by a restart.
 
+use crate::answer::{Answer, UNKNOWN_CREDENTIAL};
 use crate::checks::Checks;
 use crate::config::SchedulerConfig;
-use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
+use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::jobs::{JobEntry, JobTable, Standing};
 use crate::leases::{LeaseBook, LeaseRecord};
 use crate::pace::Pace;
@@ -35,10 +36,10 @@ pub struct StoredJob {
     pub state: JobState,
     /// The lease a leased job is under.
     pub lease: Option<LeaseId>,
-    /// The counted result, if any: (worker, counts).
-    pub counted: Option<(WorkerId, JobCounts)>,
-    /// Results received but not counted (the coordinator's own, under worker 0, among them).
-    pub opinions: Vec<(WorkerId, JobCounts)>,
+    /// The counted answer, if any.
+    pub counted: Option<Answer>,
+    /// Answers received but not counted (the coordinator's own, under worker 0, among them).
+    pub opinions: Vec<Answer>,
     /// Solver errors reported for it.
     pub errors: u32,
     /// Conflicting results it had.
@@ -133,16 +134,18 @@ impl Scheduler {
             job.conflicts = row.conflicts;
             conflicts_total += job.conflicts as u64;
             // The coordinator's own answers (its reference rows, or its counted answer) check
-            // workers from now on; the workers' uncounted rows are opinions.
-            for (worker, counts) in row.opinions {
-                if worker == COORDINATOR {
-                    checks.reference.insert(row.id, counts);
-                } else {
-                    job.opinions.push((worker, counts));
+            // workers from now on; the workers' uncounted rows are opinions, under the credential
+            // each was given with (an opinion stored before answers carried one, whose worker
+            // row is gone, is nobody's evidence: it is dropped, never promoted).
+            for opinion in row.opinions {
+                if opinion.by_coordinator() {
+                    checks.reference.insert(row.id, opinion.counts);
+                } else if opinion.credential != UNKNOWN_CREDENTIAL {
+                    job.opinions.push(opinion);
                 }
             }
-            if let Some((COORDINATOR, counts)) = job.counted {
-                checks.reference.insert(row.id, counts);
+            if let Some(counted) = job.counted.filter(Answer::by_coordinator) {
+                checks.reference.insert(row.id, counted.counts);
             }
             credit_stored_agreement(&mut trust, &job, checks.reference.get(&row.id));
             entries.push(job);
@@ -182,7 +185,7 @@ impl Scheduler {
                 job.standing(),
                 Standing::Pending | Standing::Leased { .. } | Standing::Held
             );
-            let opinion = job.opinions.iter().any(|(w, _)| !self.is_untrusted(*w));
+            let opinion = job.opinions.iter().any(|o| !self.is_untrusted(o.worker_id));
             if open && ((self.needs_witness(id) && opinion) || job.errors > 0) {
                 self.refer(id);
             }
@@ -193,18 +196,18 @@ impl Scheduler {
 /// Credits, once per party, the parties whose stored answers to `job` agree with its counted
 /// answer, when at least two parties (the coordinator's `reference` counting as one) gave it.
 fn credit_stored_agreement(trust: &mut Trust, job: &JobEntry, reference: Option<&JobCounts>) {
-    let Some((counted_by, counted)) = job.counted else { return };
+    let Some(counted) = job.counted else { return };
     let mut agreeing: Vec<u64> = job
         .opinions
         .iter()
-        .chain(std::iter::once(&(counted_by, counted)))
-        .filter(|(w, c)| *w != COORDINATOR && c.same_answer(&counted))
-        .map(|(w, _)| trust.party(*w))
+        .chain(std::iter::once(&counted))
+        .filter(|a| !a.by_coordinator() && a.agrees(&counted.counts))
+        .map(Answer::party)
         .collect();
     agreeing.sort_unstable();
     agreeing.dedup();
     let coordinator_agrees =
-        counted_by == COORDINATOR || reference.is_some_and(|r| r.same_answer(&counted));
+        counted.by_coordinator() || reference.is_some_and(|r| r.same_answer(&counted.counts));
     if agreeing.len() + usize::from(coordinator_agrees) < 2 {
         return;
     }

@@ -16,6 +16,8 @@
 //! Solver errors are recorded here too: a job fails only when the coordinator's own attempt fails
 //! as well, or trusted workers of two per-host credentials failed it.
 
+use crate::answer::Answer;
+use crate::evidence::{basis, Basis};
 use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::jobs::Standing;
 use crate::outcome::{Change, Verdict};
@@ -72,7 +74,10 @@ impl Trust {
     }
     /// One more answer of `worker_id`'s party was verified.
     pub(crate) fn agreed(&mut self, worker_id: WorkerId) {
-        let party = self.party(worker_id);
+        self.agreed_party(self.party(worker_id), worker_id);
+    }
+    /// One more answer of `party` (given by `worker_id`) was verified.
+    pub(crate) fn agreed_party(&mut self, party: u64, worker_id: WorkerId) {
         let verified = self.verified.entry(party).or_default();
         *verified += 1;
         if *verified == self.probation {
@@ -96,8 +101,14 @@ impl Trust {
         parties.retain(|g| !trusted_member.contains(g));
         parties
     }
-    /// The workers known to be in `party` (`worker_id` included).
-    pub(crate) fn members(&self, party: u64, worker_id: WorkerId) -> Vec<WorkerId> {
+    /// The workers known to be in `party` (`worker_id` included): its registered identities and
+    /// `answered`, those that gave answers under it (forgotten ones too).
+    pub(crate) fn members(
+        &self,
+        party: u64,
+        worker_id: WorkerId,
+        answered: impl IntoIterator<Item = WorkerId>,
+    ) -> Vec<WorkerId> {
         if party < PER_HOST_CREDENTIALS {
             return vec![worker_id];
         }
@@ -106,6 +117,7 @@ impl Trust {
             .iter()
             .filter(|(_, c)| **c == party)
             .map(|(w, _)| *w)
+            .chain(answered)
             .chain([worker_id])
             .collect();
         members.sort_unstable();
@@ -166,70 +178,95 @@ impl Scheduler {
     pub fn independent(&self, a: WorkerId, b: WorkerId) -> bool {
         self.trust.independent(a, b)
     }
+    /// What an answer `worker_id` gave now would be (no counts): its credential as it stands.
+    pub(crate) fn live_answer(&self, worker_id: WorkerId) -> Answer {
+        let counts = JobCounts { solutions: 0, sym180: 0, sym90: 0, nodes: 0 };
+        Answer { worker_id, credential: self.credential(worker_id), counts, late: false }
+    }
 
-    /// `worker_id` and every other trusted worker that gave `agreed` for the job are credited,
-    /// once per party, when at least two parties agree.
-    pub(crate) fn credit_agreement(
-        &mut self,
-        job_id: JobId,
-        worker_id: WorkerId,
-        agreed: JobCounts,
-    ) {
-        let mut agreeing: Vec<WorkerId> = self
+    /// The party of every trusted answer to the job that agrees with `given` (the answer that
+    /// just counted) is credited, once per party, when at least two parties agree.
+    pub(crate) fn credit_agreement(&mut self, job_id: JobId, given: &Answer) {
+        let mut agreeing: Vec<(u64, WorkerId)> = self
             .jobs
             .entry(job_id)
             .opinions
             .iter()
-            .filter(|(w, c)| c.same_answer(&agreed) && !self.is_untrusted(*w))
-            .map(|(w, _)| *w)
-            .chain([worker_id])
+            .filter(|o| o.agrees(&given.counts) && !self.is_untrusted(o.worker_id))
+            .chain([given])
+            .filter(|o| !o.by_coordinator())
+            .map(|o| (o.party(), o.worker_id))
             .collect();
-        agreeing.sort_unstable_by_key(|&w| (self.party(w), w));
-        agreeing.dedup_by_key(|w| self.party(*w));
+        agreeing.sort_unstable();
+        agreeing.dedup_by_key(|(party, _)| *party);
         if agreeing.len() < 2 {
             return; // a worker (or a credential) confirming itself proves nothing
         }
-        for w in agreeing {
-            self.trust.agreed(w);
+        for (party, w) in agreeing {
+            self.trust.agreed_party(party, w);
         }
     }
 
-    /// A verification settled on `agreed`: every worker that reported something else is no longer
-    /// trusted, so its counted results elsewhere are in doubt too. They are un-counted and solved
-    /// again by others; its active leases are taken back.
+    /// A verification settled on `settled`: every worker that reported something else is no
+    /// longer trusted, so its counted results elsewhere are in doubt too. They are un-counted
+    /// and solved again by others; its active leases are taken back. Where the agreement is not
+    /// `independent` (identities of one credential), only that credential's dissenters are:
+    /// one credential's word never frames another.
     ///
-    /// A worker that also gave the agreed answer (`settled_by` just did) is not a dissenter: it
+    /// A worker that also gave the agreed answer (`settled` may be its) is not a dissenter: it
     /// was right this time, and only repeated answers tell a faulty solver from a passing fault.
     pub(crate) fn untrust_dissenters(
         &mut self,
         job_id: JobId,
-        settled_by: WorkerId,
-        agreed: JobCounts,
+        settled: &Answer,
+        independent: bool,
     ) {
         let opinions = &self.jobs.entry(job_id).opinions;
         let gave_agreed = |w: WorkerId| {
-            w == settled_by || opinions.iter().any(|(o, c)| *o == w && c.same_answer(&agreed))
+            w == settled.worker_id
+                || opinions.iter().any(|o| o.worker_id == w && o.agrees(&settled.counts))
         };
-        let mut dissenters: Vec<(WorkerId, JobCounts)> = opinions
+        let mut dissenters: Vec<Answer> = opinions
             .iter()
-            .filter(|(w, c)| !c.same_answer(&agreed) && !gave_agreed(*w) && !self.is_untrusted(*w))
+            .filter(|o| {
+                !o.agrees(&settled.counts)
+                    && !o.by_coordinator()
+                    && (independent || o.credential == settled.credential)
+                    && !gave_agreed(o.worker_id)
+                    && !self.is_untrusted(o.worker_id)
+            })
             .copied()
             .collect();
-        dissenters.sort_by_key(|(w, _)| *w);
-        dissenters.dedup_by_key(|(w, _)| *w);
-        for (worker_id, wrong) in dissenters {
-            let detail = format!("reported {wrong:?}, agreed {agreed:?}");
-            self.untrust(worker_id, job_id, detail);
+        dissenters.sort_by_key(|o| o.worker_id);
+        dissenters.dedup_by_key(|o| o.worker_id);
+        for wrong in dissenters {
+            let detail = format!("reported {:?}, agreed {:?}", wrong.counts, settled.counts);
+            self.untrust_party(wrong.party(), wrong.worker_id, job_id, detail);
         }
     }
 
-    /// Untrusts `worker_id` for the reason `detail` (found on `job_id`), and with it every other
-    /// identity of its per-host credential (one party): they are refused from now on, their
-    /// counted results are un-counted and solved again by others, their leases taken back, and
-    /// the credential is on probation again for any identity it registers later.
+    /// Untrusts `worker_id` (a registered identity) for the reason `detail` (found on `job_id`):
+    /// see [`Scheduler::untrust_party`], for its party now.
     pub(crate) fn untrust(&mut self, worker_id: WorkerId, job_id: JobId, detail: String) {
-        let party = self.party(worker_id);
-        let members = self.trust.members(party, worker_id);
+        self.untrust_party(self.party(worker_id), worker_id, job_id, detail);
+    }
+
+    /// Untrusts `worker_id` of `party`, and with it every other identity of its per-host
+    /// credential (one party), those forgotten since they answered included: they are refused
+    /// from now on, every answer they gave stops counting (counted ones, and confirmations a
+    /// count stood on: those jobs are counted again from what is left, or solved again by
+    /// others), their leases are taken back, and the credential is on probation again for any
+    /// identity it registers later.
+    pub(crate) fn untrust_party(
+        &mut self,
+        party: u64,
+        worker_id: WorkerId,
+        job_id: JobId,
+        detail: String,
+    ) {
+        let answered =
+            if party >= PER_HOST_CREDENTIALS { self.identities_of(party) } else { vec![] };
+        let members = self.trust.members(party, worker_id, answered);
         self.trust.verified.remove(&party);
         for member in members {
             let detail = if member == worker_id {
@@ -241,30 +278,67 @@ impl Scheduler {
         }
     }
 
+    /// The identities that gave answers under the credential `credential`.
+    fn identities_of(&self, credential: u64) -> Vec<WorkerId> {
+        let mut ids: Vec<WorkerId> = self
+            .jobs
+            .ids()
+            .flat_map(|id| {
+                let job = self.jobs.entry(id);
+                job.counted.iter().chain(&job.opinions).copied().collect::<Vec<_>>()
+            })
+            .filter(|a| a.credential == credential && !a.by_coordinator())
+            .map(|a| a.worker_id)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     fn untrust_one(&mut self, worker_id: WorkerId, job_id: JobId, detail: String) {
         if !self.trust.untrusted.insert(worker_id) {
             return;
         }
         let mut requeued = 0;
         for id in self.jobs.ids() {
-            let job = self.jobs.entry_mut(id);
-            match (job.counted, job.standing()) {
-                (Some((w, counts)), _) if w == worker_id => {
-                    self.outbox.push(Change::Uncount { job_id: id });
-                    job.counted = None;
-                    // Kept as an (ignored) opinion, the same as a reload sees the un-counted row.
-                    job.opinions.push((w, counts));
-                    requeued += 1;
-                    self.reopen(id);
+            let job = self.jobs.entry(id);
+            let counted_by_it = job.counted.is_some_and(|c| c.worker_id == worker_id);
+            let confirmed_by_it = job.standing() == Standing::Done
+                && job.counted.is_some_and(|c| {
+                    !c.by_coordinator()
+                        && job
+                            .opinions
+                            .iter()
+                            .any(|o| o.worker_id == worker_id && o.agrees(&c.counts))
+                })
+                && !self.stands_without(id);
+            if counted_by_it || confirmed_by_it {
+                let job = self.jobs.entry_mut(id);
+                self.outbox.push(Change::Uncount { job_id: id });
+                if let Some(counted) = job.counted.take() {
+                    // Kept as an opinion, the same as a reload sees the un-counted row.
+                    job.opinions.push(counted);
                 }
-                (_, Standing::Leased { worker_id: w, .. }) if w == worker_id => {
-                    self.move_job(id, Standing::Pending)
+                requeued += 1;
+                self.reopen(id);
+            } else if let Standing::Leased { worker_id: w, .. } = job.standing() {
+                if w == worker_id {
+                    self.move_job(id, Standing::Pending);
                 }
-                _ => {}
             }
         }
         self.leases.end_all_of(worker_id);
         self.outbox.push(Change::Untrust { worker_id, job_id, detail, requeued });
+    }
+
+    /// Whether job `id`'s counted answer still stands on two parties (or the coordinator) among
+    /// the answers of workers still trusted.
+    fn stands_without(&self, id: JobId) -> bool {
+        let job = self.jobs.entry(id);
+        let Some(counted) = job.counted else { return false };
+        let reference = self.checks.reference.get(&id).map(|r| Answer::coordinator(*r));
+        let answers = job.counted.iter().chain(&job.opinions).chain(reference.as_ref());
+        basis(answers, &counted.counts, |w| self.is_untrusted(w)) != Basis::OneParty
     }
 
     /// A done job whose counted answer was just taken away: counted again at once from the
@@ -275,26 +349,30 @@ impl Scheduler {
             self.outbox.push(Change::Result {
                 job_id: id,
                 worker_id: COORDINATOR,
+                credential: crate::COORDINATOR_CREDENTIAL,
                 lease_id: LeaseId::new(0),
                 counts: truth,
                 seconds: 0.0,
                 counted: true,
                 kind: ResultKind::Verified,
             });
-            self.jobs.entry_mut(id).counted = Some((COORDINATOR, truth));
+            self.jobs.entry_mut(id).counted = Some(Answer::coordinator(truth));
+            self.ensure_done(id);
             return;
         }
-        if let Some((by, counts)) = self.live_agreement(id) {
+        if let Some(by) = self.live_agreement(id) {
             self.outbox.push(Change::Result {
                 job_id: id,
-                worker_id: by,
+                worker_id: by.worker_id,
+                credential: by.credential,
                 lease_id: LeaseId::new(0),
-                counts,
+                counts: by.counts,
                 seconds: 0.0,
                 counted: true,
                 kind: ResultKind::Verified,
             });
-            self.jobs.entry_mut(id).counted = Some((by, counts));
+            self.jobs.entry_mut(id).counted = Some(by);
+            self.ensure_done(id);
             return;
         }
         if self.jobs.standing(id) == Standing::Done {
@@ -303,22 +381,29 @@ impl Scheduler {
         self.ask_coordinator(id);
     }
 
+    /// A job counted again by [`Scheduler::reopen`] is done (it was, unless it was pending).
+    fn ensure_done(&mut self, id: JobId) {
+        if self.jobs.standing(id) != Standing::Done {
+            self.move_job(id, Standing::Done);
+        }
+    }
+
     /// An answer of job `id` that two live parties gave (as the job's rules count parties), if
     /// there is one: the later of the two, which counts.
-    fn live_agreement(&self, id: JobId) -> Option<(WorkerId, JobCounts)> {
-        let live: Vec<(WorkerId, JobCounts)> = self
+    fn live_agreement(&self, id: JobId) -> Option<Answer> {
+        let live: Vec<Answer> = self
             .jobs
             .entry(id)
             .opinions
             .iter()
-            .filter(|(w, _)| !self.is_untrusted(*w))
+            .filter(|o| !self.is_untrusted(o.worker_id) && !o.by_coordinator())
             .copied()
             .collect();
-        live.iter().enumerate().find_map(|(i, &(b, c))| {
+        live.iter().enumerate().find_map(|(i, b)| {
             live[..i]
                 .iter()
-                .any(|&(a, d)| d.same_answer(&c) && self.distinct_parties(id, a, b))
-                .then_some((b, c))
+                .any(|a| a.agrees(&b.counts) && self.distinct_parties(id, a, b))
+                .then_some(*b)
         })
     }
 

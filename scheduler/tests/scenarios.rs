@@ -114,6 +114,13 @@ impl Script {
                 s.set_credential(w(), credential);
                 "ok\n".to_owned()
             }
+            "forget" => {
+                // As the engine forgets an idle identity: its credential entry goes, and after a
+                // restart it is no registered worker.
+                s.forget_worker(w());
+                self.credentials.remove(&w());
+                "ok\n".to_owned()
+            }
             "lease" => {
                 let spot = case.args.contains_key("spot");
                 match s.lease_checked(w(), arg(case, "jobs"), spot, self.now) {
@@ -350,7 +357,22 @@ fn describe(change: &Change) -> String {
 
 #[test]
 fn scenarios() {
-    walk("tests/testdata", |file| {
+    // The policy scripts are the files directly in testdata/ (its folders hold other tests' data,
+    // such as the adversary model's kept cases).
+    let mut scripts: Vec<std::path::PathBuf> = std::fs::read_dir("tests/testdata")
+        .expect("tests/testdata")
+        .map(|entry| entry.expect("a testdata entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    scripts.sort();
+    assert!(!scripts.is_empty(), "no policy scripts in tests/testdata");
+    for script in scripts {
+        run_script(&script.to_string_lossy());
+    }
+}
+
+fn run_script(path: &str) {
+    walk(path, |file| {
         let mut script: Option<Script> = None;
         file.run(|case| {
             if case.directive == "run" {

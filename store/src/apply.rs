@@ -6,7 +6,7 @@ use super::checksum::{RowClaim, RowMac};
 use super::error::StoreError;
 use super::{now_unix, stored_counts, Store, WorkerRow};
 use nqueens_scheduler::state::{JobState, Review};
-use nqueens_scheduler::{Change, JobId, LeaseId, WorkerId};
+use nqueens_scheduler::{Change, JobId, LeaseId, WorkerId, COORDINATOR};
 use rusqlite::{params, CachedStatement, Transaction};
 use std::path::Path;
 
@@ -58,6 +58,7 @@ impl Store {
                     Change::Result {
                         job_id,
                         worker_id,
+                        credential,
                         lease_id,
                         counts,
                         seconds,
@@ -70,6 +71,11 @@ impl Store {
                             counted: *counted,
                             kind: kind.as_str(),
                             counts: *counts,
+                            credential: if *worker_id == COORDINATOR {
+                                None
+                            } else {
+                                self.numbers.name(*credential)
+                            },
                         };
                         batch.result(&claim, *lease_id, *seconds)
                     }
@@ -126,10 +132,10 @@ impl<'tx> Batch<'tx> {
             set_state: prepare("UPDATE jobs SET state=?2, lease_id=?3, worker_id=?4, errors=?5, conflicts=?6 WHERE id=?1")?,
             set_review: prepare("UPDATE jobs SET review=?2 WHERE id=?1")?,
             insert_result: prepare(
-                "INSERT INTO results(job_id, worker_id, lease_id, solutions, sym180, sym90, nodes, seconds, counted, kind, at, checksum)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                "INSERT INTO results(job_id, worker_id, lease_id, solutions, sym180, sym90, nodes, seconds, counted, kind, at, checksum, credential)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             )?,
-            uncount_rows: prepare("SELECT id, worker_id, kind, solutions, sym180, sym90, nodes, checksum FROM results WHERE job_id=?1 AND counted=1")?,
+            uncount_rows: prepare("SELECT id, worker_id, kind, solutions, sym180, sym90, nodes, checksum, credential FROM results WHERE job_id=?1 AND counted=1")?,
             uncount: prepare("UPDATE results SET counted=0, checksum=?2 WHERE id=?1")?,
             uncount_bad: prepare("UPDATE results SET counted=0 WHERE id=?1")?,
             insert_lease: prepare(
@@ -236,7 +242,8 @@ impl<'tx> Batch<'tx> {
                 claim.counted,
                 claim.kind,
                 self.at,
-                tag
+                tag,
+                claim.credential
             ])
             .map_err(sql_error(self.path))?;
         Ok(())
@@ -255,8 +262,15 @@ impl<'tx> Batch<'tx> {
             let valid = stored_counts(r, 3).map_err(&sql)?;
             let counts = valid.unwrap_or_default();
             let worker_id = r.get::<_, i64>(1).map_err(&sql)? as u64;
-            let claim =
-                RowClaim { job_id: job_id.get(), worker_id, counted: true, kind: &kind, counts };
+            let credential: Option<String> = r.get(8).map_err(&sql)?;
+            let claim = RowClaim {
+                job_id: job_id.get(),
+                worker_id,
+                counted: true,
+                kind: &kind,
+                counts,
+                credential: credential.as_deref(),
+            };
             let tag = match r.get_ref(7).map_err(&sql)? {
                 rusqlite::types::ValueRef::Blob(b) => Some(b),
                 _ => None,

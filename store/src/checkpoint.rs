@@ -81,6 +81,7 @@ impl LocalCheckpoint {
         inner.buffer.push(Change::Result {
             job_id,
             worker_id: COORDINATOR,
+            credential: nqueens_scheduler::COORDINATOR_CREDENTIAL,
             lease_id: LeaseId::new(0),
             counts: *counts,
             seconds,

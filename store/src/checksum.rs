@@ -24,6 +24,9 @@ pub(super) struct RowClaim<'a> {
     pub counted: bool,
     pub kind: &'a str,
     pub counts: JobCounts,
+    /// The credential the answer was given under (schema 6 on; `None` for the coordinator's own
+    /// rows and rows written before: those checksums cover no credential, so they still hold).
+    pub credential: Option<&'a str>,
 }
 
 /// The keyed checksum of one run: the key, and the run fingerprint every row is bound to.
@@ -51,6 +54,13 @@ impl RowMac {
         m.update(row.kind.as_bytes());
         for v in [row.counts.solutions, row.counts.sym180, row.counts.sym90, row.counts.nodes] {
             m.update(&v.to_le_bytes());
+        }
+        if let Some(credential) = row.credential {
+            // After the fixed-length counts: a row with a credential never shares a checksum
+            // with the same row without one (or with another credential).
+            m.update(b"\0credential");
+            m.update(&(credential.len() as u64).to_le_bytes());
+            m.update(credential.as_bytes());
         }
         m
     }
@@ -101,6 +111,7 @@ mod tests {
             counted: true,
             kind: "counted",
             counts: JobCounts { solutions, sym180: 2, sym90: 0, nodes: 99 },
+            credential: None,
         }
     }
 
@@ -113,6 +124,12 @@ mod tests {
         assert!(!mac.verify(&claim(11), Some(&tag)));
         assert!(!mac.verify(&RowClaim { counted: false, ..claim(10) }, Some(&tag)));
         assert!(!mac.verify(&RowClaim { worker_id: 2, ..claim(10) }, Some(&tag)));
+        // The credential an answer was given under is covered: set, dropped or changed, it fails.
+        assert!(!mac.verify(&RowClaim { credential: Some("shared"), ..claim(10) }, Some(&tag)));
+        let named = mac.tag(&RowClaim { credential: Some("host-a"), ..claim(10) });
+        assert!(mac.verify(&RowClaim { credential: Some("host-a"), ..claim(10) }, Some(&named)));
+        assert!(!mac.verify(&RowClaim { credential: Some("host-b"), ..claim(10) }, Some(&named)));
+        assert!(!mac.verify(&claim(10), Some(&named)));
         assert!(!mac.verify(&claim(10), None));
         assert!(!mac.verify(&claim(10), Some(&tag[..31])));
         assert!(!RowMac::new(&key, "n12-abd-p1").verify(&claim(10), Some(&tag)));

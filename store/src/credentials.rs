@@ -10,14 +10,57 @@
 use super::error::StoreError;
 use super::schema::CREDENTIALS_TABLE;
 use super::{now_unix, Store};
+use nqueens_scheduler::{OPEN_CREDENTIAL, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL};
 use rusqlite::{params, OptionalExtension};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::path::Path;
 
 /// The credential name of calls made with the shared `--token`.
 pub const SHARED: &str = "shared";
 /// The credential name of calls to a coordinator that requires no token at all.
 pub const OPEN: &str = "open";
+
+/// The scheduler's numbers of credential names in one process (see
+/// `nqueens_scheduler::PER_HOST_CREDENTIALS`): the shared token and no token have numbers of their
+/// own, named ones are numbered from `PER_HOST_CREDENTIALS` up as they are first seen. The
+/// store owns one: registrations number their credential through it, result rows are written
+/// with the name behind their number, and stored rows are read back into numbers through it.
+#[derive(Debug, Default, Clone)]
+pub struct CredentialNumbers {
+    by_name: HashMap<String, u64>,
+    by_number: HashMap<u64, String>,
+}
+
+impl CredentialNumbers {
+    /// The number of the credential `name` (an empty name, from rows made before credentials,
+    /// is the shared token).
+    pub fn number(&mut self, name: &str) -> u64 {
+        match name {
+            SHARED | "" => SHARED_CREDENTIAL,
+            OPEN => OPEN_CREDENTIAL,
+            name => {
+                if let Some(&n) = self.by_name.get(name) {
+                    return n;
+                }
+                let n = PER_HOST_CREDENTIALS + self.by_name.len() as u64;
+                self.by_name.insert(name.to_owned(), n);
+                self.by_number.insert(n, name.to_owned());
+                n
+            }
+        }
+    }
+
+    /// The name behind `number`, if it names a credential (the coordinator's own answers and
+    /// answers of unknown credential have none).
+    pub fn name(&self, number: u64) -> Option<&str> {
+        match number {
+            SHARED_CREDENTIAL => Some(SHARED),
+            OPEN_CREDENTIAL => Some(OPEN),
+            n => self.by_number.get(&n).map(String::as_str),
+        }
+    }
+}
 
 /// SHA-256 of a token or secret.
 pub fn digest(secret: &str) -> [u8; 32] {

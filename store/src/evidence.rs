@@ -4,14 +4,15 @@
 //! one-credential jobs may still hold. The result file, `status` and `verify` all show this one
 //! reading, so that a reader of the file knows what the total rests on.
 
-use super::credentials::SHARED;
+use super::credentials::{CredentialNumbers, SHARED};
 use super::error::StoreError;
 use super::rows::StoredResult;
 use super::Store;
-use nqueens_core::JobCounts;
+use nqueens_scheduler::evidence::{basis, Basis};
 use nqueens_scheduler::state::{JobState, Review};
+use nqueens_scheduler::Answer;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 /// The confidence of [`Evidence::wrong_jobs_bound`].
 pub const EVIDENCE_CONFIDENCE: f64 = 0.95;
@@ -98,8 +99,10 @@ impl Store {
     /// [`Store::evidence`] from `rows`, the result rows already read (as the tally reads them).
     pub fn evidence_of(&self, rows: &[StoredResult]) -> Result<Evidence, StoreError> {
         let jobs = self.job_facts()?;
-        let credentials = self.worker_credentials()?;
+        let workers = self.worker_credentials()?;
         let untrusted: HashSet<u64> = self.untrusted_workers()?.into_iter().collect();
+        // Numbers only compared within this reading: a numbering of its own.
+        let mut numbers = CredentialNumbers::default();
         let mut by_job: HashMap<u64, Vec<&StoredResult>> = HashMap::new();
         for row in rows.iter().filter(|r| r.intact) {
             by_job.entry(row.job_id).or_default().push(row);
@@ -117,11 +120,12 @@ impl Store {
             if job.state != JobState::Done {
                 continue;
             }
-            let (coordinator, others) = witnesses(rows, &counted.counts, &credentials, &untrusted);
-            match (coordinator, others) {
-                (true, 0) => evidence.jobs_coordinator += 1,
-                (true, _) | (false, 2..) => evidence.jobs_independent += 1,
-                (false, _) => evidence.jobs_one_party += 1,
+            let answers: Vec<Answer> =
+                rows.iter().map(|r| r.answer(&mut numbers, &workers)).collect();
+            match basis(&answers, &counted.counts, |w| untrusted.contains(&w.get())) {
+                Basis::Coordinator => evidence.jobs_coordinator += 1,
+                Basis::Independent => evidence.jobs_independent += 1,
+                Basis::OneParty => evidence.jobs_one_party += 1,
             }
         }
         Ok(evidence.with_bounds())
@@ -152,7 +156,7 @@ impl Store {
 
     /// The credential of every worker, by id (empty, in rows from before credentials: the shared
     /// token).
-    fn worker_credentials(&self) -> Result<HashMap<u64, String>, StoreError> {
+    pub(super) fn worker_credentials(&self) -> Result<HashMap<u64, String>, StoreError> {
         let sql = self.sql();
         let column = if self.has_column("workers", "credential")? { "credential" } else { "''" };
         let mut q = self
@@ -167,26 +171,4 @@ impl Store {
         };
         rows.map(|r| r.map(named)).collect::<Result<_, _>>().map_err(&sql)
     }
-}
-
-/// Who gave `answer` among a job's intact `rows`: whether the coordinator did (worker 0), and how
-/// many distinct credentials of live workers did.
-fn witnesses(
-    rows: &[&StoredResult],
-    answer: &JobCounts,
-    credentials: &HashMap<u64, String>,
-    untrusted: &HashSet<u64>,
-) -> (bool, usize) {
-    let mut coordinator = false;
-    let mut others: BTreeSet<&str> = BTreeSet::new();
-    for row in rows.iter().filter(|r| r.counts.same_answer(answer)) {
-        match row.worker_id {
-            0 => coordinator = true,
-            w if !untrusted.contains(&w) => {
-                others.insert(credentials.get(&w).map_or("", String::as_str));
-            }
-            _ => {}
-        }
-    }
-    (coordinator, others.len())
 }

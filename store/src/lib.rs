@@ -16,6 +16,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(test)]
+mod answer_tests;
 mod apply;
 mod backup;
 mod checkpoint;
@@ -36,7 +38,9 @@ mod workers;
 
 pub use backup::backup;
 pub use checkpoint::LocalCheckpoint;
-pub use credentials::{add_credential, check_credential_name, revoke_credential, CredentialRow};
+pub use credentials::{
+    add_credential, check_credential_name, revoke_credential, CredentialNumbers, CredentialRow,
+};
 pub use error::StoreError;
 pub use evidence::{Evidence, EVIDENCE_CONFIDENCE};
 pub use rows::{Requeue, Requeued, StoredResult};
@@ -186,6 +190,8 @@ pub struct Store {
     meta: RunMeta,
     /// The run's row checksums; `None` only for a schema 1 file opened read-only.
     mac: Option<checksum::RowMac>,
+    /// The credential numbers of this process (see [`CredentialNumbers`]).
+    numbers: CredentialNumbers,
     /// The writer's exclusive lock (see the module doc); `None` for read-only stores. Declared
     /// after `conn` so that the connection is closed before the lock is let go.
     _lock: Option<lock::WriterLock>,
@@ -198,6 +204,12 @@ fn now_unix() -> f64 {
 impl Store {
     fn sql(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
         move |error| StoreError::Sqlite { path: self.path.clone(), error }
+    }
+
+    /// The credential numbers of this process: registrations number their credential here, so
+    /// that result rows are written with its name and read back into the same number.
+    pub fn credential_numbers(&mut self) -> &mut CredentialNumbers {
+        &mut self.numbers
     }
 
     /// What identifies the run.

@@ -11,6 +11,7 @@
 //! when opened for writing.
 
 use super::checksum::{from_hex, RowMac, KEY_LEN};
+use super::credentials::CredentialNumbers;
 use super::descriptors::read_header;
 use super::error::{corrupt_or_sql, StoreError};
 use super::lock::WriterLock;
@@ -74,6 +75,7 @@ impl Store {
         let mut store = Store {
             conn,
             mac: None,
+            numbers: CredentialNumbers::default(),
             _lock: None,
             path: path.to_owned(),
             meta: RunMeta {
@@ -185,6 +187,7 @@ impl Store {
         let mut store = Store {
             conn,
             mac: None,
+            numbers: CredentialNumbers::default(),
             _lock: None,
             path: path.into(),
             meta: RunMeta {

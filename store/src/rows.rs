@@ -2,12 +2,17 @@
 //! summaries summed from committed rows (committing the scheduler's changes is `apply.rs`).
 
 use super::checksum::RowClaim;
+use super::credentials::CredentialNumbers;
 use super::error::StoreError;
 use super::{stored_counts, Loaded, Store, Summary};
 use nqueens_core::{JobCounts, Tally, Totals};
+use nqueens_scheduler::state::ResultKind;
 use nqueens_scheduler::state::{JobState, Review};
-use nqueens_scheduler::{JobId, LeaseId, StoredJob, StoredLease, WorkerId};
+use nqueens_scheduler::{
+    Answer, JobId, LeaseId, StoredJob, StoredLease, WorkerId, COORDINATOR, UNKNOWN_CREDENTIAL,
+};
 use rusqlite::OptionalExtension;
+use std::collections::HashMap;
 
 /// One row of `results` and whether its checksum holds.
 #[derive(Debug, Clone)]
@@ -24,6 +29,9 @@ pub struct StoredResult {
     pub kind: String,
     /// The stored counts (all zero if they are not valid stored counts, see `intact`).
     pub counts: JobCounts,
+    /// The credential the answer was given under (schema 6 on; `None` for the coordinator's
+    /// own rows and older rows).
+    pub credential: Option<String>,
     /// The counts are non-negative integers and the checksum matches (in a schema 1 file read as it
     /// is, with no checksums, only the first holds).
     pub intact: bool,
@@ -59,6 +67,27 @@ pub struct Requeued {
 }
 
 impl StoredResult {
+    /// The answer the row records, its credential numbered in `numbers`: the row's own, else
+    /// (a row from before schema 6) its worker row's while that exists, else unknown (nobody's
+    /// independent evidence). The coordinator's rows are its own.
+    pub fn answer(
+        &self,
+        numbers: &mut CredentialNumbers,
+        workers: &HashMap<u64, String>,
+    ) -> Answer {
+        let worker_id = WorkerId::new(self.worker_id);
+        if worker_id == COORDINATOR {
+            return Answer::coordinator(self.counts);
+        }
+        let credential =
+            match self.credential.as_deref().or(workers.get(&self.worker_id).map(String::as_str)) {
+                Some(name) => numbers.number(name),
+                None => UNKNOWN_CREDENTIAL,
+            };
+        let late = self.kind == ResultKind::Late.as_str();
+        Answer { worker_id, credential, counts: self.counts, late }
+    }
+
     fn claim(&self) -> RowClaim<'_> {
         RowClaim {
             job_id: self.job_id,
@@ -66,6 +95,7 @@ impl StoredResult {
             counted: self.counted,
             kind: &self.kind,
             counts: self.counts,
+            credential: self.credential.as_deref(),
         }
     }
 }
@@ -77,12 +107,11 @@ impl Store {
     pub fn results(&self) -> Result<Vec<StoredResult>, StoreError> {
         let sql = self.sql();
         let has_checksum = self.mac.is_some();
-        let query = if has_checksum {
-            "SELECT id, job_id, worker_id, counted, kind, solutions, sym180, sym90, nodes, checksum FROM results ORDER BY id"
-        } else {
-            "SELECT id, job_id, worker_id, counted, kind, solutions, sym180, sym90, nodes, NULL FROM results ORDER BY id"
-        };
-        let mut q = self.conn.prepare(query).map_err(&sql)?;
+        let checksum = if has_checksum { "checksum" } else { "NULL" };
+        let credential =
+            if self.has_column("results", "credential")? { "credential" } else { "NULL" };
+        let query = format!("SELECT id, job_id, worker_id, counted, kind, solutions, sym180, sym90, nodes, {checksum}, {credential} FROM results ORDER BY id");
+        let mut q = self.conn.prepare(&query).map_err(&sql)?;
         let mut rows = q.query([]).map_err(&sql)?;
         let mut out = Vec::new();
         while let Some(r) = rows.next().map_err(&sql)? {
@@ -94,6 +123,7 @@ impl Store {
                 counted: r.get(3).map_err(&sql)?,
                 kind: r.get(4).map_err(&sql)?,
                 counts: counts.unwrap_or_default(),
+                credential: r.get(10).map_err(&sql)?,
                 intact: counts.is_some(),
             };
             if let (Some(mac), true) = (&self.mac, row.intact) {
@@ -198,10 +228,14 @@ impl Store {
         Ok(ids)
     }
 
-    /// Reloads jobs, their results and the leases issued so far.
-    pub fn load(&self) -> Result<Loaded, StoreError> {
+    /// Reloads jobs, their results and the leases issued so far. Each answer's credential is
+    /// numbered through this store's [`Store::credential_numbers`].
+    pub fn load(&mut self) -> Result<Loaded, StoreError> {
         let mut jobs = self.load_jobs()?;
-        self.load_results(&mut jobs)?;
+        let mut numbers = std::mem::take(&mut self.numbers);
+        let loaded = self.load_results(&mut jobs, &mut numbers);
+        self.numbers = numbers;
+        loaded?;
         let leases = self.load_leases()?;
         let next_worker_id: i64 = self
             .conn
@@ -261,8 +295,13 @@ impl Store {
     /// Gives each job its result rows: its counted answer and the opinions awaiting a second
     /// worker. Rows that fail their checksum are left out, and a done job left without a counted
     /// row is pending again (solved again), with a warning that lists them.
-    fn load_results(&self, jobs: &mut [StoredJob]) -> Result<(), StoreError> {
+    fn load_results(
+        &self,
+        jobs: &mut [StoredJob],
+        numbers: &mut CredentialNumbers,
+    ) -> Result<(), StoreError> {
         let mut bad = Vec::new();
+        let workers = self.worker_credentials()?;
         for row in self.results()? {
             let Some(job) = jobs.get_mut(row.job_id as usize) else {
                 return Err(StoreError::Corrupt {
@@ -273,9 +312,9 @@ impl Store {
             if !row.intact {
                 bad.push(row.job_id);
             } else if row.counted {
-                job.counted = Some((WorkerId::new(row.worker_id), row.counts));
+                job.counted = Some(row.answer(numbers, &workers));
             } else {
-                job.opinions.push((WorkerId::new(row.worker_id), row.counts));
+                job.opinions.push(row.answer(numbers, &workers));
             }
         }
         // A done job whose counted row failed its checksum is solved again.

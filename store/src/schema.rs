@@ -26,7 +26,12 @@ use rusqlite::{params, OptionalExtension};
 /// - 5: the workers' column `cores` is called `slots` (a worker's lease slots, what it always
 ///   held). Migrated from 4 by renaming the column; read as it is, a file of 4 is read by the
 ///   old name.
-pub(crate) const SCHEMA_VERSION: u32 = 5;
+/// - 6: result rows carry the `credential` their answer was given under, fixed when it arrived
+///   and covered by the row's checksum, so that forgetting a worker row never changes whose word
+///   an answer is. Migrated from 5 by adding the column (NULL in older rows: they take their
+///   worker row's credential while it exists, and are nobody's independent evidence once it is
+///   gone).
+pub(crate) const SCHEMA_VERSION: u32 = 6;
 
 /// `PRAGMA application_id` of every nqueens state file: "NQCS".
 pub(crate) const APPLICATION_ID: i32 = 0x4E51_4353;
@@ -135,6 +140,12 @@ impl Store {
                 .map_err(self.sql())?;
             self.meta.replication = 1;
         }
+        if from < 6 && !self.has_column("results", "credential")? {
+            // Schema 6: every answer's credential, as it was given.
+            self.conn
+                .execute_batch("ALTER TABLE results ADD COLUMN credential TEXT")
+                .map_err(self.sql())?;
+        }
         if from < 5 && self.has_column("workers", "cores")? {
             // Schema 5: a worker's lease slots are called what they are.
             self.conn
@@ -157,7 +168,7 @@ impl Store {
                     "UPDATE meta SET value='{SCHEMA_VERSION}' WHERE key='schema'; PRAGMA user_version={SCHEMA_VERSION};"
                 ))
                 .map_err(self.sql())?;
-            tracing::info!(state = %self.path.display(), from, "state file migrated to schema {SCHEMA_VERSION}: workers carry their credential and secret digest (3), jobs their review and the run its replication (4), workers' lease slots by that name (5)");
+            tracing::info!(state = %self.path.display(), from, "state file migrated to schema {SCHEMA_VERSION}: workers carry their credential and secret digest (3), jobs their review and the run its replication (4), workers' lease slots by that name (5), result rows their credential (6)");
         }
         if from == 1 {
             let key = new_key()
@@ -188,6 +199,7 @@ impl Store {
                         counted: r.get(3).map_err(&sql)?,
                         kind: &kind,
                         counts,
+                        credential: None,
                     };
                     write
                         .execute(params![r.get::<_, i64>(0).map_err(&sql)?, mac.tag(&claim)])
@@ -238,7 +250,7 @@ impl Store {
              CREATE TABLE results (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, worker_id INTEGER NOT NULL,
                  lease_id INTEGER NOT NULL, solutions INTEGER NOT NULL, sym180 INTEGER NOT NULL, sym90 INTEGER NOT NULL,
                  nodes INTEGER NOT NULL, seconds REAL NOT NULL, counted INTEGER NOT NULL, kind TEXT NOT NULL, at REAL NOT NULL,
-                 checksum BLOB);
+                 checksum BLOB, credential TEXT);
              CREATE INDEX results_job ON results(job_id);
              CREATE TABLE leases (id INTEGER PRIMARY KEY, worker_id INTEGER NOT NULL, job_ids TEXT NOT NULL, at REAL NOT NULL);
              CREATE TABLE workers (id INTEGER PRIMARY KEY, name TEXT, host TEXT, slots INTEGER, version TEXT, registered REAL,

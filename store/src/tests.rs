@@ -78,7 +78,7 @@ fn untrust_and_uncount_survive_reopening(path: &Path, list: &JobList) {
             )
             .unwrap();
     }
-    let store =
+    let mut store =
         Store::open_or_create(path, list, PROTOCOL, RunPolicy::default(), RunKind::Local).unwrap();
     assert_eq!(store.untrusted_workers().unwrap(), vec![7]);
     let loaded = store.load().unwrap();
@@ -238,7 +238,7 @@ fn a_row_that_fails_its_checksum_is_never_counted_and_its_job_is_solved_again() 
     .unwrap();
     drop(c);
 
-    let store = Store::open_existing(&path).unwrap();
+    let mut store = Store::open_existing(&path).unwrap();
     let summary = store.summary().unwrap();
     assert_eq!(summary.bad_rows, 1);
     assert_eq!(summary.jobs.get(JobState::Pending), 1);
@@ -328,6 +328,7 @@ fn tally_cost_at_n27_scale() {
             .map(|&i| Change::Result {
                 job_id: (i % list.jobs.len() as u64).into(),
                 worker_id: 1.into(),
+                credential: nqueens_scheduler::SHARED_CREDENTIAL,
                 lease_id: 1.into(),
                 counts,
                 seconds: 0.0,
@@ -386,6 +387,7 @@ fn sums_past_u64_are_exact_through_the_store() {
         changes.push(Change::Result {
             job_id: job.id,
             worker_id: 1.into(),
+            credential: nqueens_scheduler::SHARED_CREDENTIAL,
             lease_id: 1.into(),
             counts,
             seconds: 0.0,
@@ -445,6 +447,7 @@ fn stored_counts_out_of_range_are_refused() {
         &[Change::Result {
             job_id: 3.into(),
             worker_id: 1.into(),
+            credential: nqueens_scheduler::SHARED_CREDENTIAL,
             lease_id: 1.into(),
             counts: huge,
             seconds: 0.0,
@@ -496,6 +499,7 @@ fn workers_are_read_one_way_their_rows_with_what_they_did() {
         Change::Result {
             job_id: 0.into(),
             worker_id: 1.into(),
+            credential: nqueens_scheduler::SHARED_CREDENTIAL,
             lease_id: 1.into(),
             counts: list.jobs[0].solve().unwrap(),
             seconds: 0.1,

@@ -13,7 +13,7 @@
 use super::{Caller, Refusal, Registration};
 use crate::secrets::{digest, new_secret, same_digest, Credential};
 use nqueens_scheduler::{Scheduler, WorkerId};
-use nqueens_store::WorkerRow;
+use nqueens_store::{CredentialNumbers, WorkerRow};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -81,8 +81,6 @@ pub(super) struct Registry {
     workers: HashMap<WorkerId, WorkerState>,
     /// Every worker row of the run (for taking an id up again after a reconnect or restart).
     known: HashMap<u64, WorkerRow>,
-    /// The scheduler's numbers of the named credentials (see `Credential::number`).
-    credential_numbers: HashMap<String, u64>,
     /// Identities made by this process that have not delivered an answer, per credential,
     /// oldest (lowest id) first.
     unproven: HashMap<String, BTreeSet<WorkerId>>,
@@ -108,7 +106,6 @@ impl Registry {
         Registry {
             workers: HashMap::new(),
             known,
-            credential_numbers: HashMap::new(),
             unproven: HashMap::new(),
             max_unproven: max_unproven.max(1),
             next_id,
@@ -123,9 +120,12 @@ impl Registry {
         self.workers.len()
     }
 
-    /// The scheduler's credential number of every known worker (for `Scheduler::restore`).
-    pub(super) fn credential_numbers(&mut self) -> HashMap<WorkerId, u64> {
-        let numbers = &mut self.credential_numbers;
+    /// The scheduler's credential number of every known worker (for `Scheduler::restore`), in
+    /// the store's `numbers`.
+    pub(super) fn credential_numbers(
+        &self,
+        numbers: &mut CredentialNumbers,
+    ) -> HashMap<WorkerId, u64> {
         self.known
             .values()
             .map(|w| {
@@ -142,6 +142,7 @@ impl Registry {
         &mut self,
         worker: Registration,
         scheduler: &mut Scheduler,
+        numbers: &mut CredentialNumbers,
         now: Instant,
         rows: &mut RowChanges,
     ) -> Result<(WorkerId, String), Refusal> {
@@ -173,7 +174,7 @@ impl Registry {
             credential: worker.credential.name.clone(),
             secret_digest: digest(&secret).to_vec(),
         };
-        let credential = worker.credential.number(&mut self.credential_numbers);
+        let credential = worker.credential.number(numbers);
         scheduler.set_credential(worker_id, credential);
         tracing::debug!(%worker_id, name = %row.name, host = %row.host, slots = row.slots, credential = %row.credential, reconnect = proven.is_some(), "worker registered");
         rows.written.push(row.clone());
@@ -254,6 +255,14 @@ impl Registry {
     /// Whether a worker last seen at `last_seen` still counts as live at `now`.
     pub(super) fn live(&self, last_seen: Instant, now: Instant) -> bool {
         now.duration_since(last_seen) <= self.live_for
+    }
+
+    /// The name of worker `worker_id`: registered with this process, or known from its row.
+    pub(super) fn name_of(&self, worker_id: WorkerId) -> Option<&str> {
+        match self.workers.get(&worker_id) {
+            Some(w) => Some(&w.row.name),
+            None => self.known.get(&worker_id.get()).map(|row| row.name.as_str()),
+        }
     }
 
     /// The worker `worker_id`, if registered with this process.

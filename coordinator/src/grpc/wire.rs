@@ -49,10 +49,14 @@ fn bounded_name(field: &'static str, text: String) -> Result<String, WireError> 
 }
 
 /// Whether `version` is strict semver: `MAJOR.MINOR.PATCH` without leading zeros, then an
-/// optional `-pre` and `+build` of dot-separated `[0-9A-Za-z-]` identifiers.
+/// optional `-pre` and `+build` of dot-separated `[0-9A-Za-z-]` identifiers, where a numeric
+/// pre-release identifier has no leading zero either (semver 2.0.0, item 9).
 pub fn is_strict_semver(version: &str) -> bool {
     let ident =
         |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let pre_ident = |s: &str| {
+        ident(s) && !(s.len() > 1 && s.starts_with('0') && s.bytes().all(|b| b.is_ascii_digit()))
+    };
     let (rest, build) = match version.split_once('+') {
         Some((r, b)) => (r, Some(b)),
         None => (version, None),
@@ -70,7 +74,7 @@ pub fn is_strict_semver(version: &str) -> bool {
     };
     numbers.len() == 3
         && numbers.iter().all(number)
-        && pre.is_none_or(|p| p.split('.').all(ident))
+        && pre.is_none_or(|p| p.split('.').all(pre_ident))
         && build.is_none_or(|b| b.split('.').all(ident))
 }
 
@@ -730,6 +734,18 @@ mod tests {
                     "{counts:?} of weight {weight}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn versions_are_strict_semver_to_the_pre_release_numbers() {
+        for good in
+            ["0.1.0", "1.22.333", "0.1.0-rc.1", "0.1.0-0", "0.1.0-01a", "1.0.0-x.7.z.92+b.01"]
+        {
+            assert!(is_strict_semver(good), "{good}");
+        }
+        for bad in ["0.1", "01.1.0", "0.1.0-01", "0.1.0-rc.007", "0.1.0-", "0.1.0-a..b", "0.1.0+"] {
+            assert!(!is_strict_semver(bad), "{bad}");
         }
     }
 }

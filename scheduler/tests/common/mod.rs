@@ -5,15 +5,31 @@
 #![allow(dead_code)] // each test binary uses its part
 
 use nqueens_core::JobCounts;
-use nqueens_scheduler::{Change, JobId, StoredJob, StoredLease, WorkerId};
+use nqueens_scheduler::{Answer, Change, JobId, ResultKind, StoredJob, StoredLease, WorkerId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One stored result row.
 #[derive(Debug, Clone)]
 pub struct Row {
     pub worker: WorkerId,
+    /// The credential the answer was given under.
+    pub credential: u64,
+    /// Whether it was a late answer (kind `late`).
+    pub late: bool,
     pub counts: JobCounts,
     pub counted: bool,
+}
+
+impl Row {
+    /// The answer the row records.
+    pub fn answer(&self) -> Answer {
+        Answer {
+            worker_id: self.worker,
+            credential: self.credential,
+            counts: self.counts,
+            late: self.late,
+        }
+    }
 }
 
 /// The stored rows, as the store would hold them after committing every change.
@@ -42,8 +58,14 @@ impl Stored {
                     job.errors = *errors;
                     job.conflicts = *conflicts;
                 }
-                Change::Result { job_id, worker_id, counts, counted, .. } => {
-                    let row = Row { worker: *worker_id, counts: *counts, counted: *counted };
+                Change::Result { job_id, worker_id, credential, counts, counted, kind, .. } => {
+                    let row = Row {
+                        worker: *worker_id,
+                        credential: *credential,
+                        late: *kind == ResultKind::Late,
+                        counts: *counts,
+                        counted: *counted,
+                    };
                     self.results.entry(*job_id).or_default().push(row);
                 }
                 Change::Uncount { job_id } => {
@@ -82,9 +104,9 @@ impl Stored {
             job.opinions = Vec::new();
             for row in self.results.get(&job.id).into_iter().flatten() {
                 if row.counted {
-                    job.counted = Some((row.worker, row.counts));
+                    job.counted = Some(row.answer());
                 } else {
-                    job.opinions.push((row.worker, row.counts));
+                    job.opinions.push(row.answer());
                 }
             }
         }

@@ -38,3 +38,4 @@ mod status_views;
 mod store_faults;
 mod trust;
 mod trust_evidence;
+mod trust_forgetting;

@@ -19,7 +19,12 @@ use std::time::{Duration, Instant};
 
 /// A record run of N=`n` with `extra` flags, the shared token, and per-host tokens `a` and `b`
 /// (returned, with the coordinator), once they are in force.
-async fn record_run(dir: &Path, n: u32, port: u16, extra: &[&str]) -> (Proc, String, String) {
+pub(crate) async fn record_run(
+    dir: &Path,
+    n: u32,
+    port: u16,
+    extra: &[&str],
+) -> (Proc, String, String) {
     let mut args = vec!["--exit-when-done", "--token", TOKEN, "--replication", "2"];
     args.extend_from_slice(extra);
     let coordinator = spawn_coordinator(dir, n, port, &args, "coordinator.log");

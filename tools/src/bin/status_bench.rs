@@ -113,6 +113,7 @@ fn prepare_state(args: &Args, list: &nqueens_core::JobList) -> Result<()> {
             changes.push(Change::Result {
                 job_id: job.id,
                 worker_id: 1.into(),
+                credential: nqueens_scheduler::SHARED_CREDENTIAL,
                 lease_id: 0.into(),
                 counts: counts[job.id.index()],
                 seconds: 0.001,
