@@ -6,6 +6,8 @@
 //! durable results per second possible with synchronous=FULL; a single writer makes decisions
 //! race-free.
 
+#[cfg(test)]
+mod adversary;
 mod command;
 mod publish;
 mod registry;

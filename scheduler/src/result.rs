@@ -194,7 +194,8 @@ impl Scheduler {
     /// An answer for a job already counted from `counted`: a confirmation from another party,
     /// a duplicate, or a contradiction that puts the job back in play (the coordinator's own
     /// answer was checked before: a contradiction here is between workers, settled by the
-    /// referee or a third party before anyone is untrusted).
+    /// referee or a third party before anyone is untrusted). A late contradiction of a count
+    /// that stands on independent answers is only recorded.
     fn against_counted(&mut self, a: Incoming, counted: Answer) -> Verdict {
         let job = self.jobs.entry(a.job_id);
         let given = a.answer();
@@ -226,6 +227,15 @@ impl Scheduler {
             worker_b: a.worker_id,
             detail: format!("counted {:?}, got {:?}", counted.counts, a.counts),
         });
+        if a.late && self.known_answer(a.job_id).is_some() {
+            // A late dissent from a count that two credentials (or the coordinator) stand on is
+            // recorded, never enough to take the count away: one late answer must not reopen a
+            // job that every credential around has answered already (nobody could take it).
+            self.outbox.push(a.row(false, ResultKind::Conflict));
+            self.jobs.entry_mut(a.job_id).opinions.push(given);
+            self.conflicts_total += 1;
+            return Verdict::Conflict;
+        }
         self.outbox.push(Change::Uncount { job_id: a.job_id });
         self.outbox.push(a.row(false, ResultKind::Conflict));
         let job = self.jobs.entry_mut(a.job_id);

@@ -9,7 +9,7 @@ use super::open_checks::{answers, same_identity};
 use super::record_run::record_run;
 use super::trust::{
     finishes_exact, keep_beating, register, register_request, spawn_coordinator, spawn_worker,
-    token_add, wait_for_log, TOKEN,
+    token_add, wait_for_log, LONG, TOKEN,
 };
 use super::trust_evidence::{counted_from, lie, truth, untrusted};
 use nqueens_proto as pb;
@@ -194,55 +194,66 @@ async fn forgotten_identities_never_frame_an_honest_per_host_credential() {
     }
 }
 
-/// A record run (the coordinator's referee on) with a turncoat: a per-host party that answers
-/// truly for a while, confirming and being confirmed by an honest credential, then lies. The
-/// referee catches it; every job it answered or only confirmed loses its answer and waits for
-/// another party, so the result file shows no job on one party's word.
+/// A record run with a turncoat (no referee, no spot checks): a per-host party answers truly
+/// first, alone, so that an honest credential's later answers count with its answers as their
+/// agreement; then it lies on jobs the honest one answered. A third credential settles those
+/// disputes and the turncoat is untrusted: every job it answered or only confirmed loses its
+/// answer and waits for another party, so the result file shows no job on one party's word.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_run_that_catches_a_turncoat_ends_with_every_job_on_two_parties() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run.db");
     let port = free_port();
     let n = 12;
-    let (coordinator, a, b) = record_run(dir.path(), n, port, &["--no-spot-checks"]).await;
+    let quiet = ["--no-coordinator-checks", "--no-spot-checks", "--lease-seconds", "30"];
+    let (coordinator, a, b) = record_run(dir.path(), n, port, &quiet).await;
+    let jobs = job_count(&state);
     let mut turncoat = register(port, &a, "turncoat").await;
-    let honest = spawn_worker(dir.path(), port, "b", &b);
-    // Truthful until it has answered a good share of the run, half of it second (confirming
-    // the honest worker's first answers, which then count on its word beside the other's).
+    // Alone, truthful, until it has answered a third of the run: its answers wait.
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut answered = 0;
-    while answered < job_count(&state) / 2 {
-        assert!(Instant::now() < deadline, "the turncoat got {answered} jobs in two minutes");
-        let Ok(lease) = turncoat.try_lease(8).await else { break };
-        answered += lease.jobs.len() as u64;
+    let first = format!("SELECT COUNT(*) FROM results WHERE worker_id={}", turncoat.id);
+    while (query_count(&state, &first) as u64) < jobs / 3 {
+        assert!(Instant::now() < deadline, "the turncoat answered too little in two minutes");
+        let lease = turncoat.lease(8).await;
         let truthful = answers(&turncoat, &lease, n, truth);
         turncoat.send(truthful).await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let confirmed = query_count(
-        &state,
-        &format!("SELECT COUNT(*) FROM results WHERE worker_id={} AND counted=0", turncoat.id),
+    // The honest credential's answers now count, those jobs on the turncoat's agreement.
+    let honest = spawn_worker(dir.path(), port, "b", &b);
+    let leaned = format!(
+        "SELECT COUNT(*) FROM results r WHERE r.counted=1 AND EXISTS (SELECT 1 FROM results t
+         WHERE t.job_id=r.job_id AND t.worker_id={} AND t.solutions=r.solutions)",
+        turncoat.id
     );
-    // Then lies on what it gets next, until the referee has caught it.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !untrusted(&state, turncoat.id) {
-        assert!(Instant::now() < deadline, "the turncoat was never caught");
+    let (state_file, query, min) = (state.clone(), leaned.clone(), jobs / 4);
+    tokio::task::spawn_blocking(move || {
+        wait_until(LONG, "counts on the turncoat's agreement", || {
+            query_count(&state_file, &query) as u64 >= min
+        })
+    })
+    .await
+    .unwrap();
+    let leaning = query_count(&state, &leaned);
+    // Then it lies on what it gets (jobs the honest credential answered first): disputes.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let conflicts = format!("SELECT COUNT(*) FROM conflicts WHERE worker_b={}", turncoat.id);
+    while query_count(&state, &conflicts) == 0 {
+        assert!(Instant::now() < deadline, "the turncoat's lies started no dispute");
         let Ok(lease) = turncoat.try_lease(4).await else { break };
         let lies = answers(&turncoat, &lease, n, lie);
         turncoat.send(lies).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // A third credential settles the disputes: the turncoat is untrusted.
     let third = token_add(&state, "host-c");
     let finisher = spawn_worker(dir.path(), port, "c", &third);
     finishes_exact(coordinator, &state).await;
     drop((honest, finisher));
-    assert!(untrusted(&state, turncoat.id));
+    assert!(untrusted(&state, turncoat.id), "the turncoat was never caught");
     assert_eq!(counted_from(&state, turncoat.id), 0, "a turncoat's answer still counts");
     let evidence = evidence_of(&state);
-    assert_eq!(
-        evidence.jobs_one_party, 0,
-        "{confirmed} confirmations by the turncoat: {evidence:?}"
-    );
+    assert_eq!(evidence.jobs_one_party, 0, "{leaning} counts leaned on the turncoat: {evidence:?}");
+    assert_eq!(evidence.jobs_independent, jobs, "{evidence:?}");
 }
 
 /// The result file's evidence of the run in `state`.
