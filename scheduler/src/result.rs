@@ -205,8 +205,11 @@ impl Scheduler {
             let same_party = !counted.by_coordinator() && counted.party() == given.party();
             let credential_again = a.late
                 && job.opinions.iter().any(|o| o.credential == a.credential && o.agrees(&a.counts));
-            if said_before || same_party || credential_again {
+            if said_before || same_party {
                 return Verdict::Duplicate;
+            }
+            if credential_again {
+                return self.keep_only(a);
             }
             self.outbox.push(a.row(false, ResultKind::Confirm));
             self.jobs.entry_mut(a.job_id).opinions.push(given);
@@ -245,6 +248,14 @@ impl Scheduler {
         self.mark_conflict(a.job_id, false)
     }
 
+    /// A late answer its credential already gave: its row is kept (an acknowledged answer is
+    /// always in the state file) but it is no second vote of the credential, here or after a
+    /// restart (where it is one more late opinion of the same credential).
+    fn keep_only(&mut self, a: Incoming) -> Verdict {
+        self.outbox.push(a.row(false, ResultKind::Late));
+        Verdict::Duplicate
+    }
+
     /// An answer agreeing with the coordinator's own: as good as a second worker's.
     fn against_reference(&mut self, a: Incoming) -> Verdict {
         if self.jobs.standing(a.job_id) == Standing::Done {
@@ -274,8 +285,11 @@ impl Scheduler {
             job.opinions.iter().any(|o| o.worker_id == a.worker_id && o.agrees(&a.counts));
         let credential_again = a.late
             && job.opinions.iter().any(|o| o.credential == a.credential && o.agrees(&a.counts));
-        if (said_before && !solved_again) || credential_again {
+        if said_before && !solved_again {
             return Verdict::Duplicate;
+        }
+        if credential_again {
+            return self.keep_only(a);
         }
         let live = |w: WorkerId| !self.is_untrusted(w);
         let disagrees: Option<WorkerId> = job

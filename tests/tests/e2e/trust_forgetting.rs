@@ -18,6 +18,18 @@ use nqueens_tests::rogue::{connect_from, outcome, Rogue};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// A run without the coordinator's own checks (no referee, no spot checks: every run above
+/// N = 22), leases long enough for the turns taken here, and the smallest budget of idle
+/// identities (64 a credential).
+const QUIET: [&str; 6] = [
+    "--no-coordinator-checks",
+    "--no-spot-checks",
+    "--lease-seconds",
+    "60",
+    "--expected-workers",
+    "8",
+];
+
 /// Registrations past every credential's budget of idle identities (64 at the least): enough to
 /// get every idle identity of `token` registered before forgotten.
 const FLOOD: usize = 80;
@@ -84,15 +96,7 @@ async fn forgotten_shared_token_identities_never_become_independent_credentials(
     let state = dir.path().join("run.db");
     let port = free_port();
     let n = 12;
-    let quiet = [
-        "--no-coordinator-checks",
-        "--no-spot-checks",
-        "--lease-seconds",
-        "60",
-        "--expected-workers",
-        "8",
-    ];
-    let (coordinator, a, b) = record_run(dir.path(), n, port, &quiet).await;
+    let (coordinator, a, b) = record_run(dir.path(), n, port, &QUIET).await;
     let mut s0 = register(port, TOKEN, "sybil-0").await;
     let mut s1 = register(port, TOKEN, "sybil-1").await;
     let mut s2 = register(port, TOKEN, "sybil-2").await;
@@ -144,17 +148,7 @@ async fn forgotten_identities_never_frame_an_honest_per_host_credential() {
     let state = dir.path().join("run.db");
     let port = free_port();
     let n = 12;
-    let args = [
-        "--exit-when-done",
-        "--token",
-        TOKEN,
-        "--no-coordinator-checks",
-        "--no-spot-checks",
-        "--lease-seconds",
-        "60",
-        "--expected-workers",
-        "8",
-    ];
+    let args = [&["--exit-when-done", "--token", TOKEN][..], &QUIET].concat();
     let coordinator = spawn_coordinator(dir.path(), n, port, &args, "coordinator.log");
     wait_for_log(coordinator.log.clone(), "coordinator listening").await;
     let (evil, good, other) =
@@ -205,8 +199,7 @@ async fn a_record_run_that_catches_a_turncoat_ends_with_every_job_on_two_parties
     let state = dir.path().join("run.db");
     let port = free_port();
     let n = 12;
-    let quiet = ["--no-coordinator-checks", "--no-spot-checks", "--lease-seconds", "30"];
-    let (coordinator, a, b) = record_run(dir.path(), n, port, &quiet).await;
+    let (coordinator, a, b) = record_run(dir.path(), n, port, &QUIET).await;
     let jobs = job_count(&state);
     let mut turncoat = register(port, &a, "turncoat").await;
     // Alone, truthful, until it has answered a third of the run: its answers wait.
