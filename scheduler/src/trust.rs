@@ -16,7 +16,7 @@
 //! Solver errors are recorded here too: a job fails only when the coordinator's own attempt fails
 //! as well, or trusted workers of two per-host credentials failed it.
 
-use crate::answer::Answer;
+use crate::answer::{party_of, Answer};
 use crate::evidence::{basis, Basis};
 use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 use crate::jobs::Standing;
@@ -62,15 +62,7 @@ impl Trust {
     }
     /// The party (party) of `worker_id`: its per-host credential, else itself.
     pub(crate) fn party(&self, worker_id: WorkerId) -> u64 {
-        match self.credential(worker_id) {
-            c if c >= PER_HOST_CREDENTIALS => c,
-            _ => worker_id.get(),
-        }
-    }
-    /// Whether answers of `a` and `b` are independent evidence: the coordinator's own, or two
-    /// different credentials.
-    pub(crate) fn independent(&self, a: WorkerId, b: WorkerId) -> bool {
-        a == COORDINATOR || b == COORDINATOR || self.credential(a) != self.credential(b)
+        party_of(worker_id, self.credential(worker_id))
     }
     /// One more answer of `worker_id`'s party was verified.
     pub(crate) fn agreed(&mut self, worker_id: WorkerId) {
@@ -172,11 +164,6 @@ impl Scheduler {
     /// The credential of `worker_id` (its own id where none was recorded).
     pub fn credential(&self, worker_id: WorkerId) -> u64 {
         self.trust.credential(worker_id)
-    }
-    /// Whether answers of `a` and `b` are independent evidence: one of them the coordinator's,
-    /// or different credentials.
-    pub fn independent(&self, a: WorkerId, b: WorkerId) -> bool {
-        self.trust.independent(a, b)
     }
     /// What an answer `worker_id` gave now would be (no counts): its credential as it stands.
     pub(crate) fn live_answer(&self, worker_id: WorkerId) -> Answer {
