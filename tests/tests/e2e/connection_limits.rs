@@ -21,6 +21,7 @@ use nqueens_tests::flood::{Flood, Speech};
 use nqueens_tests::rogue::connect_counting;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -218,11 +219,25 @@ fn status_json(http: u16, token: Option<&str>) -> (String, Duration) {
     (line, t.elapsed())
 }
 
-/// Polls, every half second until `stop`, the health check and `/status.json` (with the token,
-/// and without it: from loopback it needs none); returns every failure and the slowest answer.
-fn watch_answers(port: u16, http: u16, stop: Arc<AtomicBool>) -> (Vec<String>, Duration, usize) {
+/// Polls, every half second until `stop` or the coordinator's exit, the health check and
+/// `/status.json` (with the token, and without it: from loopback it needs none); returns every
+/// failure and the slowest answer. A round that fails once the coordinator has logged its exit
+/// (`--exit-when-done`, after the run's end and its linger) is the port closing as asked, not a
+/// failure: the watcher ends there.
+fn watch_answers(
+    port: u16,
+    http: u16,
+    coordinator_log: PathBuf,
+    stop: Arc<AtomicBool>,
+) -> (Vec<String>, Duration, usize) {
+    let exiting = || {
+        std::fs::read_to_string(&coordinator_log)
+            .unwrap_or_default()
+            .contains("run complete: exiting as asked")
+    };
     let (mut failures, mut slowest, mut rounds) = (Vec::new(), Duration::ZERO, 0);
     while !stop.load(Ordering::Relaxed) {
+        let before = failures.len();
         let t = Instant::now();
         let healthy = health(port);
         let took = t.elapsed();
@@ -237,6 +252,10 @@ fn watch_answers(port: u16, http: u16, stop: Arc<AtomicBool>) -> (Vec<String>, D
                     .push(format!("round {rounds}: /status.json {token:?}: {line} after {took:?}"));
             }
             slowest = slowest.max(took);
+        }
+        if failures.len() > before && exiting() {
+            failures.truncate(before);
+            break;
         }
         rounds += 1;
         std::thread::sleep(Duration::from_millis(500));
@@ -290,7 +309,8 @@ async fn a_tokenless_flood_of_both_ports_keeps_out_no_worker_and_no_reader() {
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = std::thread::spawn({
         let stop = stop.clone();
-        move || watch_answers(port, http, stop)
+        let log = dir.path().join("coord.log");
+        move || watch_answers(port, http, log, stop)
     });
     let started = Instant::now();
     let worker_args = worker_args(port, 1, "honest", &["--token", FLOOD_TOKEN]);
