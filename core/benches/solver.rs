@@ -21,6 +21,11 @@
 //! `NQ_BASELINE_SRC` overrides the baseline's path. Every total is checked against the reference
 //! table (`NQ_KNOWN_COUNTS`, or `shared/reference/known-counts.tsv`) where it has the board.
 //!
+//! `--record-trend 18,20,22,24,26,27,28` prints the cost per solution at record sizes, each with a
+//! 95% interval: whole jobs where they are affordable, parts of jobs beyond (`N@R` for parts of R
+//! rows left; `--paths`, `--seconds`, `--min-jobs`, `--whole-max`, `--seed`): see
+//! `solver/record_trend.rs`.
+//!
 //! `--trend` prints ns per solution across board sizes instead (default 18 to 20, ours only, one
 //! thread), the sizes measured in the same minutes: each solves every K-th job of its list, with K
 //! divided by 8 per size below the largest (`--sample K` for the largest, default 128, so that
@@ -36,7 +41,11 @@
 //! `--estimate-sample K` changes the sample, `--estimate-sizes A..B` the boards, `--no-estimate`
 //! leaves it out.
 
+#[path = "solver/record_trend.rs"]
+mod record_trend;
+
 use nqueens_core::{job_list, parallel, SplitParams, Tally};
+use record_trend::RecordTrend;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -52,6 +61,7 @@ struct Options {
     sample: usize,
     estimates: EstimateArgs,
     trend: bool,
+    record_trend: Option<RecordTrend>,
 }
 
 impl Options {
@@ -64,6 +74,7 @@ impl Options {
             sample: 1,
             estimates: EstimateArgs::default(),
             trend: false,
+            record_trend: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -86,6 +97,11 @@ impl Options {
                     o.estimates.parse(&arg, &mut args)
                 }
                 "--trend" => o.trend = true,
+                "--record-trend" => {
+                    let sizes = args.next().expect("--record-trend takes sizes: 18,20,24@16,...");
+                    o.record_trend = Some(RecordTrend::new(&sizes));
+                }
+                flag if o.record_trend.as_mut().is_some_and(|r| r.parse_flag(flag, &mut args)) => {}
                 "--bench" => {}
                 other => o.sizes.extend(parse_sizes(other)),
             }
@@ -98,6 +114,10 @@ fn main() {
     let mut options = Options::parse();
     let build = nqueens_core::solver_build();
     println!("solver build: {} ({})", build.name, build.features.join(", "));
+    if let Some(record_trend) = &options.record_trend {
+        record_trend.run(&known_totals());
+        return;
+    }
     if options.trend {
         if options.sizes.is_empty() {
             options.sizes = (18..=20).collect();

@@ -29,6 +29,7 @@ use std::time::Instant;
 
 mod paths;
 mod speed;
+pub use paths::draw_paths;
 use paths::timed_sampled;
 pub use speed::{
     measure_host_speed, HostSpeed, REFERENCE_CORE_SECONDS, REFERENCE_N, REFERENCE_ROUNDS,
