@@ -269,11 +269,6 @@ impl StatusView {
         self.source.state_file().map_or("<FILE>".into(), |p| shell_word(&p.display().to_string()))
     }
 
-    /// One JSON object: the progress flattened in, and the view's other fields.
-    pub fn json(&self) -> String {
-        serde_json::to_string(self).expect("status serializes")
-    }
-
     /// The workers' lines: the fleet in aggregate, which of them are listed, and their rows.
     fn workers_text(&self, o: &mut String) {
         match &self.fleet {

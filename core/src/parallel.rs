@@ -43,19 +43,3 @@ where
         None => Ok(()),
     }
 }
-
-/// Solves one job on all threads of `pool` by splitting it into parts `extra_rows` deeper.
-pub fn solve_one(
-    pool: &rayon::ThreadPool,
-    job: &Job,
-    extra_rows: usize,
-) -> Result<JobCounts, CoreError> {
-    let parts = job.split(extra_rows)?;
-    let found = Mutex::new(Vec::with_capacity(parts.len()));
-    solve_all(pool, &parts, |_, counts, _| found.lock().push(*counts))?;
-    let mut total = JobCounts::default();
-    for counts in found.into_inner() {
-        total.merge(&counts)?;
-    }
-    Ok(total)
-}

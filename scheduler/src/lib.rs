@@ -83,11 +83,6 @@ impl Scheduler {
         std::mem::take(&mut self.outbox)
     }
 
-    /// How many changes wait in the outbox.
-    pub fn pending_changes(&self) -> usize {
-        self.outbox.len()
-    }
-
     /// Moves a job through the job table and records the move in the outbox.
     pub(crate) fn move_job(&mut self, id: JobId, standing: Standing) {
         if let Standing::Leased { worker_id, .. } = self.jobs.standing(id) {

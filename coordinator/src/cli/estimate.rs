@@ -180,7 +180,7 @@ fn text(e: &Estimate) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "N={}: {} jobs in {} strata (costs {} rows deep); sampled {} on {} threads in {} wall ({} CPU, clock {}); job list built in {}",
+        "N={}: {} jobs in {} strata (costs {} rows deep); sampled {} on {} threads in {} wall (projected CPU of the sampled jobs {}, clock {}); job list built in {}",
         e.n,
         e.jobs,
         e.strata,
