@@ -171,9 +171,12 @@ pub struct EngineConfig {
     pub heartbeat: Duration,
     /// Mix known-answer jobs into leases.
     pub spot_checks: bool,
-    /// The run's jobs, for the referee: the coordinator's own answers to jobs in dispute or doubt
-    /// (none: disputes wait for workers).
+    /// The run's jobs: for the referee (the coordinator's own answers to jobs in dispute or
+    /// doubt) and for the export digest of the result file (none: neither).
     pub jobs: Option<Arc<Vec<nqueens_core::Job>>>,
+    /// The coordinator solves jobs itself where its referee can (N up to `REFEREE_MAX_N`);
+    /// without it disputes wait for workers.
+    pub coordinator_checks: bool,
     /// The fraction of counted jobs secretly given to a worker of another credential again.
     pub recheck_fraction: f64,
     /// Identities one credential may hold that have not delivered an answer yet (see
@@ -232,11 +235,12 @@ impl Engine {
         );
         // The coordinator checks answers itself (newcomers' answers, re-checks, jobs trusted
         // workers failed) where its referee can solve the run's jobs.
-        let coordinator_checks = config
-            .jobs
-            .as_ref()
-            .and_then(|jobs| jobs.first())
-            .is_some_and(|job| job.n <= crate::referee::REFEREE_MAX_N);
+        let coordinator_checks = config.coordinator_checks
+            && config
+                .jobs
+                .as_ref()
+                .and_then(|jobs| jobs.first())
+                .is_some_and(|job| job.n <= crate::referee::REFEREE_MAX_N);
         let policy = SchedulerConfig {
             lease_duration: config.lease_duration,
             seed: seed_from_os(),
@@ -630,9 +634,17 @@ impl Engine {
         self.store.checkpoint()?;
         let evidence = self.store.evidence()?;
         tracing::info!(evidence = %evidence.summary(), "what the total rests on");
-        let record =
+        let mut record =
             RunResult::new(&totals, self.scheduler.total_jobs(), self.store.age(), tally.nodes)
                 .with_evidence(evidence);
+        if let Some(jobs) = &self.config.jobs {
+            match crate::export::export_digest(&self.store, jobs) {
+                Ok(digest) => record = record.with_export_digest(digest),
+                Err(crate::export::ExportError::Store(e)) => return Err(e),
+                // The tally above read the same rows: only a broken list gets here.
+                Err(e) => tracing::error!(error = %e, "the export digest cannot be computed"),
+            }
+        }
         tracing::info!(n = record.n, total = record.total, unique = record.unique, result = %record.json_line(), "run complete");
         self.ending.result = Some(record);
         self.try_write_result_file();

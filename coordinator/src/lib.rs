@@ -5,6 +5,7 @@
 mod accept;
 pub mod admin;
 mod engine;
+mod export;
 pub mod fd_limit;
 mod grpc;
 mod http;
@@ -17,8 +18,13 @@ mod snapshot;
 mod spot_checks;
 mod status;
 mod verify;
+mod verify_export;
 mod waiting;
 
+pub use export::{
+    export_state, read_export, ExportEnd, ExportError, ExportHeader, ExportRow, Exported,
+    ReadExport, EXPORT_FORMAT, EXPORT_VERSION,
+};
 pub use grpc::GrpcLimits;
 pub use http::{escape_html, MAX_CONNECTIONS as MAX_HTTP_CONNECTIONS};
 pub use run_result::{hms, RunResult};
@@ -30,6 +36,7 @@ pub use snapshot::fleet::{Fleet, WorkerQuery};
 pub use snapshot::{Progress, RunSnapshot, WorkerView};
 pub use status::{Source, StatusReport, StatusView};
 pub use verify::{verify_state, Sample, Verification, VerifyError};
+pub use verify_export::{verify_export, ExportVerification, RowSample, WrongRow};
 // The store as the end-to-end tests and tools drive it.
 pub use nqueens_store::{
     Evidence, LocalCheckpoint, RunKind, RunPolicy, Store, StoreError, WorkerRow,

@@ -36,6 +36,10 @@ pub struct RunResult {
     /// answers. Absent from `solve`'s results, where this machine solved every job itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
+    /// The SHA-256 of the rows of the run's export (`export`'s `rows_sha256`): ties this total to
+    /// the per-job counts anyone can check. Absent from `solve`'s results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export_sha256: Option<String>,
 }
 
 impl RunResult {
@@ -52,7 +56,13 @@ impl RunResult {
             seconds: elapsed.as_secs_f64(),
             nodes,
             evidence: None,
+            export_sha256: None,
         }
+    }
+
+    /// This record with the digest of its export's rows.
+    pub fn with_export_digest(self, digest: String) -> Self {
+        RunResult { export_sha256: Some(digest), ..self }
     }
 
     /// This record with what its total rests on.
@@ -96,6 +106,7 @@ mod tests {
             seconds: 1.039409637,
             nodes: 11_317_799,
             evidence: None,
+            export_sha256: None,
         };
         for step in 0..10_000u32 {
             record.seconds = 1.039409637 + f64::from(step) * 1.000_000_7e-9;
@@ -120,6 +131,7 @@ mod tests {
             seconds: 12.5,
             nodes: u64::MAX,
             evidence: None,
+            export_sha256: None,
         };
         let line = record.json_line();
         assert!(line.contains(&format!("\"total\":{total},")), "{line}");

@@ -478,7 +478,8 @@ fn start_engine(
         lease_duration: Duration::from_secs(config.lease_seconds as u64),
         heartbeat: Duration::from_secs(heartbeat_seconds as u64),
         spot_checks: config.spot_checks,
-        jobs: config.coordinator_checks.then(|| jobs.clone()),
+        jobs: Some(jobs.clone()),
+        coordinator_checks: config.coordinator_checks,
         recheck_fraction: config.recheck_fraction,
         max_unproven: max_unproven(config.expected_workers),
     };

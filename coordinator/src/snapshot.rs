@@ -95,10 +95,21 @@ impl RunSnapshot {
             None => store.age(),
         };
         let result = match (done == meta.job_count, store.final_totals(&s.tally)?) {
-            (true, Some(t)) => Some(
-                RunResult::new(&t, meta.job_count, took, s.tally.nodes)
-                    .with_evidence(store.evidence()?),
-            ),
+            (true, Some(t)) => {
+                let record = RunResult::new(&t, meta.job_count, took, s.tally.nodes)
+                    .with_evidence(store.evidence()?);
+                // The digest the live run published: the rows in job order, read again.
+                let split = nqueens_core::SplitParams { target_jobs: meta.target_jobs };
+                let list = nqueens_core::job_list(meta.n as u32, &split)?;
+                Some(match crate::export::export_digest(store, &list.jobs) {
+                    Ok(digest) => record.with_export_digest(digest),
+                    Err(crate::export::ExportError::Store(e)) => return Err(e),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the export digest cannot be computed");
+                        record
+                    }
+                })
+            }
             _ => None,
         };
         let rate = match (s.first_result_unix, s.last_result_unix) {

@@ -279,24 +279,32 @@ impl StoredRun {
     /// Reads the run in `path` and rebuilds its job list, which must give the file's run
     /// fingerprint.
     fn read(path: &Path) -> Result<StoredRun, VerifyError> {
-        let store = Store::open_existing(path)?;
+        let (store, list) = open_with_list(path)?;
         let meta = store.meta().clone();
-        let list = job_list(meta.n as u32, &SplitParams { target_jobs: meta.target_jobs })
-            .map_err(|source| VerifyError::JobList { path: path.into(), source })?;
-        let rebuilt = run_fingerprint(&list, nqueens_proto::PROTOCOL_MAJOR);
-        if rebuilt != meta.fingerprint {
-            return Err(VerifyError::Fingerprint {
-                path: path.into(),
-                stored: meta.fingerprint,
-                rebuilt,
-            });
-        }
         let rows = store.results()?;
         let workers = store.workers()?.into_iter().map(|w| (w.row.id, w.row)).collect();
         let checksums = store.has_checksums();
         let evidence = store.evidence_of(&rows)?;
         Ok(StoredRun { meta, list, rows, workers, checksums, evidence })
     }
+}
+
+/// Opens the state file in `path` read-only and rebuilds its job list, which must give the
+/// file's run fingerprint.
+pub(crate) fn open_with_list(path: &Path) -> Result<(Store, JobList), VerifyError> {
+    let store = Store::open_existing(path)?;
+    let meta = store.meta();
+    let list = job_list(meta.n as u32, &SplitParams { target_jobs: meta.target_jobs })
+        .map_err(|source| VerifyError::JobList { path: path.into(), source })?;
+    let rebuilt = run_fingerprint(&list, nqueens_proto::PROTOCOL_MAJOR);
+    if rebuilt != meta.fingerprint {
+        return Err(VerifyError::Fingerprint {
+            path: path.into(),
+            stored: meta.fingerprint.clone(),
+            rebuilt,
+        });
+    }
+    Ok((store, list))
 }
 
 /// The result rows whose checksum fails.

@@ -85,7 +85,7 @@ impl Constellation {
     }
 
     /// The constellation of a set of queens that has exactly one queen on each border, if it has.
-    fn from_queens(n: u8, queens: &[Cell]) -> Option<Constellation> {
+    pub(crate) fn from_queens(n: u8, queens: &[Cell]) -> Option<Constellation> {
         let m = n - 1;
         let one = |pick: &dyn Fn(&Cell) -> Option<u8>| -> Option<u8> {
             let mut found = queens.iter().filter_map(pick);

@@ -253,6 +253,52 @@ impl Job {
         Ok((layout, state))
     }
 
+    /// The job of an `n`-board whose fixed queens (border and pre-placed, in any order) are
+    /// `queens`, as [`Job::fixed_queens`] gives them: a canonical constellation and queens in its
+    /// first searched rows. With `id` 0 and `estimate` 0: it names a board, not a place in a list.
+    /// Fails on anything else (queens that attack each other, a constellation that is not
+    /// canonical, queens outside the first searched rows).
+    pub fn from_board(n: u8, queens: &[Cell]) -> Result<Job, CoreError> {
+        let invalid = |reason: String| CoreError::InvalidJob { reason };
+        check_board_size(n as i64)?;
+        if queens.iter().any(|&(r, c)| r >= n || c >= n) {
+            return Err(invalid(format!("a queen of {queens:?} is off the {n}-board")));
+        }
+        let constellation = Constellation::from_queens(n, queens).ok_or_else(|| {
+            invalid(format!("{queens:?} has not exactly one queen on each border"))
+        })?;
+        let border = constellation.queens(n);
+        let layout = Layout::new(n, &constellation);
+        let mut prefix = Vec::new();
+        for depth in 0..layout.rows() {
+            let row = layout.row_of(depth);
+            let mut here = queens.iter().filter(|&&(r, _)| r == row);
+            match (here.next(), here.next()) {
+                (Some(&(_, col)), None) => prefix.push(col),
+                (None, _) => break,
+                (Some(_), Some(_)) => return Err(invalid(format!("two queens in row {row}"))),
+            }
+        }
+        let job = Job {
+            id: JobId::new(0),
+            n,
+            constellation,
+            weight: constellation.orbit_size(n),
+            prefix,
+            estimate: 0,
+        };
+        job.prepare()?;
+        let (mut given, mut rebuilt) = (queens.to_vec(), job.fixed_queens());
+        given.sort_unstable();
+        rebuilt.sort_unstable();
+        if given != rebuilt || border.len() + job.prefix.len() != queens.len() {
+            return Err(invalid(format!(
+                "{queens:?} are not a constellation's queens and queens in its first searched rows"
+            )));
+        }
+        Ok(job)
+    }
+
     /// The border queens and pre-placed queens of this job as board squares.
     pub fn fixed_queens(&self) -> Vec<Cell> {
         let layout = Layout::new(self.n, &self.constellation);

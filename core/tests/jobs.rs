@@ -2,7 +2,7 @@
 
 use nqueens_core::reference::{all_solutions, count_all};
 use nqueens_core::{
-    job_list, Constellation, CoreError, Job, JobCounts, SplitParams, Symmetry, Tally,
+    job_list, Constellation, CoreError, Job, JobCounts, JobId, SplitParams, Symmetry, Tally,
 };
 
 fn tally_of(n: u32, jobs: &[Job], counts: &[JobCounts]) -> Tally {
@@ -212,5 +212,37 @@ fn boards_28_to_32_split_into_sane_job_lists() {
             list.jobs.iter().filter(|j| seen.insert(j.constellation)).collect();
         assert!(constellations.len() <= nqueens_core::canonical_constellations(n as u8).len());
         assert!(constellations.len() * 2 > nqueens_core::canonical_constellations(n as u8).len());
+    }
+}
+
+/// A job is named by its board alone: every job of a list comes back from its fixed queens (in
+/// any order), and boards that are no job's are refused.
+#[test]
+fn jobs_are_rebuilt_from_their_queens_alone() {
+    for n in [1u32, 4, 5, 8, 11] {
+        let list = job_list(n, &SplitParams::default()).unwrap();
+        for job in &list.jobs {
+            let mut queens = job.fixed_queens();
+            queens.reverse();
+            let rebuilt = Job::from_board(job.n, &queens).unwrap();
+            assert_eq!(rebuilt, Job { id: JobId::new(0), estimate: 0, ..job.clone() }, "N={n}");
+        }
+    }
+    let list = job_list(11, &SplitParams::with_target(5_000)).unwrap();
+    let job = list.jobs.iter().find(|j| j.prefix.len() >= 2).unwrap();
+    let border = job.constellation.queens(11);
+    let queens = job.fixed_queens();
+    // The first searched row's queen taken away (the others are then not in the first rows), a
+    // queen added, a queen off the board, one border queen taken away.
+    let first = queens.iter().position(|q| !border.contains(q)).unwrap();
+    let mut gap = queens.clone();
+    gap.remove(first);
+    let mut extra = queens.clone();
+    extra.push((5, 5));
+    let mut off = queens.clone();
+    off.push((11, 0));
+    let no_top: Vec<_> = queens.iter().copied().filter(|&(r, _)| r != 0).collect();
+    for bad in [gap, extra, off, no_top] {
+        assert!(Job::from_board(11, &bad).is_err(), "{bad:?}");
     }
 }

@@ -18,15 +18,36 @@ pub enum Basis {
     OneParty,
 }
 
-/// What `counted` rests on among `answers` (every answer its job was given, the counted one
+/// Who gave a job's counted answer: the coordinator's own solve, and how many independent
+/// credentials (see [`support`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Support {
+    /// The coordinator's own solve gave it.
+    pub coordinator: bool,
+    /// Distinct credentials of trusted workers that gave it.
+    pub credentials: usize,
+}
+
+impl Support {
+    /// What an answer with this support rests on.
+    pub fn basis(&self) -> Basis {
+        match (self.coordinator, self.credentials) {
+            (true, 0) => Basis::Coordinator,
+            (true, _) | (false, 2..) => Basis::Independent,
+            (false, _) => Basis::OneParty,
+        }
+    }
+}
+
+/// Who stands behind `counted` among `answers` (every answer its job was given, the counted one
 /// among them): the coordinator's, and the distinct credentials of the workers not
 /// `untrusted` that gave the same. An answer of unknown credential adds a credential only where
 /// no known one agrees (it may be any of them).
-pub fn basis<'a>(
+pub fn support<'a>(
     answers: impl IntoIterator<Item = &'a Answer>,
     counted: &JobCounts,
     untrusted: impl Fn(WorkerId) -> bool,
-) -> Basis {
+) -> Support {
     let mut coordinator = false;
     let mut unknown = false;
     let mut credentials = BTreeSet::new();
@@ -41,12 +62,16 @@ pub fn basis<'a>(
             credentials.insert(a.credential);
         }
     }
-    let others = credentials.len().max(usize::from(unknown));
-    match (coordinator, others) {
-        (true, 0) => Basis::Coordinator,
-        (true, _) | (false, 2..) => Basis::Independent,
-        (false, _) => Basis::OneParty,
-    }
+    Support { coordinator, credentials: credentials.len().max(usize::from(unknown)) }
+}
+
+/// What `counted` rests on among `answers`: the [`Basis`] of its [`support`].
+pub fn basis<'a>(
+    answers: impl IntoIterator<Item = &'a Answer>,
+    counted: &JobCounts,
+    untrusted: impl Fn(WorkerId) -> bool,
+) -> Basis {
+    support(answers, counted, untrusted).basis()
 }
 
 #[cfg(test)]

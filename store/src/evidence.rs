@@ -8,7 +8,8 @@ use super::credentials::{CredentialNumbers, SHARED};
 use super::error::StoreError;
 use super::rows::StoredResult;
 use super::Store;
-use nqueens_scheduler::evidence::{basis, Basis};
+use nqueens_core::JobCounts;
+use nqueens_scheduler::evidence::{support, Basis, Support};
 use nqueens_scheduler::state::{JobState, Review};
 use nqueens_scheduler::Answer;
 use serde::{Deserialize, Serialize};
@@ -83,6 +84,17 @@ impl Evidence {
     }
 }
 
+/// A done job's counted answer and who stands behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountedJob {
+    /// The job.
+    pub job_id: u64,
+    /// Its counted counts.
+    pub counts: JobCounts,
+    /// The coordinator and the independent credentials that gave the same answer.
+    pub support: Support,
+}
+
 /// One job's figures needed here.
 struct JobFacts {
     state: JobState,
@@ -99,6 +111,35 @@ impl Store {
     /// [`Store::evidence`] from `rows`, the result rows already read (as the tally reads them).
     pub fn evidence_of(&self, rows: &[StoredResult]) -> Result<Evidence, StoreError> {
         let jobs = self.job_facts()?;
+        let mut evidence = Evidence { replication: self.meta.replication, ..Evidence::default() };
+        for job in jobs.iter().filter(|j| j.review == Review::Recheck) {
+            evidence.rechecks_drawn += 1;
+            if job.state == JobState::Done && job.conflicts == 0 {
+                evidence.rechecks_passed += 1;
+            }
+        }
+        for counted in self.counted_of(rows, &jobs)? {
+            match counted.support.basis() {
+                Basis::Coordinator => evidence.jobs_coordinator += 1,
+                Basis::Independent => evidence.jobs_independent += 1,
+                Basis::OneParty => evidence.jobs_one_party += 1,
+            }
+        }
+        Ok(evidence.with_bounds())
+    }
+
+    /// Every done job's counted answer (its row intact) and who stands behind it, in job order:
+    /// the rows of an export.
+    pub fn counted_jobs(&self) -> Result<Vec<CountedJob>, StoreError> {
+        self.counted_of(&self.results()?, &self.job_facts()?)
+    }
+
+    /// [`Store::counted_jobs`] from rows and job facts already read.
+    fn counted_of(
+        &self,
+        rows: &[StoredResult],
+        jobs: &[JobFacts],
+    ) -> Result<Vec<CountedJob>, StoreError> {
         let workers = self.worker_credentials()?;
         let untrusted: HashSet<u64> = self.untrusted_workers()?.into_iter().collect();
         // Numbers only compared within this reading: a numbering of its own.
@@ -107,14 +148,8 @@ impl Store {
         for row in rows.iter().filter(|r| r.intact) {
             by_job.entry(row.job_id).or_default().push(row);
         }
-        let mut evidence = Evidence { replication: self.meta.replication, ..Evidence::default() };
+        let mut out = Vec::new();
         for (id, job) in jobs.iter().enumerate() {
-            if job.review == Review::Recheck {
-                evidence.rechecks_drawn += 1;
-                if job.state == JobState::Done && job.conflicts == 0 {
-                    evidence.rechecks_passed += 1;
-                }
-            }
             let rows = by_job.get(&(id as u64)).map_or(&[][..], Vec::as_slice);
             let Some(counted) = rows.iter().find(|r| r.counted) else { continue };
             if job.state != JobState::Done {
@@ -122,13 +157,10 @@ impl Store {
             }
             let answers: Vec<Answer> =
                 rows.iter().map(|r| r.answer(&mut numbers, &workers)).collect();
-            match basis(&answers, &counted.counts, |w| untrusted.contains(&w.get())) {
-                Basis::Coordinator => evidence.jobs_coordinator += 1,
-                Basis::Independent => evidence.jobs_independent += 1,
-                Basis::OneParty => evidence.jobs_one_party += 1,
-            }
+            let support = support(&answers, &counted.counts, |w| untrusted.contains(&w.get()));
+            out.push(CountedJob { job_id: id as u64, counts: counted.counts, support });
         }
-        Ok(evidence.with_bounds())
+        Ok(out)
     }
 
     /// State, review and conflicts of every job, by id.

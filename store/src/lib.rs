@@ -42,7 +42,7 @@ pub use credentials::{
     add_credential, check_credential_name, revoke_credential, CredentialNumbers, CredentialRow,
 };
 pub use error::StoreError;
-pub use evidence::{Evidence, EVIDENCE_CONFIDENCE};
+pub use evidence::{CountedJob, Evidence, EVIDENCE_CONFIDENCE};
 pub use rows::{Requeue, Requeued, StoredResult};
 pub use workers::{BlockedJobs, WorkerRecord};
 

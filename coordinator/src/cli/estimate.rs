@@ -10,6 +10,72 @@ use nqueens_core::{check_board_size, SplitParams};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
+/// The default card rate and where it comes from: the fastest published GPU counter we know of,
+/// measured by its authors (docs/estimate.md, "Cards").
+pub const PUBLISHED_CARD_RATE: f64 = 1.49e10;
+const PUBLISHED_CARD: &str =
+    "an RTX 5090 running Yao & Li's kernel, 1.49e10 solutions/s at N = 22 (published)";
+
+/// How fast one card is taken to be, and why.
+#[derive(Debug, serde::Serialize)]
+struct CardRate {
+    /// Solutions per second of one card (absent when given as cores).
+    solutions_per_second: Option<f64>,
+    /// Where that figure comes from.
+    source: String,
+    /// This host's solutions per core-second at this N (the estimate's projection).
+    host_solutions_per_core_second: f64,
+    /// One card in cores of this host: the rate over the host's.
+    cores: f64,
+}
+
+impl CardRate {
+    /// The card of `args` against the host speed `e` measured.
+    fn of(args: &EstimateArgs, e: &Estimate) -> Result<CardRate> {
+        let host = if e.total_cpu_seconds > 0.0 {
+            e.projected_solutions / e.total_cpu_seconds
+        } else {
+            0.0
+        };
+        if let Some(cores) = args.card_cores {
+            anyhow::ensure!(
+                cores.is_finite() && cores > 0.0,
+                "--card-cores must be a positive number"
+            );
+            return Ok(CardRate {
+                solutions_per_second: None,
+                source: "given with --card-cores".into(),
+                host_solutions_per_core_second: host,
+                cores,
+            });
+        }
+        let (rate, source) = match args.card_rate {
+            Some(rate) => (rate, format!("given with --card-rate ({rate:.3e} solutions/s)")),
+            None => (PUBLISHED_CARD_RATE, PUBLISHED_CARD.to_string()),
+        };
+        anyhow::ensure!(rate.is_finite() && rate > 0.0, "--card-rate must be a positive number");
+        anyhow::ensure!(
+            host > 0.0,
+            "N={} has no solutions to measure this host's rate by: give --card-cores",
+            e.n
+        );
+        Ok(CardRate {
+            solutions_per_second: Some(rate),
+            source,
+            host_solutions_per_core_second: host,
+            cores: rate / host,
+        })
+    }
+}
+
+/// `estimate`'s JSON: the estimate and the card rate behind its card figures.
+#[derive(serde::Serialize)]
+struct Report<'a> {
+    #[serde(flatten)]
+    estimate: &'a Estimate,
+    card: &'a CardRate,
+}
+
 #[derive(Args, Debug)]
 pub struct EstimateArgs {
     /// Board size N.
@@ -34,10 +100,14 @@ pub struct EstimateArgs {
     /// takes its CPU time over this many cores.
     #[arg(long, default_value_t = EstimateParams::default().host_cores)]
     pub host_cores: u64,
-    /// One card's speed, in cores of this machine (an assumption until a card measures it: run
-    /// `estimate N --gpu` there and divide its projection into this one's CPU time).
-    #[arg(long, default_value_t = EstimateParams::default().card_cores)]
-    pub card_cores: f64,
+    /// One card's speed in solutions per second: the card figures take a card as this rate over
+    /// this host's measured solutions per core-second [default: a published figure, printed with
+    /// its source; `estimate N --gpu` on a card measures its own].
+    #[arg(long, value_name = "SOLUTIONS_PER_SECOND", conflicts_with = "card_cores")]
+    pub card_rate: Option<f64>,
+    /// One card's speed in cores of this machine, given directly instead of --card-rate.
+    #[arg(long)]
+    pub card_cores: Option<f64>,
     /// Jobs with more searched rows than this left below their queens are sampled down random
     /// paths of their parts instead of solved whole (raise it to check the paths against whole
     /// solves at a size where both are affordable).
@@ -119,6 +189,14 @@ fn run_gpu(n: u32, args: &EstimateArgs, selector: nqueens_gpu::DeviceSelector) -
         println!("on {k:>4} cards  {:>16}", span(days * 86_400.0));
     }
     println!("solutions ~{:.4e} (from the sample)", e.projected_solutions);
+    if gpu_seconds > 0.0 {
+        println!(
+            "card     {:.3e} solutions/s measured on {}: pass --card-rate {:.3e} to the CPU estimate of N={n}",
+            e.projected_solutions / gpu_seconds,
+            e.device,
+            e.projected_solutions / gpu_seconds
+        );
+    }
     Ok(())
 }
 
@@ -140,19 +218,17 @@ pub fn run(args: EstimateArgs) -> Result<ExitCode> {
         budget: args.cost_budget,
         whole_rows: args.whole_rows,
         host_cores: args.host_cores,
-        card_cores: args.card_cores,
+        card_cores: args.card_cores.unwrap_or(EstimateParams::default().card_cores),
         measure_speed: !args.no_reference,
     };
     anyhow::ensure!(args.host_cores > 0, "--host-cores must be at least 1");
-    anyhow::ensure!(
-        args.card_cores.is_finite() && args.card_cores > 0.0,
-        "--card-cores must be a positive number"
-    );
-    let e = estimate(n, &params)?;
+    let mut e = estimate(n, &params)?;
+    let card = CardRate::of(&args, &e)?;
+    e.set_hardware(args.host_cores, card.cores);
     if args.json {
-        println!("{}", serde_json::to_string(&e)?);
+        println!("{}", serde_json::to_string(&Report { estimate: &e, card: &card })?);
     } else {
-        print!("{}", text(&e));
+        print!("{}", text(&e, &card));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -176,7 +252,7 @@ fn seconds(s: f64) -> String {
 }
 
 /// The human-readable report.
-fn text(e: &Estimate) -> String {
+fn text(e: &Estimate, card: &CardRate) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -223,11 +299,15 @@ fn text(e: &Estimate) -> String {
     );
     let _ = writeln!(
         o,
-        "longest  job on a host of {} cores ~{}; on one card ~{} (a card taken as {} cores)",
+        "longest  job on a host of {} cores ~{}; on one card ~{}",
         e.host_cores,
         span(e.longest_job_on_host_seconds),
         span(e.longest_job_on_card_seconds),
-        e.card_cores
+    );
+    let _ = writeln!(
+        o,
+        "card     taken as {:.0} cores of this host: {}, over this host's {:.3e} solutions/s per core at N={}",
+        card.cores, card.source, card.host_solutions_per_core_second, e.n
     );
     for c in &e.on_cores {
         let bound = if c.wall_seconds <= e.longest_job_on_host_seconds * 1.000_001 {

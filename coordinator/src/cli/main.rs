@@ -33,6 +33,10 @@ enum Command {
     /// Solve a sample (or all) of a run's counted jobs again and compare; list rows whose checksum
     /// fails. Exit 0 only if everything agrees. Read-only: safe beside a running coordinator.
     Verify(VerifyArgs),
+    /// Write a run's counted jobs as a file anyone can check without this project (JSON Lines;
+    /// gzip for a name ending in .gz): each job's queens, counts, weight and what it rests on,
+    /// with the digest the result file publishes. Read-only: safe beside a running coordinator.
+    Export(ExportArgs),
     /// Exit 0 if the coordinator's gRPC health service reports SERVING (for container health
     /// checks).
     Healthcheck(cluster_commands::HealthcheckArgs),
@@ -58,7 +62,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `solve` prints its answer on stdout and keeps stderr for the progress bar: quiet by default.
     let default_filter = match cli.command {
-        Command::Solve(_) | Command::Estimate(_) | Command::Token(_) | Command::Backup(_) => "warn",
+        Command::Solve(_)
+        | Command::Estimate(_)
+        | Command::Token(_)
+        | Command::Backup(_)
+        | Command::Export(_) => "warn",
         _ => "warn,nqueens_coordinator=info,nqueens_core=info",
     };
     nqueens_process::init_logging(default_filter);
@@ -69,6 +77,7 @@ fn main() -> ExitCode {
         Command::Requeue(args) => cluster_commands::requeue(args),
         Command::Healthcheck(args) => cluster_commands::healthcheck(args),
         Command::Verify(args) => verify(args),
+        Command::Export(args) => export(args),
         Command::Estimate(args) => estimate::run(args),
         Command::Token(args) => token::run(args),
         Command::Backup(args) => cluster_commands::backup(args),
@@ -87,10 +96,22 @@ struct VerifyArgs {
     /// The run's state file (opened read-only).
     #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
     state: std::path::PathBuf,
-    /// How many counted jobs to solve again, chosen by a fixed pseudo-random order.
+    /// Check an export (from `export`) instead of a state file, from the file alone: its digest
+    /// and sums, and --sample of its rows solved again from their queens.
+    #[arg(long, value_name = "FILE")]
+    export: Option<std::path::PathBuf>,
+    /// With --export: the published result file whose totals and export_sha256 the export must
+    /// give.
+    #[arg(long, value_name = "FILE", requires = "export")]
+    result: Option<std::path::PathBuf>,
+    /// With --export: the seed of the rows' sampling order (anyone can choose one).
+    #[arg(long, default_value_t = 1, requires = "export")]
+    seed: u64,
+    /// How many counted jobs (or rows of an export) to solve again, chosen by a pseudo-random
+    /// order.
     #[arg(long, default_value_t = 64, conflicts_with = "all")]
     sample: usize,
-    /// Solve every counted job again.
+    /// Solve every counted job (or every row of an export) again.
     #[arg(long)]
     all: bool,
     /// Solver threads [default: all cores].
@@ -106,6 +127,21 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let threads =
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     anyhow::ensure!(threads > 0, "--threads must be at least 1");
+    if let Some(export) = &args.export {
+        use nqueens_coordinator::{verify_export, RowSample};
+        let sample = if args.all {
+            RowSample::All
+        } else {
+            RowSample::Rows { count: args.sample, seed: args.seed }
+        };
+        let report = verify_export(export, args.result.as_deref(), sample, threads)?;
+        if args.json {
+            println!("{}", report.json());
+        } else {
+            print!("{}", report.text());
+        }
+        return Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
     let sample = if args.all { Sample::All } else { Sample::Jobs(args.sample) };
     let report = verify_state(&args.state, sample, threads)?;
     if args.json {
@@ -114,4 +150,34 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         print!("{}", report.text());
     }
     Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+#[derive(clap::Args, Debug)]
+struct ExportArgs {
+    /// The run's state file (opened read-only).
+    #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
+    state: std::path::PathBuf,
+    /// Where to write the export (gzip-compressed if it ends in .gz).
+    #[arg(long, value_name = "FILE")]
+    to: std::path::PathBuf,
+}
+
+fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let done = nqueens_coordinator::export_state(&args.state, &args.to)?;
+    let end = &done.end;
+    println!(
+        "exported N={} {} of {} jobs to {} ({} bytes) in {:.1}s: Total {} Unique {}, rows_sha256 {}{}",
+        done.header.n,
+        end.rows,
+        done.header.jobs,
+        args.to.display(),
+        done.bytes,
+        started.elapsed().as_secs_f64(),
+        end.total,
+        end.unique.map_or("-".into(), |u| u.to_string()),
+        end.rows_sha256,
+        if end.complete { "" } else { " (NOT every job is counted yet: a partial export)" }
+    );
+    Ok(ExitCode::SUCCESS)
 }

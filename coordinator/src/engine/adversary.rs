@@ -276,7 +276,8 @@ impl<'a> World<'a> {
             lease_duration: LEASE,
             heartbeat: Duration::from_secs(1),
             spot_checks: false,
-            jobs: self.setup.referee.then(|| Arc::new(self.board.list.jobs.clone())),
+            jobs: Some(Arc::new(self.board.list.jobs.clone())),
+            coordinator_checks: self.setup.referee,
             recheck_fraction: self.setup.recheck,
             max_unproven: self.setup.max_unproven,
         };

@@ -48,6 +48,7 @@ fn start_engine_writing(
         heartbeat: Duration::from_secs(10),
         spot_checks: false,
         jobs: None,
+        coordinator_checks: false,
         recheck_fraction: 0.0,
         max_unproven: 64,
     };

@@ -292,6 +292,7 @@ impl From<&RunResult> for pb::RunResult {
             total_hi,
             unique_hi,
             evidence: r.evidence.as_ref().map(evidence_to_wire),
+            export_sha256: r.export_sha256.clone(),
         }
     }
 }
@@ -324,6 +325,20 @@ fn evidence_from_wire(e: pb::Evidence) -> Result<Evidence, WireError> {
     })
 }
 
+/// A digest from the wire: 64 lowercase hex digits, nothing else.
+fn sha256_hex(digest: &str) -> Result<String, WireError> {
+    if digest.len() == 64
+        && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        Ok(digest.to_owned())
+    } else {
+        Err(WireError::Inconsistent(format!(
+            "export digest {:?} is not a SHA-256 in hex",
+            nqueens_proto::bounds::shown(digest)
+        )))
+    }
+}
+
 /// The classes, where present, must add up to the total and the unique count.
 impl TryFrom<pb::RunResult> for RunResult {
     type Error = WireError;
@@ -349,6 +364,7 @@ impl TryFrom<pb::RunResult> for RunResult {
             seconds: r.seconds,
             nodes: r.nodes,
             evidence: r.evidence.map(evidence_from_wire).transpose()?,
+            export_sha256: r.export_sha256.map(|d| sha256_hex(&d)).transpose()?,
         })
     }
 }
@@ -572,6 +588,7 @@ mod tests {
             seconds: 1.5,
             nodes: 12,
             evidence: None,
+            export_sha256: Some("0123456789abcdef".repeat(4)),
         }
     }
 
@@ -584,9 +601,12 @@ mod tests {
         let r = record(total, classes);
         let wire = pb::RunResult::from(&r);
         assert_ne!(wire.total_hi, 0);
-        assert_eq!(RunResult::try_from(wire), Ok(r));
-        let mut bad = wire;
+        assert_eq!(RunResult::try_from(wire.clone()), Ok(r));
+        let mut bad = wire.clone();
         bad.total_hi += 1;
+        assert!(matches!(RunResult::try_from(bad), Err(WireError::Inconsistent(_))));
+        let mut bad = wire;
+        bad.export_sha256 = Some("0123\u{1b}[2J".into());
         assert!(matches!(RunResult::try_from(bad), Err(WireError::Inconsistent(_))));
     }
 

@@ -23,6 +23,8 @@ mod connection_limits;
 mod deploy_manifests;
 mod docs;
 mod durability;
+mod estimate_cli;
+mod export;
 mod faulty_worker;
 mod fd_exhaustion;
 mod first_run;
