@@ -634,9 +634,13 @@ impl Engine {
         self.store.checkpoint()?;
         let evidence = self.store.evidence()?;
         tracing::info!(evidence = %evidence.summary(), "what the total rests on");
-        let mut record =
-            RunResult::new(&totals, self.scheduler.total_jobs(), self.store.age(), tally.nodes)
-                .with_evidence(evidence);
+        let mut record = RunResult::new(
+            &totals,
+            self.scheduler.total_jobs(),
+            self.store.time_to_last_result()?,
+            tally.nodes,
+        )
+        .with_evidence(evidence);
         if let Some(jobs) = &self.config.jobs {
             match crate::export::export_digest(&self.store, jobs) {
                 Ok(digest) => record = record.with_export_digest(digest),

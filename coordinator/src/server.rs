@@ -492,12 +492,7 @@ fn start_engine(
     // Its connections are opened and the first sums read now, off every caller: the first status
     // call finds them ready (opening a file of a million jobs and summing its results take
     // seconds).
-    let warm = reader.clone();
-    std::thread::spawn(move || {
-        if let Err(e) = warm.recent_sums().and_then(|_| warm.blocked(0)) {
-            tracing::warn!(error = %e, "status: cannot read the state file");
-        }
-    });
+    reader.keep_sums_current();
     let running = Running {
         engine,
         snapshots: started.snapshots,

@@ -22,7 +22,7 @@ use crate::run_result::RunResult;
 use nqueens_scheduler::state::JobState;
 use nqueens_store::{Store, StoreError, Summary};
 use serde::Serialize;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The coordinator's counters since it started (what `/metrics` exposes beside the jobs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -90,10 +90,7 @@ impl RunSnapshot {
         let meta = store.meta();
         let done = s.jobs.get(JobState::Done);
         // A finished run took until its last counted result, however long ago that was.
-        let took = match s.last_result_unix {
-            Some(last) => Duration::from_secs_f64((last - meta.created_unix).max(0.0)),
-            None => store.age(),
-        };
+        let took = store.time_to_last_result()?;
         let result = match (done == meta.job_count, store.final_totals(&s.tally)?) {
             (true, Some(t)) => {
                 let record = RunResult::new(&t, meta.job_count, took, s.tally.nodes)

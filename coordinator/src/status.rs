@@ -21,15 +21,15 @@ pub struct StatusReader {
     sums_store: Mutex<Option<Store>>,
     lists_store: Mutex<Option<Store>>,
     /// When the sums may be read again, and the sums as last read (see
-    /// [`StatusReader::recent_sums`]).
+    /// [`StatusReader::keep_sums_current`]).
     recent: Mutex<Option<(std::time::Instant, Sums)>>,
-    refreshing: std::sync::atomic::AtomicBool,
 }
 
 /// How old the sums a live status call shows may be before they are read again: summing checks
 /// every result row's checksum, which takes time in proportion to the run's jobs (a third of a
 /// second for 180,000 on a 2-vCPU VM), so it is done at most this often however often status is
-/// asked, and never while a caller waits but for the first time.
+/// asked, never while a caller waits but for the first time, and not at all while the file does
+/// not change (a finished run).
 pub const SUMS_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The most of one core that summing for status may take: a read that took `t` is not made
@@ -60,43 +60,67 @@ impl StatusReader {
             sums_store: Mutex::new(None),
             lists_store: Mutex::new(None),
             recent: Mutex::new(None),
-            refreshing: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// The sums as read at most [`SUMS_MAX_AGE`] ago (or, on a run whose rows take long to
-    /// sum, as [`SUMS_SHARE`] allows); older ones are returned at once while one thread reads
-    /// them again. Blocking only for the first read.
-    pub fn recent_sums(self: &std::sync::Arc<Self>) -> Result<Sums, StoreError> {
-        if let Some(sums) = self.cached_sums() {
-            return Ok(sums);
+    /// Keeps the sums current off every caller, in a thread named `status-sums`: reads them now,
+    /// then again whenever they are due and the file changed since the last read (SQLite's
+    /// `data_version`), so that a status call never shows sums older than their due time plus
+    /// half a second, and a finished run is not summed again. The thread ends with the last
+    /// holder of the reader.
+    pub fn keep_sums_current(self: &std::sync::Arc<Self>) {
+        let weak = std::sync::Arc::downgrade(self);
+        let refresh = move || {
+            let mut version = None;
+            while let Some(reader) = weak.upgrade() {
+                let due = reader.recent.lock().as_ref().map(|(due, _)| *due);
+                if due.is_none_or(|d| std::time::Instant::now() >= d) {
+                    let now = reader.with_store(&reader.sums_store, |s| s.data_version());
+                    let read = match now {
+                        Ok(v) if due.is_some() && Some(v) == version => Ok(()),
+                        Ok(v) => {
+                            version = Some(v);
+                            reader.read_sums().map(drop)
+                        }
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = read.and_then(|_| reader.blocked(0).map(drop)) {
+                        tracing::warn!(error = %e, "status: cannot read the state file");
+                    }
+                }
+                drop(reader);
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+        };
+        if let Err(e) = std::thread::Builder::new().name("status-sums".into()).spawn(refresh) {
+            tracing::warn!(error = %e, "status: cannot start the thread that sums the rows");
         }
+    }
+
+    /// Reads the sums now and keeps them with their due time. Blocking.
+    pub fn read_sums(&self) -> Result<Sums, StoreError> {
         let started = std::time::Instant::now();
         let sums = self.sums()?;
         *self.recent.lock() = Some((next_sums_read(started, started.elapsed()), sums.clone()));
         Ok(sums)
     }
 
-    /// The sums as last read, without blocking (`None` before the first read); once they are
-    /// due, one thread reads them again.
-    pub fn cached_sums(self: &std::sync::Arc<Self>) -> Option<Sums> {
-        use std::sync::atomic::Ordering;
-        let (due, sums) = self.recent.lock().clone()?;
-        if std::time::Instant::now() >= due && !self.refreshing.swap(true, Ordering::SeqCst) {
-            let reader = self.clone();
-            std::thread::spawn(move || {
-                let started = std::time::Instant::now();
-                match reader.sums() {
-                    Ok(sums) => {
-                        let due = next_sums_read(started, started.elapsed());
-                        *reader.recent.lock() = Some((due, sums));
-                    }
-                    Err(e) => tracing::warn!(error = %e, "status: cannot sum the committed rows"),
-                }
-                reader.refreshing.store(false, Ordering::SeqCst);
-            });
+    /// The sums as last read, or, before the first read, that read: the one in flight (which
+    /// holds the connection) or one made now. Blocking only before the first read.
+    pub fn first_sums(&self) -> Result<Sums, StoreError> {
+        if let Some(sums) = self.cached_sums() {
+            return Ok(sums);
         }
-        Some(sums)
+        drop(self.sums_store.lock());
+        match self.cached_sums() {
+            Some(sums) => Ok(sums),
+            None => self.read_sums(),
+        }
+    }
+
+    /// The sums as last read, without blocking (`None` before the first read).
+    pub fn cached_sums(&self) -> Option<Sums> {
+        self.recent.lock().as_ref().map(|(_, sums)| sums.clone())
     }
 
     /// Runs `read` on the connection in `store`, opening it first if need be. Blocking.
@@ -108,7 +132,8 @@ impl StatusReader {
         let mut guard = store.lock();
         let store = match &mut *guard {
             Some(store) => store,
-            empty => empty.insert(Store::open_existing(&self.path)?),
+            // The engine's writer checked the file when it opened it.
+            empty => empty.insert(Store::open_beside_writer(&self.path)?),
         };
         read(store)
     }
@@ -205,9 +230,9 @@ impl StatusReport {
     /// `status --state`: reads the state file at `path`, listing the workers `query` asks for.
     pub fn read(path: &Path, query: &WorkerQuery) -> Result<StatusReport, StoreError> {
         let store = Store::open_existing(path)?;
-        let summary = store.summary()?;
+        let (summary, evidence) = store.summary_and_evidence()?;
         let mut view = StatusView::offline(&store, &summary, path)?;
-        view.evidence = Some(store.evidence()?);
+        view.evidence = Some(evidence);
         view.show_workers(&fleet::FleetIndex::new(view.run.workers.clone()), query);
         Ok(StatusReport { bad_rows: summary.bad_rows, checksums: store.has_checksums(), view })
     }

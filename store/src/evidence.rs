@@ -95,9 +95,9 @@ pub struct CountedJob {
     pub support: Support,
 }
 
-/// One job's figures needed here.
-struct JobFacts {
-    state: JobState,
+/// One job's figures needed here (and for the jobs by state of a summary).
+pub(super) struct JobFacts {
+    pub(super) state: JobState,
     review: Review,
     conflicts: u32,
 }
@@ -110,7 +110,15 @@ impl Store {
 
     /// [`Store::evidence`] from `rows`, the result rows already read (as the tally reads them).
     pub fn evidence_of(&self, rows: &[StoredResult]) -> Result<Evidence, StoreError> {
-        let jobs = self.job_facts()?;
+        self.evidence_with(rows, &self.job_facts()?)
+    }
+
+    /// [`Store::evidence`] from rows and job facts already read.
+    pub(super) fn evidence_with(
+        &self,
+        rows: &[StoredResult],
+        jobs: &[JobFacts],
+    ) -> Result<Evidence, StoreError> {
         let mut evidence = Evidence { replication: self.meta.replication, ..Evidence::default() };
         for job in jobs.iter().filter(|j| j.review == Review::Recheck) {
             evidence.rechecks_drawn += 1;
@@ -118,7 +126,7 @@ impl Store {
                 evidence.rechecks_passed += 1;
             }
         }
-        for counted in self.counted_of(rows, &jobs)? {
+        for counted in self.counted_of(rows, jobs)? {
             match counted.support.basis() {
                 Basis::Coordinator => evidence.jobs_coordinator += 1,
                 Basis::Independent => evidence.jobs_independent += 1,
@@ -164,7 +172,7 @@ impl Store {
     }
 
     /// State, review and conflicts of every job, by id.
-    fn job_facts(&self) -> Result<Vec<JobFacts>, StoreError> {
+    pub(super) fn job_facts(&self) -> Result<Vec<JobFacts>, StoreError> {
         let sql = self.sql();
         let review = if self.has_column("jobs", "review")? { "review" } else { "NULL" };
         let query = format!("SELECT state, {review}, conflicts FROM jobs ORDER BY id");

@@ -212,6 +212,12 @@ impl Store {
         &mut self.numbers
     }
 
+    /// SQLite's `data_version` of this connection: it changes whenever another connection
+    /// commits, so a reader can tell the file changed without reading it.
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        self.conn.query_row("PRAGMA data_version", [], |r| r.get(0)).map_err(self.sql())
+    }
+
     /// What identifies the run.
     pub fn meta(&self) -> &RunMeta {
         &self.meta

@@ -142,6 +142,13 @@ impl Store {
         Self::open_existing_file(path, false)
     }
 
+    /// Opens a state file read-only beside this process's writer (a live coordinator's status
+    /// readers): the writer checked the file (`quick_check`) when it opened it, so this does not
+    /// scan it again.
+    pub fn open_beside_writer(path: &Path) -> Result<Store, StoreError> {
+        Self::open_existing_locked(path, Mode::ReadBesideWriter)
+    }
+
     /// Opens a copy of a state file read-only and as immutable (`backup` checks its copy so):
     /// nothing is created beside it, and a `-wal` beside it is ignored.
     pub(super) fn open_copy(path: &Path) -> Result<Store, StoreError> {
@@ -353,6 +360,9 @@ fn immutable_uri(path: &Path) -> String {
 /// How [`open_conn`] opens a file that [`probe`] accepted.
 enum Mode {
     Read,
+    /// Read-only beside this process's writer, which checked the file when it opened it: no
+    /// second `quick_check` (a scan of the whole file) for each reader.
+    ReadBesideWriter,
     /// Read-only, as an immutable file: for a copy that no one writes.
     Immutable,
     /// `fresh`: a missing or empty file, marked as ours before anything else is written.
@@ -362,7 +372,7 @@ enum Mode {
 }
 
 fn open_conn(path: &Path, mode: Mode) -> Result<Connection, StoreError> {
-    let read_only = matches!(mode, Mode::Read | Mode::Immutable);
+    let read_only = matches!(mode, Mode::Read | Mode::ReadBesideWriter | Mode::Immutable);
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY
     } else {
@@ -394,6 +404,9 @@ fn open_conn(path: &Path, mode: Mode) -> Result<Connection, StoreError> {
             });
         }
         conn.execute_batch("PRAGMA synchronous=FULL;").map_err(|e| corrupt_or_sql(path, e))?;
+    }
+    if let Mode::ReadBesideWriter = mode {
+        return Ok(conn);
     }
     let check: String = conn
         .query_row("PRAGMA quick_check", [], |r| r.get(0))

@@ -14,7 +14,9 @@ pub struct WorkerRecord {
     /// Its row as it registered: id, name, host, lease slots, version, credential (empty in rows
     /// from before credentials: the shared token) and secret digest.
     pub row: WorkerRow,
-    /// Its counted results.
+    /// Its answers taken: counted, confirming a counted one, or an opinion waiting for another
+    /// (not those in conflict, nor late ones); the live count of `status` since the coordinator
+    /// started.
     pub results: u64,
     /// Conflicts it was party to.
     pub conflicts: u64,
@@ -34,7 +36,8 @@ impl Store {
     /// results, conflicts, leased jobs, last result and whether it lost a verification.
     pub fn workers(&self) -> Result<Vec<WorkerRecord>, StoreError> {
         let results = self.per_worker(
-            "SELECT worker_id, SUM(counted), MAX(at) FROM results GROUP BY worker_id",
+            "SELECT worker_id, SUM(kind IN ('first', 'verified', 'opinion', 'confirm')), MAX(at)
+             FROM results GROUP BY worker_id",
         )?;
         let conflicts = self.per_worker(
             "SELECT w, COUNT(*), 0.0 FROM (SELECT worker_a AS w FROM conflicts

@@ -442,14 +442,24 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let index = self.fleet.index(&run.workers);
         // Off the blocking pool unless nothing was summed yet: on a busy runtime the hop back
         // from it waits behind every connection's tasks (hundreds of ms at 10,000 workers).
+        // Sums read before the run's end are read again once, so that a finished run's
+        // partial totals are its result's.
+        let complete = run.progress.complete;
         let summed = match self.reader.cached_sums() {
-            Some(sums) => sums,
-            None => {
+            Some(sums) if !complete || sums.tally.jobs == run.progress.jobs_total => sums,
+            cached => {
                 let reader = self.reader.clone();
-                tokio::task::spawn_blocking(move || reader.recent_sums())
-                    .await
-                    .map_err(|e| Status::internal(format!("status: {e}")))?
-                    .map_err(|e| Status::internal(format!("status: {e}")))?
+                let stale = cached.is_some();
+                tokio::task::spawn_blocking(move || {
+                    if stale {
+                        reader.read_sums()
+                    } else {
+                        reader.first_sums()
+                    }
+                })
+                .await
+                .map_err(|e| Status::internal(format!("status: {e}")))?
+                .map_err(|e| Status::internal(format!("status: {e}")))?
             }
         };
         let view = StatusView {

@@ -89,10 +89,28 @@ fn fill(s: &PageStatus, key: &str) -> Fill {
         "workers" => Markup(worker_rows(s)),
         "blocked" => Markup(blocked(s)),
         "result" => Markup(match &p.result {
-            Some(r) => format!(
-                "<h2>Result</h2><pre>N={} total {} unique {}\njobs {} {} s {} nodes</pre>",
-                r.n, r.total, r.unique, r.jobs, r.seconds, r.nodes
-            ),
+            Some(r) => {
+                let class = |c: Option<u128>| c.map_or("-".into(), |c| c.to_string());
+                let evidence = r.evidence.as_ref().map_or(String::new(), |e| e.summary());
+                format!(
+                    "<h2>Result</h2><pre><div>N={} total {} unique {}</div>\
+                     <div id=\"r_classes\">COUNT2 {} COUNT4 {} COUNT8 {}</div>\
+                     <div>jobs {} {} s {} nodes</div>\
+                     <div id=\"r_evidence\">rests on: {}</div>\
+                     <div id=\"r_digest\">export_sha256 {}</div></pre>",
+                    r.n,
+                    r.total,
+                    r.unique,
+                    class(r.count2),
+                    class(r.count4),
+                    class(r.count8),
+                    r.jobs,
+                    r.seconds,
+                    r.nodes,
+                    escape_html(&evidence),
+                    escape_html(r.export_sha256.as_deref().unwrap_or("-"))
+                )
+            }
             None => String::new(),
         }),
         "error" => Text(

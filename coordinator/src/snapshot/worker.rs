@@ -19,7 +19,8 @@ pub struct WorkerView {
     pub slots: u32,
     /// Its version, as it registered.
     pub version: String,
-    /// Its counted results (jobs).
+    /// Its answers taken: counted, confirming a counted one, or an opinion waiting for another
+    /// (live: since the coordinator started; offline: the whole run).
     pub results: u64,
     /// Conflicts it was party to.
     pub conflicts: u64,

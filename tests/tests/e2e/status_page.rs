@@ -212,3 +212,137 @@ fn the_status_page_in_a_browser_matches_status() {
     println!("status page screenshot: {} ({} bytes)", shot.display(), png.len());
     eprintln!("status page screenshot: {} ({} bytes)", shot.display(), png.len());
 }
+
+/// The figures `status --connect` and `status --state` both show and that do not move with the
+/// clock: equal on a finished run. (Rates, quiet and last-seen times are read at two moments;
+/// a worker's device, trust and lease size are known only to the live coordinator.)
+fn same_figures(live: &Value, offline: &Value) {
+    let run = [
+        "n",
+        "fingerprint",
+        "jobs_total",
+        "jobs_done",
+        "jobs_pending",
+        "jobs_leased",
+        "jobs_held",
+        "jobs_failed",
+        "percent_done",
+        "complete",
+        "conflicts",
+        "partial_total",
+        "partial_sym180",
+        "partial_sym90",
+        "nodes",
+        "evidence",
+        "result",
+        "untrusted_workers",
+        "bad_rows",
+    ];
+    for key in run {
+        assert_eq!(live[key], offline[key], "{key}: live {live}\noffline {offline}");
+    }
+    let by_id = |v: &Value| -> std::collections::BTreeMap<u64, Value> {
+        v["workers"].as_array().unwrap().iter().map(|w| (u(w, "worker_id"), w.clone())).collect()
+    };
+    let (live_workers, offline_workers) = (by_id(live), by_id(offline));
+    assert_eq!(live_workers.len(), 2, "{live}");
+    assert_eq!(live_workers.keys().collect::<Vec<_>>(), offline_workers.keys().collect::<Vec<_>>());
+    for (id, w) in &live_workers {
+        let o = &offline_workers[id];
+        for key in ["name", "host", "slots", "version", "credential", "results", "conflicts"] {
+            assert_eq!(w[key], o[key], "worker {id} {key}: live {w}\noffline {o}");
+        }
+        for key in ["jobs_leased", "untrusted"] {
+            assert_eq!(w[key], o[key], "worker {id} {key}: live {w}\noffline {o}");
+        }
+    }
+    let groups = |v: &Value| v["fleet"]["by_state"].as_array().unwrap().len();
+    assert_eq!(groups(live), groups(offline), "fleet: live {live}\noffline {offline}");
+}
+
+/// A finished run: offline and live status agree, and the page shows what the total rests on,
+/// the symmetry classes and the export digest, beside a rate chart with labelled axes.
+#[test]
+fn a_finished_runs_page_shows_what_the_total_rests_on_and_status_agrees_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("done.db");
+    let (port, http) = (free_port(), free_port());
+    let mut args = serve_args(13, &state, port, &["--verify-fraction", "0.05"]);
+    let off = args.iter().position(|a| a == "off").unwrap();
+    args[off] = format!("127.0.0.1:{http}");
+    let _coordinator =
+        Proc::spawn("nqueens-coordinator", &args, dir.path().join("coordinator.log"));
+    let _workers: Vec<Proc> = ["one", "two"]
+        .iter()
+        .map(|name| {
+            let log = dir.path().join(format!("{name}.log"));
+            Proc::spawn("nqueens-worker", &worker_args(port, 1, name, &[]), log)
+        })
+        .collect();
+    let result = nqueens_coordinator::result_file(&state);
+    wait_until(Duration::from_secs(120), "the run finished", || result.exists());
+    std::thread::sleep(Duration::from_secs(1));
+    let live = status(port);
+    let out = coordinator_output([
+        "status".to_string(),
+        "--state".into(),
+        state.display().to_string(),
+        "--json".into(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let offline: Value = serde_json::from_slice(&out.stdout).unwrap();
+    same_figures(&live, &offline);
+    let record = &live["result"];
+    let digest = record["export_sha256"].as_str().expect("the digest").to_owned();
+    assert_eq!(read_result_file(&result).export_sha256.as_deref(), Some(digest.as_str()));
+
+    // Without script: the page as served holds the same.
+    let (_, html) = get(http, "/");
+    assert!(html.contains(&format!("export_sha256 {digest}")), "{html}");
+    assert!(html.contains("rests on: "), "{html}");
+
+    let Some(chromium) = chromium() else {
+        assert!(std::env::var_os("CI").is_none(), "chromium not found, and CI is set");
+        eprintln!("skipped: chromium not found");
+        return;
+    };
+    let dom = run_chromium(&chromium, &format!("http://127.0.0.1:{http}/"), &["--dump-dom".into()]);
+    let classes = text_of(&dom, "r_classes");
+    for key in ["count2", "count4", "count8"] {
+        let value = record[key].as_u64().unwrap();
+        assert!(
+            classes.contains(&format!("{} {}", key.to_uppercase(), fmt_thousands(value))),
+            "{classes}"
+        );
+    }
+    let e = &record["evidence"];
+    let evidence = text_of(&dom, "r_evidence");
+    assert!(
+        evidence.contains(&format!(
+            "{} jobs on independent answers",
+            fmt_thousands(u(e, "jobs_independent"))
+        )) && evidence.contains(&format!(
+            "{} on one credential's word",
+            fmt_thousands(u(e, "jobs_one_party"))
+        )),
+        "{evidence}"
+    );
+    assert_eq!(text_of(&dom, "r_digest"), format!("export_sha256 {digest}"));
+    let ticks = dom.split("id=\"ticks\"").nth(1).unwrap_or_default();
+    for label in ["now", "results/s", "nodes/s", "time before now"] {
+        assert!(dom.contains(&format!(">{label}<")), "the chart's axes name {label}: {ticks}");
+    }
+}
+
+/// `n` with thousands separators, as the page's script writes numbers.
+fn fmt_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
