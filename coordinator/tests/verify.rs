@@ -55,6 +55,7 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
             version: "x".into(),
             credential: String::new(),
             secret_digest: Vec::new(),
+            device: String::new(),
         };
         store
             .apply(

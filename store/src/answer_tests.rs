@@ -18,6 +18,7 @@ fn worker(id: u64, credential: &str) -> WorkerRow {
         version: "1.0.0".into(),
         credential: credential.into(),
         secret_digest: vec![id as u8; 32],
+        device: String::new(),
     }
 }
 

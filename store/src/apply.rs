@@ -143,7 +143,7 @@ impl<'tx> Batch<'tx> {
             )?,
             insert_conflict: prepare("INSERT INTO conflicts(job_id, worker_a, worker_b, detail, at) VALUES (?1, ?2, ?3, ?4, ?5)")?,
             insert_untrusted: prepare("INSERT OR IGNORE INTO untrusted_workers(worker_id, job_id, detail, requeued, at) VALUES (?1, ?2, ?3, ?4, ?5)")?,
-            upsert_worker: prepare("INSERT OR REPLACE INTO workers(id, name, host, slots, version, registered, credential, secret_digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?,
+            upsert_worker: prepare("INSERT OR REPLACE INTO workers(id, name, host, slots, version, registered, credential, secret_digest, device) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?,
             delete_worker: prepare("DELETE FROM workers WHERE id=?1")?,
             mac,
             path,
@@ -162,7 +162,8 @@ impl<'tx> Batch<'tx> {
                 w.version,
                 self.at,
                 w.credential,
-                w.secret_digest
+                w.secret_digest,
+                w.device
             ])
             .map_err(sql_error(self.path))?;
         Ok(())

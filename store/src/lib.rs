@@ -271,4 +271,6 @@ pub struct WorkerRow {
     /// SHA-256 of the worker's own secret (empty for rows that predate it: such an id cannot
     /// be taken up again, its worker registers anew).
     pub secret_digest: Vec<u8>,
+    /// What it solves on, as it registered (empty in rows from before schema 7).
+    pub device: String,
 }

@@ -31,7 +31,7 @@ use rusqlite::{params, OptionalExtension};
 ///   an answer is. Migrated from 5 by adding the column (NULL in older rows: they take their
 ///   worker row's credential while it exists, and are nobody's independent evidence once it is
 ///   gone).
-pub(crate) const SCHEMA_VERSION: u32 = 6;
+pub(crate) const SCHEMA_VERSION: u32 = 7;
 
 /// `PRAGMA application_id` of every nqueens state file: "NQCS".
 pub(crate) const APPLICATION_ID: i32 = 0x4E51_4353;
@@ -146,6 +146,12 @@ impl Store {
                 .execute_batch("ALTER TABLE results ADD COLUMN credential TEXT")
                 .map_err(self.sql())?;
         }
+        if from < 7 && !self.has_column("workers", "device")? {
+            // Schema 7: what a worker solves on, so that offline status shows it too.
+            self.conn
+                .execute_batch("ALTER TABLE workers ADD COLUMN device TEXT")
+                .map_err(self.sql())?;
+        }
         if from < 5 && self.has_column("workers", "cores")? {
             // Schema 5: a worker's lease slots are called what they are.
             self.conn
@@ -168,7 +174,7 @@ impl Store {
                     "UPDATE meta SET value='{SCHEMA_VERSION}' WHERE key='schema'; PRAGMA user_version={SCHEMA_VERSION};"
                 ))
                 .map_err(self.sql())?;
-            tracing::info!(state = %self.path.display(), from, "state file migrated to schema {SCHEMA_VERSION}: workers carry their credential and secret digest (3), jobs their review and the run its replication (4), workers' lease slots by that name (5), result rows their credential (6)");
+            tracing::info!(state = %self.path.display(), from, "state file migrated to schema {SCHEMA_VERSION}: workers carry their credential and secret digest (3), jobs their review and the run its replication (4), workers' lease slots by that name (5), result rows their credential (6), workers their device (7)");
         }
         if from == 1 {
             let key = new_key()
@@ -254,7 +260,7 @@ impl Store {
              CREATE INDEX results_job ON results(job_id);
              CREATE TABLE leases (id INTEGER PRIMARY KEY, worker_id INTEGER NOT NULL, job_ids TEXT NOT NULL, at REAL NOT NULL);
              CREATE TABLE workers (id INTEGER PRIMARY KEY, name TEXT, host TEXT, slots INTEGER, version TEXT, registered REAL,
-                 credential TEXT, secret_digest BLOB);
+                 credential TEXT, secret_digest BLOB, device TEXT);
              CREATE TABLE conflicts (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, worker_a INTEGER, worker_b INTEGER, detail TEXT, at REAL);",
         )
         .map_err(&sql)?;

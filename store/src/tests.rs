@@ -479,6 +479,7 @@ fn workers_are_read_one_way_their_rows_with_what_they_did() {
         version: "1.0".into(),
         credential: "lab".into(),
         secret_digest: vec![id as u8; 32],
+        device: "cpu (2 threads)".into(),
     };
     let state = |job_id: u64, state, leased: bool| Change::JobState {
         job_id: job_id.into(),

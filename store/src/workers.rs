@@ -87,9 +87,10 @@ impl Store {
         // Lease slots were stored as `cores` before schema 5; a file read as it is keeps that.
         let slots = if self.has_column("workers", "slots")? { "slots" } else { "cores" };
         let query = format!(
-            "SELECT id, name, host, {slots}, version, registered, {}, {} FROM workers ORDER BY id",
+            "SELECT id, name, host, {slots}, version, registered, {}, {}, {} FROM workers ORDER BY id",
             column("credential")?,
-            column("secret_digest")?
+            column("secret_digest")?,
+            column("device")?
         );
         let mut q = self.conn.prepare(&query).map_err(&sql)?;
         let rows = q
@@ -102,6 +103,7 @@ impl Store {
                     version: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
                     credential: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
                     secret_digest: r.get::<_, Option<Vec<u8>>>(7)?.unwrap_or_default(),
+                    device: r.get::<_, Option<String>>(8)?.unwrap_or_default(),
                 };
                 Ok((row, r.get::<_, Option<f64>>(5)?.unwrap_or(0.0)))
             })

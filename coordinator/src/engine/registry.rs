@@ -173,6 +173,7 @@ impl Registry {
             version: worker.version,
             credential: worker.credential.name.clone(),
             secret_digest: digest(&secret).to_vec(),
+            device: worker.device.clone(),
         };
         let credential = worker.credential.number(numbers);
         scheduler.set_credential(worker_id, credential);

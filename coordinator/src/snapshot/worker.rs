@@ -44,8 +44,8 @@ pub struct WorkerView {
 }
 
 impl From<WorkerRecord> for WorkerView {
-    /// A worker as the state file records it; what only a live coordinator knows (device, rate)
-    /// is left empty.
+    /// A worker as the state file records it; what only a live coordinator knows (its rate, trust
+    /// and lease size of the moment) is left empty.
     fn from(r: WorkerRecord) -> Self {
         WorkerView {
             worker_id: r.row.id,
@@ -59,7 +59,7 @@ impl From<WorkerRecord> for WorkerView {
             last_seen_seconds_ago: r.last_seen_seconds_ago,
             untrusted: r.untrusted,
             credential: Credential::from_stored(&r.row.credential).name,
-            device: String::new(),
+            device: r.row.device,
             counted_per_second: 0.0,
             trust: if r.untrusted { "untrusted".into() } else { String::new() },
             lease_size: 0,

@@ -361,8 +361,9 @@ fn an_empty_state_file_becomes_a_new_run_for_serve_and_solve_alike() {
 /// A state file made by an earlier schema (4: the workers' lease slots in a column `cores`, result
 /// rows without their credential), stopped by SIGKILL in the middle of an N=17 run with one
 /// worker (`tests/testdata`). `status` reads it as it is (showing the worker's slots) and leaves
-/// it so; `serve` migrates it to schema 6, resumes it, and a worker finishes it with the known
-/// counts, each job counted once, its new rows carrying their credential beside the old ones.
+/// it so; `serve` migrates it to schema 7, resumes it, and a worker finishes it with the known
+/// counts, each job counted once, its new rows carrying their credential beside the old ones and
+/// the new worker its device.
 #[test]
 fn a_state_file_of_the_previous_schema_is_read_resumed_and_finished_exact() {
     use nqueens_tests::cluster::{
@@ -405,7 +406,9 @@ fn a_state_file_of_the_previous_schema_is_read_resumed_and_finished_exact() {
     let record = read_result_file(&dir.path().join("old.db.result.json"));
     assert_matches_reference(&record);
     assert_each_job_counted_once(&state);
-    assert_eq!(schema(&state), 6, "migrated by the writer");
+    assert_eq!(schema(&state), 7, "migrated by the writer");
+    let device = "SELECT COUNT(*) FROM workers WHERE name='new-worker' AND device LIKE 'cpu%'";
+    assert_eq!(query_count(&state, device), 1, "the new worker's device is stored");
     let named = "SELECT COUNT(*) FROM results WHERE worker_id != 0 AND credential IS NOT NULL";
     assert!(query_count(&state, named) > 0, "the new rows carry no credential");
     assert_eq!(query_count(&state, "SELECT slots FROM workers WHERE name='old-worker'"), 1);

@@ -215,7 +215,7 @@ fn the_status_page_in_a_browser_matches_status() {
 
 /// The figures `status --connect` and `status --state` both show and that do not move with the
 /// clock: equal on a finished run. (Rates, quiet and last-seen times are read at two moments;
-/// a worker's device, trust and lease size are known only to the live coordinator.)
+/// a worker's trust and lease size of the moment are known only to the live coordinator.)
 fn same_figures(live: &Value, offline: &Value) {
     let run = [
         "n",
@@ -249,15 +249,30 @@ fn same_figures(live: &Value, offline: &Value) {
     assert_eq!(live_workers.keys().collect::<Vec<_>>(), offline_workers.keys().collect::<Vec<_>>());
     for (id, w) in &live_workers {
         let o = &offline_workers[id];
-        for key in ["name", "host", "slots", "version", "credential", "results", "conflicts"] {
+        let same =
+            ["name", "host", "slots", "version", "credential", "device", "results", "conflicts"];
+        for key in same {
             assert_eq!(w[key], o[key], "worker {id} {key}: live {w}\noffline {o}");
         }
         for key in ["jobs_leased", "untrusted"] {
             assert_eq!(w[key], o[key], "worker {id} {key}: live {w}\noffline {o}");
         }
     }
-    let groups = |v: &Value| v["fleet"]["by_state"].as_array().unwrap().len();
-    assert_eq!(groups(live), groups(offline), "fleet: live {live}\noffline {offline}");
+    let groups = |v: &Value, by: &str| {
+        v["fleet"][by]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| (g["key"].clone(), g["workers"].clone(), g["results"].clone()))
+            .collect::<Vec<_>>()
+    };
+    for by in ["by_state", "by_device", "by_version", "by_credential"] {
+        assert_eq!(
+            groups(live, by),
+            groups(offline, by),
+            "fleet {by}: live {live}\noffline {offline}"
+        );
+    }
 }
 
 /// A finished run: offline and live status agree, and the page shows what the total rests on,

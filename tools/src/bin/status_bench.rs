@@ -106,6 +106,7 @@ fn prepare_state(args: &Args, list: &nqueens_core::JobList) -> Result<()> {
         version: env!("CARGO_PKG_VERSION").into(),
         credential: String::new(),
         secret_digest: Vec::new(),
+        device: "cpu (1 threads)".into(),
     };
     for (i, chunk) in jobs.chunks(BATCH).enumerate() {
         let mut changes = Vec::with_capacity(2 * chunk.len());
