@@ -281,3 +281,42 @@ impl Registry {
         self.workers.values()
     }
 }
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    /// A worker that stops answering (idle at the run's end, or gone) shows a rate that falls to
+    /// 0 within one lease period: the rate counts only what came in during the last one.
+    #[test]
+    fn an_idle_workers_rate_decays_to_zero_within_a_lease_period() {
+        let period = Duration::from_secs(60);
+        let start = Instant::now();
+        let mut w = WorkerState {
+            row: WorkerRow {
+                id: 1,
+                name: "w".into(),
+                host: "h".into(),
+                slots: 1,
+                version: "0".into(),
+                credential: String::new(),
+                secret_digest: Vec::new(),
+                device: String::new(),
+            },
+            device: String::new(),
+            last_seen: start,
+            recent: VecDeque::new(),
+            results: 0,
+            conflicts: 0,
+            last_lease_size: 0,
+        };
+        for k in 0..120u64 {
+            w.delivered(start + Duration::from_millis(500 * k), period);
+        }
+        let last = start + Duration::from_secs(60);
+        assert!((w.counted_per_second(last, period) - 2.0).abs() < 0.05, "2 results/s");
+        let half = w.counted_per_second(last + period / 2, period);
+        assert!(half > 0.5 && half < 1.5, "half a period idle: about half the rate, {half}");
+        assert_eq!(w.counted_per_second(last + period + Duration::from_secs(1), period), 0.0);
+    }
+}
