@@ -229,7 +229,7 @@ pub struct StatusReport {
 impl StatusReport {
     /// `status --state`: reads the state file at `path`, listing the workers `query` asks for.
     pub fn read(path: &Path, query: &WorkerQuery) -> Result<StatusReport, StoreError> {
-        let store = Store::open_existing(path)?;
+        let store = Store::open_to_show(path)?;
         let (summary, evidence) = store.summary_and_evidence()?;
         let mut view = StatusView::offline(&store, &summary, path)?;
         view.evidence = Some(evidence);

@@ -35,6 +35,11 @@ impl Store {
     /// Every worker that registered with the run, by id: its row as it registered, its counted
     /// results, conflicts, leased jobs, last result and whether it lost a verification.
     pub fn workers(&self) -> Result<Vec<WorkerRecord>, StoreError> {
+        let rows = self.worker_rows()?;
+        if rows.is_empty() {
+            // A run no worker joined yet: none of the scans below (of every job) is needed.
+            return Ok(Vec::new());
+        }
         let results = self.per_worker(
             "SELECT worker_id, SUM(kind IN ('first', 'verified', 'opinion', 'confirm')), MAX(at)
              FROM results GROUP BY worker_id",
@@ -49,7 +54,6 @@ impl Store {
         ))?;
         let untrusted = self.untrusted_workers()?;
         let now = now_unix();
-        let rows = self.worker_rows()?;
         let records = rows.into_iter().map(|(row, registered)| {
             let id = row.id;
             let (counted, last_result) = results.get(&id).copied().unwrap_or((0, registered));
