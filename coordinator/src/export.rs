@@ -22,7 +22,7 @@ type Cell = (u8, u8);
 use nqueens_store::{CountedJob, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -305,15 +305,12 @@ pub struct ReadExport {
 /// that disagree are left to the caller to compare.
 pub fn read_export(path: &Path) -> Result<ReadExport, ExportError> {
     let io = |source| ExportError::Io { path: path.to_path_buf(), source };
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let mut magic = [0u8; 2];
-    let gz = file.read(&mut magic).map_err(io)? == 2 && magic == [0x1f, 0x8b];
-    drop(file);
-    let file = std::fs::File::open(path).map_err(io)?;
+    let mut file = BufReader::new(std::fs::File::open(path).map_err(io)?);
+    let gz = file.fill_buf().map_err(io)?.starts_with(&[0x1f, 0x8b]);
     let reader: Box<dyn BufRead> = if gz {
-        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(BufReader::new(file))))
+        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(file)))
     } else {
-        Box::new(BufReader::new(file))
+        Box::new(file)
     };
     let bad = |line: u64, reason: String| ExportError::Format { path: path.into(), line, reason };
     let mut lines = reader.lines();

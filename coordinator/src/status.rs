@@ -76,6 +76,7 @@ impl StatusReader {
                 let due = reader.recent.lock().as_ref().map(|(due, _)| *due);
                 if due.is_none_or(|d| std::time::Instant::now() >= d) {
                     let now = reader.with_store(&reader.sums_store, |s| s.data_version());
+                    let first = version.is_none();
                     let read = match now {
                         Ok(v) if due.is_some() && Some(v) == version => Ok(()),
                         Ok(v) => {
@@ -84,7 +85,10 @@ impl StatusReader {
                         }
                         Err(e) => Err(e),
                     };
-                    if let Err(e) = read.and_then(|_| reader.blocked(0).map(drop)) {
+                    // The page's connection is opened once, with the first read, off every
+                    // caller; the lists themselves are read when the page asks.
+                    let warm = |_| if first { reader.blocked(0).map(drop) } else { Ok(()) };
+                    if let Err(e) = read.and_then(warm) {
                         tracing::warn!(error = %e, "status: cannot read the state file");
                     }
                 }

@@ -146,7 +146,7 @@ impl Store {
     /// readers): the writer checked the file (`quick_check`) when it opened it, so this does not
     /// scan it again.
     pub fn open_beside_writer(path: &Path) -> Result<Store, StoreError> {
-        Self::open_existing_locked(path, Mode::ReadBesideWriter)
+        Self::open_existing_locked(path, Mode::ReadUnchecked)
     }
 
     /// Opens an existing state file read-only to show its figures (`status --state`), without
@@ -162,9 +162,7 @@ impl Store {
                 path: path.into(),
                 reason: "it is empty (0 bytes), not a run".into(),
             }),
-            Probe::Ours | Probe::Unmarked => {
-                Self::open_existing_locked(path, Mode::ReadBesideWriter)
-            }
+            Probe::Ours | Probe::Unmarked => Self::open_existing_locked(path, Mode::ReadUnchecked),
         }
     }
 
@@ -379,9 +377,9 @@ fn immutable_uri(path: &Path) -> String {
 /// How [`open_conn`] opens a file that [`probe`] accepted.
 enum Mode {
     Read,
-    /// Read-only beside this process's writer, which checked the file when it opened it: no
-    /// second `quick_check` (a scan of the whole file) for each reader.
-    ReadBesideWriter,
+    /// Read-only without the whole-file `quick_check`: beside this process's writer, which
+    /// checked the file when it opened it, or to show figures only (`status --state`).
+    ReadUnchecked,
     /// Read-only, as an immutable file: for a copy that no one writes.
     Immutable,
     /// `fresh`: a missing or empty file, marked as ours before anything else is written.
@@ -391,7 +389,7 @@ enum Mode {
 }
 
 fn open_conn(path: &Path, mode: Mode) -> Result<Connection, StoreError> {
-    let read_only = matches!(mode, Mode::Read | Mode::ReadBesideWriter | Mode::Immutable);
+    let read_only = matches!(mode, Mode::Read | Mode::ReadUnchecked | Mode::Immutable);
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY
     } else {
@@ -424,7 +422,7 @@ fn open_conn(path: &Path, mode: Mode) -> Result<Connection, StoreError> {
         }
         conn.execute_batch("PRAGMA synchronous=FULL;").map_err(|e| corrupt_or_sql(path, e))?;
     }
-    if let Mode::ReadBesideWriter = mode {
+    if let Mode::ReadUnchecked = mode {
         return Ok(conn);
     }
     let check: String = conn
