@@ -30,6 +30,8 @@ mod lock;
 #[cfg(test)]
 mod lock_tests;
 mod open;
+#[cfg(test)]
+mod open_tests;
 mod rows;
 mod schema;
 #[cfg(test)]
@@ -43,6 +45,7 @@ pub use credentials::{
 };
 pub use error::StoreError;
 pub use evidence::{CountedJob, Evidence, EVIDENCE_CONFIDENCE};
+pub use open::{connections_opened_here, NewRun, ResumedRun, ServeOpen};
 pub use rows::{Requeue, Requeued, StoredResult};
 pub use workers::{BlockedJobs, WorkerRecord};
 

@@ -132,3 +132,36 @@ impl WriterLock {
         }
     }
 }
+
+/// The writer's lock while the open that took it may still be refused: dropped, it is discarded
+/// (see [`WriterLock::discard`]), so a refusal leaves nothing behind; [`OpeningLock::keep`] makes
+/// it the opened store's.
+pub(super) struct OpeningLock(Option<WriterLock>);
+
+impl OpeningLock {
+    /// Takes the writer's lock of `state` (see [`WriterLock::acquire`]).
+    pub(super) fn acquire(state: &Path) -> Result<OpeningLock, StoreError> {
+        WriterLock::acquire(state).map(|lock| OpeningLock(Some(lock)))
+    }
+
+    /// Takes the lock on the state file itself once it exists (see [`WriterLock::hold_file`]).
+    pub(super) fn hold_file(&mut self, state: &Path) -> Result<(), StoreError> {
+        match &mut self.0 {
+            Some(lock) => lock.hold_file(state),
+            None => Ok(()),
+        }
+    }
+
+    /// The open succeeded: the lock is the store's from now on.
+    pub(super) fn keep(mut self) -> Option<WriterLock> {
+        self.0.take()
+    }
+}
+
+impl Drop for OpeningLock {
+    fn drop(&mut self) {
+        if let Some(lock) = self.0.take() {
+            lock.discard();
+        }
+    }
+}

@@ -1,7 +1,12 @@
 //! Opening a state file: first the checks that the file is ours, made without writing a byte (a
-//! read-only look at the SQLite header, then at its tables), and only then the writer's connection
-//! settings (WAL, synchronous=FULL), the checks that it is the expected run, and the migration of
-//! an older schema.
+//! read-only look at the SQLite header, then at its tables, then the whole-file `quick_check`),
+//! and only then the writer's connection settings (WAL, synchronous=FULL), the checks that it is
+//! the expected run, and the migration of an older schema.
+//!
+//! A writer opens its file once: [`Store::open_for_serve`] (and [`Store::open_or_create`] on top
+//! of the same steps) takes the writer's lock, looks, opens one connection and reads the run's
+//! metadata, and hands back a [`ServeOpen`]: a new run to make, or a stored run whose settings the
+//! caller checks before [`ResumedRun::resume`] checks its job list and migrates it.
 //!
 //! A state file is marked at creation with [`APPLICATION_ID`] and `PRAGMA user_version` =
 //! [`SCHEMA_VERSION`]. A file that is not ours (another program's database,
@@ -14,7 +19,7 @@ use super::checksum::{from_hex, RowMac, KEY_LEN};
 use super::credentials::CredentialNumbers;
 use super::descriptors::read_header;
 use super::error::{corrupt_or_sql, StoreError};
-use super::lock::WriterLock;
+use super::lock::{OpeningLock, WriterLock};
 use super::schema::{APPLICATION_ID, SCHEMA_VERSION, UNTRUSTED_TABLE};
 use super::{now_unix, run_fingerprint, RunKind, RunMeta, RunPolicy, Store};
 use nqueens_core::JobList;
@@ -34,11 +39,100 @@ enum Probe {
     Unmarked,
 }
 
+/// A state file opened for writing, once and checked (`quick_check`), by
+/// [`Store::open_for_serve`]: a new run to make or a run to take up. Each refusal after this
+/// (a setting that does not fit the run, a dropped value) lets the writer's lock go and leaves
+/// nothing behind.
+pub enum ServeOpen {
+    /// The file holds no run yet (missing or 0 bytes).
+    New(NewRun),
+    /// The file holds a run, read as far as its [`RunMeta`]: the caller checks its settings
+    /// against [`ResumedRun::meta`], then [`ResumedRun::resume`] checks the job list.
+    Resumed(ResumedRun),
+}
+
+/// A state file that holds no run yet, under the writer's lock: [`NewRun::create`] makes the run.
+pub struct NewRun {
+    path: PathBuf,
+    kind: RunKind,
+    /// The writer's connection of a marked file whose creation was interrupted before its one
+    /// transaction committed (no metadata); `None` for a missing or empty file, which is not
+    /// created (nor opened) before [`NewRun::create`]. Declared before `lock`, so that it is
+    /// closed before the lock is let go.
+    conn: Option<Connection>,
+    lock: OpeningLock,
+}
+
+/// A state file that holds a run, opened for writing under the writer's lock and checked, its
+/// metadata read; not migrated, nor written, before [`ResumedRun::resume`].
+pub struct ResumedRun {
+    kind: RunKind,
+    /// Declared before `lock`, so that its connection is closed before the lock is let go.
+    store: Store,
+    lock: OpeningLock,
+}
+
+impl NewRun {
+    /// Makes the run of `list` (named by [`run_fingerprint`] with `protocol_major`) with
+    /// `policy`, in one transaction.
+    pub fn create(
+        mut self,
+        list: &JobList,
+        protocol_major: u32,
+        policy: RunPolicy,
+    ) -> Result<Store, StoreError> {
+        let conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => open_conn(&self.path, Mode::Write { fresh: true })?,
+        };
+        let mut store = Store::unread(conn, &self.path);
+        store.meta = RunMeta {
+            n: list.n,
+            target_jobs: list.params.target_jobs,
+            fingerprint: run_fingerprint(list, protocol_major),
+            job_count: list.jobs.len() as u64,
+            created_unix: now_unix(),
+            kind: self.kind.as_str().to_owned(),
+            replication: policy.replication,
+        };
+        store.create(list, policy)?;
+        // A new run's file exists only now.
+        self.lock.hold_file(&self.path)?;
+        Ok(Store { _lock: self.lock.keep(), ..store })
+    }
+}
+
+impl ResumedRun {
+    /// What identifies the stored run, as stored: what the caller checks its settings against.
+    pub fn meta(&self) -> &RunMeta {
+        &self.store.meta
+    }
+
+    /// The per-host tokens in force (see [`Store::active_credentials`]).
+    pub fn active_credentials(&self) -> Result<Vec<(String, [u8; 32])>, StoreError> {
+        self.store.active_credentials()
+    }
+
+    /// Takes the run up: refuses it unless it is the run of `list` (its N, its fingerprint with
+    /// `protocol_major`: another split or an incompatible version differ), of this kind, with
+    /// one row per job; then migrates an older schema.
+    pub fn resume(mut self, list: &JobList, protocol_major: u32) -> Result<Store, StoreError> {
+        let fingerprint = run_fingerprint(list, protocol_major);
+        self.store.check_same_run(list, &fingerprint, self.kind)?;
+        // Added after schema 1 shipped; created on open so older state files keep working.
+        self.store.conn.execute_batch(UNTRUSTED_TABLE).map_err(self.store.sql())?;
+        self.store.upgrade()?;
+        let ResumedRun { store, lock, .. } = self;
+        Ok(Store { _lock: lock.keep(), ..store })
+    }
+}
+
 impl Store {
     /// Opens the run in `path`, creating it from `list` if the file does not exist. Refuses a file
     /// of another N, split, job list, protocol version (`protocol_major`, part of the
     /// [`run_fingerprint`]) or [`RunKind`], and one that is not a valid state file. A new run
-    /// is made with `policy` (an existing one keeps its own: see [`RunMeta::replication`]).
+    /// is made with `policy` (an existing one keeps its own: see [`RunMeta::replication`]); a
+    /// marked file whose creation was interrupted is made anew.
     pub fn open_or_create(
         path: &Path,
         list: &JobList,
@@ -46,88 +140,95 @@ impl Store {
         policy: RunPolicy,
         kind: RunKind,
     ) -> Result<Store, StoreError> {
-        let mut lock = WriterLock::acquire(path)?;
-        match Self::open_or_create_locked(path, list, protocol_major, policy, kind) {
-            Ok(store) => {
-                // A new run's file exists only now.
-                lock.hold_file(path)?;
-                Ok(Store { _lock: Some(lock), ..store })
-            }
-            Err(e) => {
-                lock.discard();
-                Err(e)
-            }
+        match Self::open_to_write(path, kind)? {
+            ServeOpen::New(new) => new.create(list, protocol_major, policy),
+            ServeOpen::Resumed(run) => run.resume(list, protocol_major),
         }
     }
 
-    fn open_or_create_locked(
-        path: &Path,
-        list: &JobList,
-        protocol_major: u32,
-        policy: RunPolicy,
-        kind: RunKind,
-    ) -> Result<Store, StoreError> {
-        let fingerprint = run_fingerprint(list, protocol_major);
-        let kind = kind.as_str();
-        let probe = probe(path)?;
-        let fresh = matches!(probe, Probe::Missing | Probe::Empty);
-        let conn = open_conn(path, Mode::Write { fresh })?;
-        let mut store = Store {
+    /// Opens the state file of `serve` (a cluster run) for writing: the one open of the file a
+    /// coordinator makes for its run (its status readers open their own connections later,
+    /// [`Store::open_beside_writer`]). Refuses, leaving the file exactly as it was, a file that
+    /// another process writes, one that is not a state file of ours, one that fails its
+    /// `quick_check`, and one without run metadata; the rest is checked against the caller's
+    /// settings and by [`ResumedRun::resume`].
+    pub fn open_for_serve(path: &Path) -> Result<ServeOpen, StoreError> {
+        match Self::open_to_write(path, RunKind::Cluster)? {
+            ServeOpen::New(new) if new.conn.is_some() => {
+                Err(StoreError::Corrupt { path: path.into(), reason: "no run metadata".into() })
+            }
+            opened => Ok(opened),
+        }
+    }
+
+    /// The writer's lock, then a look that writes nothing ([`probe`]); a file that holds a run is
+    /// then opened for writing, checked and its metadata read.
+    fn open_to_write(path: &Path, kind: RunKind) -> Result<ServeOpen, StoreError> {
+        let lock = OpeningLock::acquire(path)?;
+        if let Probe::Missing | Probe::Empty = probe(path)? {
+            return Ok(ServeOpen::New(NewRun { path: path.into(), kind, conn: None, lock }));
+        }
+        let mut store = Store::unread(open_conn(path, Mode::Write { fresh: false })?, path);
+        if !store.has_meta()? {
+            // A marked file without metadata is a creation that was interrupted before its one
+            // transaction committed.
+            let conn = Some(store.conn);
+            return Ok(ServeOpen::New(NewRun { path: path.into(), kind, conn, lock }));
+        }
+        store.meta = store.read_meta()?;
+        Ok(ServeOpen::Resumed(ResumedRun { kind, store, lock }))
+    }
+
+    /// A store on `conn` whose metadata is not read yet.
+    fn unread(conn: Connection, path: &Path) -> Store {
+        Store {
             conn,
             mac: None,
             numbers: CredentialNumbers::default(),
             _lock: None,
-            path: path.to_owned(),
+            path: path.into(),
             meta: RunMeta {
-                n: list.n,
-                target_jobs: list.params.target_jobs,
-                fingerprint: fingerprint.clone(),
-                job_count: list.jobs.len() as u64,
-                created_unix: now_unix(),
-                kind: kind.to_owned(),
-                replication: policy.replication,
+                n: 0,
+                target_jobs: None,
+                fingerprint: String::new(),
+                job_count: 0,
+                created_unix: 0.0,
+                kind: String::new(),
+                replication: 1,
             },
-        };
-        if !fresh && store.has_meta()? {
-            let stored = store.read_meta()?;
-            if stored.n != list.n {
-                return Err(StoreError::OtherRun {
-                    path: path.into(),
-                    reason: format!("it is a run of N={}, not N={}", stored.n, list.n),
-                });
-            }
-            if stored.fingerprint != fingerprint {
-                return Err(StoreError::OtherRun {
-                    path: path.into(),
-                    reason: format!("its run fingerprint is {} but this N and split give {fingerprint} (other --target-jobs or incompatible version)", stored.fingerprint),
-                });
-            }
-            if stored.kind != kind {
-                return Err(StoreError::OtherRun {
-                    path: path.into(),
-                    reason: format!("it is a {} run, not a {kind} run", stored.kind),
-                });
-            }
-            let jobs: i64 = store
-                .conn
-                .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
-                .map_err(store.sql())?;
-            if jobs as u64 != list.jobs.len() as u64 {
-                return Err(StoreError::Corrupt {
-                    path: path.into(),
-                    reason: format!("{jobs} job rows, expected {}", list.jobs.len()),
-                });
-            }
-            store.meta = stored;
-            // Added after schema 1 shipped; created on open so older state files keep working.
-            store.conn.execute_batch(UNTRUSTED_TABLE).map_err(store.sql())?;
-            store.upgrade()?;
-            return Ok(store);
         }
-        // A marked file without metadata is a creation that was interrupted before its one
-        // transaction committed.
-        store.create(list, policy)?;
-        Ok(store)
+    }
+
+    /// Refuses a stored run (its metadata read) that is not the run of `list` named
+    /// `fingerprint`, of `kind`, with one row per job.
+    fn check_same_run(
+        &self,
+        list: &JobList,
+        fingerprint: &str,
+        kind: RunKind,
+    ) -> Result<(), StoreError> {
+        let (path, stored, kind) = (&self.path, &self.meta, kind.as_str());
+        let other = |reason| StoreError::OtherRun { path: path.clone(), reason };
+        if stored.n != list.n {
+            return Err(other(format!("it is a run of N={}, not N={}", stored.n, list.n)));
+        }
+        if stored.fingerprint != fingerprint {
+            return Err(other(format!("its run fingerprint is {} but this N and split give {fingerprint} (other --target-jobs or incompatible version)", stored.fingerprint)));
+        }
+        if stored.kind != kind {
+            return Err(other(format!("it is a {} run, not a {kind} run", stored.kind)));
+        }
+        let jobs: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
+            .map_err(self.sql())?;
+        if jobs as u64 != list.jobs.len() as u64 {
+            return Err(StoreError::Corrupt {
+                path: path.clone(),
+                reason: format!("{jobs} job rows, expected {}", list.jobs.len()),
+            });
+        }
+        Ok(())
     }
 
     /// Fails with [`StoreError::InUse`] while another process writes the state file at `path`
@@ -207,23 +308,7 @@ impl Store {
 
     fn open_existing_locked(path: &Path, mode: Mode) -> Result<Store, StoreError> {
         let write = matches!(mode, Mode::Write { .. });
-        let conn = open_conn(path, mode)?;
-        let mut store = Store {
-            conn,
-            mac: None,
-            numbers: CredentialNumbers::default(),
-            _lock: None,
-            path: path.into(),
-            meta: RunMeta {
-                n: 0,
-                target_jobs: None,
-                fingerprint: String::new(),
-                job_count: 0,
-                created_unix: 0.0,
-                kind: String::new(),
-                replication: 1,
-            },
-        };
+        let mut store = Store::unread(open_conn(path, mode)?, path);
         if !store.has_meta()? {
             return Err(StoreError::Corrupt {
                 path: path.into(),
@@ -302,12 +387,9 @@ fn probe(path: &Path) -> Result<Probe, StoreError> {
     // would).
     let sql = |e| corrupt_or_sql(path, e);
     let conn = if wal_path(path, "-wal").exists() {
-        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
     } else {
-        Connection::open_with_flags(
-            immutable_uri(path),
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
-        )
+        connect(immutable_uri(path), OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI)
     }
     .map_err(sql)?;
     // Through the WAL, the header may already carry the mark (a migration not yet checkpointed).
@@ -388,6 +470,27 @@ enum Mode {
     },
 }
 
+thread_local! {
+    /// SQLite connections to state files this thread opened (see [`connections_opened_here`]).
+    static CONNECTIONS_OPENED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many SQLite connections to state files (this crate's every open, the read-only look of
+/// [`probe`] included) the calling thread has opened so far: what lets a test show that a
+/// command opens its state file once (`serve` does, through [`Store::open_for_serve`]).
+pub fn connections_opened_here() -> u64 {
+    CONNECTIONS_OPENED.with(|c| c.get())
+}
+
+/// Opens a connection, counted by [`connections_opened_here`].
+fn connect(target: impl AsRef<Path>, flags: OpenFlags) -> rusqlite::Result<Connection> {
+    CONNECTIONS_OPENED.with(|c| c.set(c.get() + 1));
+    Connection::open_with_flags(target, flags)
+}
+
+/// Opens `path` as `mode` says. The whole-file `quick_check` (all modes but `ReadUnchecked`)
+/// comes before the writer's settings (WAL, synchronous=FULL), so that a damaged file is refused
+/// before anything is changed in it.
 fn open_conn(path: &Path, mode: Mode) -> Result<Connection, StoreError> {
     let read_only = matches!(mode, Mode::Read | Mode::ReadUnchecked | Mode::Immutable);
     let flags = if read_only {
@@ -395,41 +498,38 @@ fn open_conn(path: &Path, mode: Mode) -> Result<Connection, StoreError> {
     } else {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
     };
+    let sql = |e| corrupt_or_sql(path, e);
     let conn = if let Mode::Immutable = mode {
         let flags = flags | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        Connection::open_with_flags(immutable_uri(path), flags)
+        connect(immutable_uri(path), flags)
     } else {
-        Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        connect(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
     }
-    .map_err(|e| corrupt_or_sql(path, e))?;
-    conn.busy_timeout(Duration::from_secs(10)).map_err(|e| corrupt_or_sql(path, e))?;
+    .map_err(sql)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(sql)?;
     if let Mode::Write { fresh: true } = mode {
         conn.execute_batch(&format!(
             "PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version={SCHEMA_VERSION};"
         ))
-        .map_err(|e| corrupt_or_sql(path, e))?;
+        .map_err(sql)?;
+    }
+    if !matches!(mode, Mode::ReadUnchecked) {
+        let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(sql)?;
+        if check != "ok" {
+            return Err(StoreError::Corrupt { path: path.into(), reason: check });
+        }
     }
     if !read_only {
         // Fails on a file that is not a database, which is reported as corrupt.
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(|e| corrupt_or_sql(path, e))?;
+        let mode: String =
+            conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(sql)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Corrupt {
                 path: path.into(),
                 reason: format!("cannot switch to WAL (journal mode {mode})"),
             });
         }
-        conn.execute_batch("PRAGMA synchronous=FULL;").map_err(|e| corrupt_or_sql(path, e))?;
-    }
-    if let Mode::ReadUnchecked = mode {
-        return Ok(conn);
-    }
-    let check: String = conn
-        .query_row("PRAGMA quick_check", [], |r| r.get(0))
-        .map_err(|e| corrupt_or_sql(path, e))?;
-    if check != "ok" {
-        return Err(StoreError::Corrupt { path: path.into(), reason: check });
+        conn.execute_batch("PRAGMA synchronous=FULL;").map_err(sql)?;
     }
     Ok(conn)
 }
