@@ -29,8 +29,8 @@ pub use grpc::GrpcLimits;
 pub use http::{escape_html, MAX_CONNECTIONS as MAX_HTTP_CONNECTIONS};
 pub use run_result::{hms, RunResult};
 pub use server::{
-    check_target_jobs, default_http_listen, result_file, serve, ServeConfig, ServeConfigError,
-    ServeError, DEFAULT_HTTP_PORT, MAX_TARGET_JOBS,
+    check_target_jobs, default_http_listen, result_file, serve, CheckedServeConfig, ServeConfig,
+    ServeConfigError, ServeError, DEFAULT_HTTP_PORT, MAX_TARGET_JOBS,
 };
 pub use snapshot::fleet::{Fleet, WorkerQuery};
 pub use snapshot::{Progress, RunSnapshot, WorkerView};

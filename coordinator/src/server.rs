@@ -16,9 +16,9 @@ use crate::run_result::RunResult;
 use crate::snapshot::fleet::FleetCache;
 use crate::snapshot::RunSnapshot;
 use crate::status::StatusReader;
-use nqueens_core::{job_list, SplitParams};
 use nqueens_proto as pb;
-use nqueens_store::{RunKind, RunPolicy, Store, StoreError};
+use nqueens_store::StoreError;
+use open::{open_run, OpenedRun};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +27,8 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+mod open;
 
 /// How long a coordinator whose engine failed keeps answering NOT_SERVING before it exits, so
 /// that health probes see why it is going away.
@@ -221,7 +223,7 @@ pub enum ServeConfigError {
     #[error("refusing to serve {0} without a token: anyone who can reach it could report results; set --token (NQ_TOKEN) to a long random secret, add per-host tokens (`token add NAME --state FILE`), listen on a loopback address, or pass --insecure (NQ_INSECURE=true) on a network you trust")]
     NoToken(std::net::SocketAddr),
     /// No token, not `public_status`, and a non-loopback HTTP address (the one given).
-    #[error("refusing to serve the status page and metrics on {0} to anyone: set --token (NQ_TOKEN) (then readers send `Authorization: Bearer TOKEN`), listen on a loopback --metrics-listen, pass --public-status (NQ_PUBLIC_STATUS=true) to show them to anyone who can reach the port, or --metrics-listen off")]
+    #[error("refusing to serve the status page and metrics on {0} to anyone: set --token (NQ_TOKEN) (then readers send `Authorization: Bearer TOKEN`), listen on a loopback --http-listen, pass --public-status (NQ_PUBLIC_STATUS=true) to show them to anyone who can reach the port, or --http-listen off")]
     NoHttpToken(std::net::SocketAddr),
     /// `grpc_limits.max_per_ip` is 0.
     #[error("--grpc-max-conns-per-ip must be at least 1")]
@@ -246,8 +248,9 @@ impl ServeConfig {
         Ok(())
     }
 
-    /// Checks the settings that do not depend on the state file.
-    pub fn validate(&self) -> Result<(), ServeConfigError> {
+    /// Checks the settings that do not depend on the state file or the addresses, once: what
+    /// passes is what [`serve`] runs.
+    pub fn check(self) -> Result<CheckedServeConfig, ServeConfigError> {
         if !(0.0..=1.0).contains(&self.verify_fraction) {
             return Err(ServeConfigError::VerifyFraction(self.verify_fraction));
         }
@@ -260,11 +263,25 @@ impl ServeConfig {
         if self.grpc_limits.max_per_ip == 0 {
             return Err(ServeConfigError::MaxConnsPerIp);
         }
-        check_target_jobs(self.target_jobs)
+        check_target_jobs(self.target_jobs)?;
+        Ok(CheckedServeConfig(self))
     }
 }
 
-/// The HTTP port (`--metrics-listen`) when none is given: port [`DEFAULT_HTTP_PORT`] on the
+/// A [`ServeConfig`] whose settings [`ServeConfig::check`] passed: what [`serve`] takes, so that
+/// the binary checks them before it binds a port and nothing checks them again.
+#[derive(Debug, Clone)]
+pub struct CheckedServeConfig(ServeConfig);
+
+impl std::ops::Deref for CheckedServeConfig {
+    type Target = ServeConfig;
+
+    fn deref(&self) -> &ServeConfig {
+        &self.0
+    }
+}
+
+/// The HTTP port (`--http-listen`) when none is given: port [`DEFAULT_HTTP_PORT`] on the
 /// same loopback address as a loopback gRPC address `grpc` (so a first run on 127.0.0.1 needs no
 /// token for either port), else on every address (0.0.0.0), where it then needs the token.
 pub fn default_http_listen(grpc: std::net::SocketAddr) -> std::net::SocketAddr {
@@ -286,38 +303,43 @@ pub fn result_file(state: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Serves the run in `config.state` on `listener` (and metrics on `metrics_listener`) until
-/// `shutdown` resolves or, with `exit_when_done`, the run is complete. Everything received before
-/// the stop is committed. Returns the result once the run is complete.
+/// Serves the run in `config.state` on `listener` (and the HTTP port, `--http-listen`: metrics
+/// and the status page, on `http_listener`) until `shutdown` resolves or, with `exit_when_done`,
+/// the run is complete. Everything received before the stop is committed. Returns the result
+/// once the run is complete.
 pub async fn serve(
     listener: TcpListener,
-    metrics_listener: Option<TcpListener>,
-    config: ServeConfig,
+    http_listener: Option<TcpListener>,
+    config: CheckedServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Option<RunResult>, ServeError> {
     use tracing::Instrument;
     let span = tracing::info_span!("run", state = %config.state.display());
-    serve_inner(listener, metrics_listener, config, shutdown).instrument(span).await
+    serve_inner(listener, http_listener, config, shutdown).instrument(span).await
 }
 
 async fn serve_inner(
     listener: TcpListener,
-    metrics_listener: Option<TcpListener>,
-    config: ServeConfig,
+    http_listener: Option<TcpListener>,
+    config: CheckedServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Option<RunResult>, ServeError> {
-    check_addresses(&config, &listener, metrics_listener.as_ref())?;
-    let opened = open_run(&config)?;
+    // Off loopback the HTTP port needs the token or `public_status`; the gRPC port's rule (which
+    // per-host tokens in the state file meet too) is checked by `open_run`.
+    if let Some(addr) = http_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+        config.validate_http(addr)?;
+    }
+    let opened = open_run(&config, listener.local_addr().ok())?;
     tracing::info!(
         n = opened.run.n,
         jobs = opened.jobs.len(),
         fingerprint = %opened.run.fingerprint,
         listen = ?listener.local_addr().ok(),
-        metrics = ?metrics_listener.as_ref().and_then(|m| m.local_addr().ok()),
+        http = ?http_listener.as_ref().and_then(|l| l.local_addr().ok()),
         "run opened; coordinator listening"
     );
     let (running, engine_ended) = start_engine(&config, opened)?;
-    let http_tasks = metrics_listener.map(|l| start_http(&config, &running, l));
+    let http_tasks = http_listener.map(|l| start_http(&config, &running, l));
     let admin_stop = Arc::new(AtomicBool::new(false));
     // `token add|revoke` beside this run reach it here (see `admin.rs`).
     let admin = crate::admin::spawn(
@@ -349,91 +371,6 @@ async fn serve_inner(
     served?;
     let record = snapshots.borrow().progress.result.clone();
     Ok(record)
-}
-
-/// The settings checked against the addresses actually bound: no open gRPC port off loopback
-/// without a token (unless the state file holds per-host tokens), and the same for the HTTP port.
-fn check_addresses(
-    config: &ServeConfig,
-    listener: &TcpListener,
-    metrics_listener: Option<&TcpListener>,
-) -> Result<(), ServeError> {
-    config.validate()?;
-    if let Ok(addr) = listener.local_addr() {
-        // Per-host tokens in the state file (`token add`) stand in for the shared one.
-        let per_host = std::fs::metadata(&config.state).is_ok_and(|m| m.len() > 0)
-            && Store::open_existing(&config.state)
-                .and_then(|s| s.active_credentials())
-                .is_ok_and(|c| !c.is_empty());
-        if !per_host {
-            config.validate_listen(addr)?;
-        }
-    }
-    if let Some(addr) = metrics_listener.and_then(|l| l.local_addr().ok()) {
-        config.validate_http(addr)?;
-    }
-    Ok(())
-}
-
-/// A run opened by [`open_run`]: its store, its jobs, its id and who may call.
-struct OpenedRun {
-    store: Store,
-    jobs: Vec<nqueens_core::Job>,
-    run: pb::RunId,
-    credentials: Arc<Credentials>,
-}
-
-/// Step one: which run, a new one from `--n` or the one in the state file, opened. A missing or
-/// empty (0-byte) file holds no run and becomes a new one, as with `solve --state`; anything else
-/// must be a state file of ours (checked read-only, so a foreign file is left exactly as it was).
-fn open_run(config: &ServeConfig) -> Result<OpenedRun, ServeError> {
-    let holds_run = std::fs::metadata(&config.state).is_ok_and(|m| m.len() > 0);
-    let (n, params) = if holds_run {
-        // Another writer (also through a link to the same file) is refused before anything
-        // is read: a link's view of a live file can lack what its writer's log still holds.
-        Store::ensure_no_writer(&config.state)?;
-        let existing = Store::open_existing(&config.state)?;
-        let meta = existing.meta().clone();
-        if let Some(given) = config.n {
-            if given != meta.n as u32 {
-                return Err(ServeError::OtherN { given, stored: meta.n });
-            }
-        }
-        if config.target_jobs.is_some() && config.target_jobs != meta.target_jobs {
-            return Err(ServeError::OtherSplit {
-                given: config.target_jobs,
-                stored: meta.target_jobs,
-            });
-        }
-        (meta.n as u32, SplitParams { target_jobs: meta.target_jobs })
-    } else {
-        let n = config.n.ok_or_else(|| ServeError::NoBoardSize(config.state.clone()))?;
-        (n, SplitParams { target_jobs: config.target_jobs })
-    };
-    let list = job_list(n, &params).map_err(StoreError::from)?;
-    let store = Store::open_or_create(
-        &config.state,
-        &list,
-        nqueens_proto::PROTOCOL_MAJOR,
-        RunPolicy {
-            verify_fraction: config.verify_fraction,
-            replication: config.replication.unwrap_or(1),
-        },
-        RunKind::Cluster,
-    )?;
-    let stored = store.meta().replication;
-    if let Some(given) = config.replication.filter(|&r| r != stored) {
-        return Err(ServeError::OtherReplication { given, stored });
-    }
-    let run = pb::RunId { n, fingerprint: store.meta().fingerprint.clone() };
-    // The credentials in force, read before any call can be served: a run with (or that had)
-    // per-host tokens never takes a call without one, not even in its first milliseconds.
-    let credentials = Arc::new(Credentials::new(
-        config.token.as_deref(),
-        store.active_credentials()?,
-        store.had_credentials()?,
-    ));
-    Ok(OpenedRun { store, jobs: list.jobs, run, credentials })
 }
 
 /// Identities one credential may hold that have not delivered an answer yet, for a run that

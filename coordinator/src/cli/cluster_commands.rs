@@ -31,8 +31,8 @@ pub struct ServeArgs {
     /// (`Authorization: Bearer TOKEN`, or `?token=TOKEN` in the page's address) unless
     /// --public-status is given. [default: port 9447 on the loopback address of a loopback
     /// --listen (127.0.0.1:9447 or [::1]:9447), else 0.0.0.0:9447]
-    /// (`--metrics-listen`, its older name, is still accepted.)
-    #[arg(long = "http-listen", visible_alias = "metrics-listen", env = "NQ_METRICS_LISTEN")]
+    /// (Its older names, `--metrics-listen` and NQ_METRICS_LISTEN, are still read.)
+    #[arg(long = "http-listen", visible_alias = "metrics-listen", env = "NQ_HTTP_LISTEN")]
     pub http_listen: Option<String>,
     /// Serve metrics and the status page to anyone who can reach --http-listen, without the
     /// token (only on a network you trust; the page then shows the state file's name only).
@@ -223,9 +223,9 @@ impl ServeArgs {
 }
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode> {
-    let config = args.config()?;
-    // Settings first: nothing is bound, created or logged for a run that cannot start.
-    config.validate()?;
+    // Settings first, checked once: nothing is bound, created or logged for a run that cannot
+    // start.
+    let config = args.config()?.check()?;
     // Each worker holds a descriptor: take all the hard limit allows (see `fd_limit.rs`).
     match nqueens_coordinator::fd_limit::raise_to_hard() {
         Ok((before, after)) if after > before => {
@@ -239,25 +239,35 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("binding --listen {}", args.listen))?;
-        let metrics_listen = match args.http_listen {
+        let http_listen = match http_listen(args.http_listen, |name| std::env::var(name).ok()) {
             Some(given) => given,
             None => default_http_listen(listener.local_addr()?).to_string(),
         };
-        let metrics = if metrics_listen == "off" {
+        let http_listener = if http_listen == "off" {
             None
         } else {
             Some(
-                tokio::net::TcpListener::bind(&metrics_listen)
+                tokio::net::TcpListener::bind(&http_listen)
                     .await
-                    .with_context(|| format!("binding --http-listen {metrics_listen}"))?,
+                    .with_context(|| format!("binding --http-listen {http_listen}"))?,
             )
         };
-        let record = serve_run(listener, metrics, config, shutdown).await?;
+        let record = serve_run(listener, http_listener, config, shutdown).await?;
         if let Some(r) = record {
             println!("{}", r.json_line());
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The environment variable `--http-listen` had before it was named for the port it sets (it
+/// serves the status page as well as metrics): still read, after `NQ_HTTP_LISTEN`.
+const OLD_HTTP_LISTEN_ENV: &str = "NQ_METRICS_LISTEN";
+
+/// The HTTP port's address: `given` (the flag or its alias, then `NQ_HTTP_LISTEN`), else the old
+/// variable [`OLD_HTTP_LISTEN_ENV`] as `env` reads it; `None`: the default.
+fn http_listen(given: Option<String>, env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    given.or_else(|| env(OLD_HTTP_LISTEN_ENV))
 }
 
 pub fn status(args: StatusArgs) -> Result<ExitCode> {
@@ -369,4 +379,41 @@ pub fn healthcheck(args: HealthcheckArgs) -> Result<ExitCode> {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    /// `--http-listen` as parsed from `flags`, with `NQ_METRICS_LISTEN` set to `old_env`.
+    fn parsed(flags: &[&str], old_env: Option<&str>) -> Option<String> {
+        let cli = Serve::try_parse_from([&["serve"], flags].concat()).unwrap();
+        http_listen(cli.args.http_listen, |name| {
+            assert_eq!(name, "NQ_METRICS_LISTEN");
+            old_env.map(str::to_owned)
+        })
+    }
+
+    /// The HTTP port has one name, `--http-listen` (`NQ_HTTP_LISTEN`); its old names still set it:
+    /// the flag `--metrics-listen` and, when nothing newer is given, `NQ_METRICS_LISTEN`.
+    #[test]
+    fn the_http_ports_old_flag_and_variable_still_set_it() {
+        // (The tests run without NQ_HTTP_LISTEN, so clap's own variable stays out of this.)
+        assert!(std::env::var_os("NQ_HTTP_LISTEN").is_none());
+        assert_eq!(parsed(&["--http-listen", "off"], None).as_deref(), Some("off"));
+        assert_eq!(
+            parsed(&["--metrics-listen", "127.0.0.1:1"], None).as_deref(),
+            Some("127.0.0.1:1")
+        );
+        assert_eq!(parsed(&[], Some("127.0.0.1:2")).as_deref(), Some("127.0.0.1:2"));
+        assert_eq!(parsed(&["--http-listen", "off"], Some("127.0.0.1:2")).as_deref(), Some("off"));
+        assert_eq!(parsed(&[], None), None);
+    }
 }

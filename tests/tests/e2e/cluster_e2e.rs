@@ -27,6 +27,7 @@ async fn two_workers_solve_n12_to_n15_exactly() {
             exit_when_done: true,
             ..ServeConfig::default()
         };
+        let config = config.check().unwrap();
         let coordinator =
             tokio::spawn(serve(listener, Some(metrics), config, std::future::pending()));
         let workers: Vec<_> = ["alpha", "beta"]

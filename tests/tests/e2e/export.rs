@@ -45,7 +45,8 @@ async fn cluster_run(dir: &Path) -> PathBuf {
         exit_when_done: true,
         ..ServeConfig::default()
     };
-    let coordinator = tokio::spawn(serve(listener, None, config, std::future::pending()));
+    let coordinator =
+        tokio::spawn(serve(listener, None, config.check().unwrap(), std::future::pending()));
     for name in ["alpha", "beta"] {
         let mut cfg = nqueens_worker::WorkerConfig::new(url.clone(), 1);
         cfg.token = Some("sesame".into());
