@@ -11,7 +11,7 @@ fn serve_without_board_size_for_a_new_run_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("new.db");
     let out = coordinator()
-        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--state"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--http-listen", "off", "--state"])
         .arg(&state)
         .env_remove("NQ_N")
         .output()
@@ -27,16 +27,7 @@ fn serve_refuses_a_corrupt_state_file() {
     let state = dir.path().join("junk.db");
     std::fs::write(&state, vec![b'x'; 4096]).unwrap();
     let out = coordinator()
-        .args([
-            "serve",
-            "--n",
-            "8",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "off",
-            "--state",
-        ])
+        .args(["serve", "--n", "8", "--listen", "127.0.0.1:0", "--http-listen", "off", "--state"])
         .arg(&state)
         .output()
         .unwrap();
@@ -52,7 +43,7 @@ fn serve_refuses_a_corrupt_state_file() {
 /// Serves with `args` on a free port without metrics, and returns the exit code and stderr.
 fn serve_fails(args: &[&str]) -> (Option<i32>, String) {
     let out = coordinator()
-        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--http-listen", "off"])
         .args(args)
         .env("RUST_LOG", "info")
         .output()
@@ -134,7 +125,7 @@ fn serving_a_network_address_needs_a_token_or_insecure() {
     let state = dir.path().join("run.db");
     let state = state.to_str().unwrap();
     let out = coordinator()
-        .args(["serve", "--n", "8", "--listen", "0.0.0.0:0", "--metrics-listen", "off"])
+        .args(["serve", "--n", "8", "--listen", "0.0.0.0:0", "--http-listen", "off"])
         .args(["--state", state])
         .env_remove("NQ_TOKEN")
         .env_remove("NQ_INSECURE")
@@ -148,7 +139,7 @@ fn serving_a_network_address_needs_a_token_or_insecure() {
     // With --insecure it serves: the health check answers on the network address's port.
     let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
     let mut serve = coordinator()
-        .args(["serve", "--n", "8", "--metrics-listen", "off", "--insecure"])
+        .args(["serve", "--n", "8", "--http-listen", "off", "--insecure"])
         .args(["--listen", &format!("0.0.0.0:{port}"), "--state", state])
         .env_remove("NQ_TOKEN")
         .stderr(std::process::Stdio::null())

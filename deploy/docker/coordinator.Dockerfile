@@ -9,7 +9,7 @@ USER 10001:10001
 WORKDIR /data
 ENV NQ_STATE=/data/nqueens.db \
     NQ_LISTEN=0.0.0.0:7447 \
-    NQ_METRICS_LISTEN=0.0.0.0:9447
+    NQ_HTTP_LISTEN=0.0.0.0:9447
 EXPOSE 7447 9447
 VOLUME ["/data"]
 HEALTHCHECK --interval=5s --timeout=3s --start-period=5s --retries=3 \

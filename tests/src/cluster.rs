@@ -166,7 +166,7 @@ pub fn serve_args(n: u32, state: &Path, port: u16, extra: &[&str]) -> Vec<String
         state.display().to_string(),
         "--listen".into(),
         format!("127.0.0.1:{port}"),
-        "--metrics-listen".into(),
+        "--http-listen".into(),
         "off".into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));

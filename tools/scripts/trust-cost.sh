@@ -24,7 +24,7 @@ one_run() { # label, extra coordinator flags...
     local cpu
     cpu=$( { time (
         RUST_LOG=info "$BIN/nqueens-coordinator" serve --n "$N" --state "$dir/run.db" \
-            --listen "127.0.0.1:$port" --metrics-listen off --exit-when-done "$@" \
+            --listen "127.0.0.1:$port" --http-listen off --exit-when-done "$@" \
             >"$dir/coordinator.log" 2>&1 &
         local c=$!
         for w in a b; do

@@ -222,7 +222,7 @@ async fn per_host_tokens_read_no_status_on_either_port() {
     let state = dir.path().join("run.db");
     let (port, http) = (free_port(), free_port());
     let mut args = serve_args(12, &state, port, &["--token", TOKEN]);
-    let listen = args.iter().position(|a| a == "--metrics-listen").unwrap();
+    let listen = args.iter().position(|a| a == "--http-listen").unwrap();
     // Every address: the HTTP port requires the token there, and is reached on 127.0.0.1.
     args[listen + 1] = format!("0.0.0.0:{http}");
     let coordinator = Proc::spawn("nqueens-coordinator", &args, dir.path().join("c.log"));

@@ -71,9 +71,7 @@ fn accepts(bin: &str, args: &[&str]) -> Accepts {
 
 fn coordinator_serve() -> Accepts {
     let a = accepts("nqueens-coordinator", &["serve"]);
-    for env in
-        ["NQ_N", "NQ_STATE", "NQ_LISTEN", "NQ_METRICS_LISTEN", "NQ_TOKEN", "NQ_LEASE_SECONDS"]
-    {
+    for env in ["NQ_N", "NQ_STATE", "NQ_LISTEN", "NQ_HTTP_LISTEN", "NQ_TOKEN", "NQ_LEASE_SECONDS"] {
         assert!(
             a.envs.contains(env),
             "`nqueens-coordinator serve` does not take {env}; it takes {:?}",
@@ -216,14 +214,13 @@ fn compose_file_lines_up_with_the_binaries() {
         "coordinator sets {bad:?}, which `serve` does not accept ({:?})",
         serve.envs
     );
-    for need in
-        ["NQ_N", "NQ_STATE", "NQ_LISTEN", "NQ_METRICS_LISTEN", "NQ_TOKEN", "NQ_LEASE_SECONDS"]
+    for need in ["NQ_N", "NQ_STATE", "NQ_LISTEN", "NQ_HTTP_LISTEN", "NQ_TOKEN", "NQ_LEASE_SECONDS"]
     {
         assert!(env.contains_key(need), "coordinator does not set {need}");
     }
     let grpc = port_of(&env["NQ_LISTEN"]);
-    let metrics = port_of(&env["NQ_METRICS_LISTEN"]);
-    assert_eq!((grpc, metrics), (7447, 9447), "the documented default ports");
+    let http = port_of(&env["NQ_HTTP_LISTEN"]);
+    assert_eq!((grpc, http), (7447, 9447), "the documented default ports");
     let published: BTreeSet<u16> = str_list(s(coord, &["ports"]))
         .iter()
         .map(|p| {
@@ -237,7 +234,7 @@ fn compose_file_lines_up_with_the_binaries() {
                 .expect("container port")
         })
         .collect();
-    assert_eq!(published, BTreeSet::from([grpc, metrics]), "published container ports");
+    assert_eq!(published, BTreeSet::from([grpc, http]), "published container ports");
     let state = &env["NQ_STATE"];
     let volumes = str_list(s(coord, &["volumes"]));
     let state_mount = volumes
@@ -406,7 +403,7 @@ fn kubernetes_manifests_line_up() {
     let bad = unknown_envs(env.keys().map(String::as_str), &serve);
     assert!(bad.is_empty(), "StatefulSet sets {bad:?}, not accepted by serve ({:?})", serve.envs);
     let val = |k: &str| str_of(s(&env[k], &["value"]));
-    let (grpc, metrics) = (port_of(&val("NQ_LISTEN")), port_of(&val("NQ_METRICS_LISTEN")));
+    let (grpc, http) = (port_of(&val("NQ_LISTEN")), port_of(&val("NQ_HTTP_LISTEN")));
     let cports: BTreeMap<String, u64> = s(c, &["ports"])
         .as_sequence()
         .unwrap()
@@ -415,7 +412,7 @@ fn kubernetes_manifests_line_up() {
         .collect();
     assert_eq!(
         cports,
-        BTreeMap::from([("grpc".to_owned(), grpc as u64), ("metrics".to_owned(), metrics as u64)])
+        BTreeMap::from([("grpc".to_owned(), grpc as u64), ("metrics".to_owned(), http as u64)])
     );
     // The token comes from the Secret, in every container that needs it.
     let token_ref = |env: &BTreeMap<String, Value>, who: &str| {

@@ -46,7 +46,7 @@ fn accept_loops_pause_while_descriptors_run_out_and_serve_again_after() {
         state.to_str().unwrap(),
         "--listen",
         &format!("127.0.0.1:{port}"),
-        "--metrics-listen",
+        "--http-listen",
         &format!("127.0.0.1:{metrics_port}"),
         "--verify-fraction",
         "0",

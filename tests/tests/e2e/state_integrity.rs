@@ -160,10 +160,10 @@ fn files_that_are_not_ours_are_refused_by_every_command_and_left_untouched() {
                 f,
                 "--listen",
                 "127.0.0.1:0",
-                "--metrics-listen",
+                "--http-listen",
                 "off",
             ],
-            vec!["serve", "--state", f, "--listen", "127.0.0.1:0", "--metrics-listen", "off"],
+            vec!["serve", "--state", f, "--listen", "127.0.0.1:0", "--http-listen", "off"],
             vec!["solve", "12", "--no-progress", "--state", f],
             vec!["status", "--state", f],
             vec!["requeue", "--state", f],
@@ -324,7 +324,7 @@ fn an_empty_state_file_becomes_a_new_run_for_serve_and_solve_alike() {
         arg(&served),
         "--listen",
         "127.0.0.1:0",
-        "--metrics-listen",
+        "--http-listen",
         "off",
     ]);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -565,7 +565,7 @@ fn a_second_writer_through_a_link_is_refused() {
             path.as_os_str(),
             "--listen".as_ref(),
             format!("127.0.0.1:{}", free_port()).as_ref(),
-            "--metrics-listen".as_ref(),
+            "--http-listen".as_ref(),
             "off".as_ref(),
         ]);
         let err = String::from_utf8_lossy(&out.stderr);

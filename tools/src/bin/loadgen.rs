@@ -300,7 +300,7 @@ fn serve_args(
         &args.lease_seconds.to_string(),
         "--listen",
         &format!("127.0.0.1:{port}"),
-        "--metrics-listen",
+        "--http-listen",
         &format!("127.0.0.1:{http_port}"),
         "--expected-workers",
         &args.workers.to_string(),

@@ -170,7 +170,7 @@ async fn measure(args: &Args, jobs: Arc<Vec<Job>>) -> Result<()> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let bin = nqueens_tools::coordinator_binary()?;
     let mut coordinator = Command::new(&bin)
-        .args(["serve", "--lease-seconds", "600", "--metrics-listen", "off", "--listen"])
+        .args(["serve", "--lease-seconds", "600", "--http-listen", "off", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
         .arg("--state")
         .arg(&args.state)
