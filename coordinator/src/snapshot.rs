@@ -47,7 +47,7 @@ pub struct Counters {
 
 /// The run at one moment: jobs by state, pace and ETA by the one rule, every worker, the
 /// counters, and the result once complete.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RunSnapshot {
     /// Which of the engine's publications this is (1 for its first); 0 when read offline.
     pub snapshot_seq: u64,

@@ -193,7 +193,7 @@ impl Serialize for Source {
 
 /// A run's status as `status` shows it, live or from a state file: the run's [`RunSnapshot`] and
 /// the partial totals of its committed rows.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusView {
     /// The run at the moment shown.
     #[serde(flatten)]
@@ -219,7 +219,7 @@ pub struct StatusView {
 /// (`checksums`; false for a schema 1 file not yet opened for writing). Read offline from a state
 /// file ([`StatusReport::read`]) or asked of a live coordinator, whose status reader checks every
 /// row as it sums them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusReport {
     /// The run's status.
     #[serde(flatten)]

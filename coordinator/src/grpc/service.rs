@@ -5,15 +5,17 @@
 
 use super::admission::{peer_addr, ConnectionMark};
 use super::auth::{revoked, Credentials};
-use super::wire::{rejected_ack, result_ack};
+use super::wire::{
+    caller_from_wire, query_from_wire, rejected_ack, result_ack, RegisterCall, ResultCall,
+};
 use crate::engine::{
-    Caller, Command, EngineHandle, Granted, JobAnswer, Refusal, Registered, Registration, Reply,
+    Caller, Command, EngineHandle, Granted, JobAnswer, Refusal, Registered, Reply,
 };
 use crate::metrics::Metrics;
 use crate::secrets::Credential;
-use crate::snapshot::fleet::{FleetCache, WorkerQuery};
+use crate::snapshot::fleet::FleetCache;
 use crate::snapshot::RunSnapshot;
-use crate::status::{Source, StatusReader, StatusView};
+use crate::status::{Source, StatusReader, StatusReport, StatusView};
 use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, CheckBounds, Reason};
@@ -116,20 +118,18 @@ impl ResultStream {
             return Err(StreamEnds);
         }
         let ids = (msg.job_id, msg.lease_id);
-        let refused = if let Err(e) = msg.check_bounds() {
-            tracing::warn!(job = msg.job_id, error = %e, "oversized result rejected");
-            rejected_ack(ids, Reason::InvalidRequest, e.to_string())
-        } else if let Some(why) = run_mismatch(&self.run, msg.run.as_ref()) {
-            tracing::warn!(job = msg.job_id, %why, "result for another run rejected");
-            rejected_ack(ids, Reason::WrongRun, why)
-        } else {
-            match JobAnswer::from_wire(msg, self.credential.clone()) {
-                Ok(answer) => return Ok(Some(answer)),
-                Err(e) => {
-                    tracing::warn!(job = ids.0, error = %e, "malformed result rejected");
-                    rejected_ack(ids, Reason::InvalidRequest, e.to_string())
-                }
+        let refused = match ResultCall::from_wire(msg, self.credential.clone()) {
+            Err(e) => {
+                tracing::warn!(job = ids.0, error = %e, "malformed result rejected");
+                rejected_ack(ids, Reason::InvalidRequest, e.to_string())
             }
+            Ok(call) => match run_mismatch(&self.run, call.run.as_ref()) {
+                None => return Ok(Some(call.answer)),
+                Some(why) => {
+                    tracing::warn!(job = ids.0, %why, "result for another run rejected");
+                    rejected_ack(ids, Reason::WrongRun, why)
+                }
+            },
         };
         self.metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
         match self.out.send(Ok(refused)).await {
@@ -178,19 +178,15 @@ impl CoordinatorService {
         }
     }
 
-    /// The caller of a request naming `worker_id` with `secret`, under the request's credential.
-    /// The request is checked against the contract's bounds first (`nqueens_proto::bounds`).
+    /// The caller of a request naming `worker_id` with `secret`, under the request's credential
+    /// (the request's bounds checked by its conversion, [`caller_from_wire`]).
     fn caller<T: CheckBounds>(
         request: &Request<T>,
         worker_id: u64,
         secret: &str,
     ) -> Result<Caller, Status> {
-        request.get_ref().check_bounds().map_err(invalid)?;
-        Ok(Caller {
-            worker_id: WorkerId::new(worker_id),
-            secret: secret.to_owned(),
-            credential: credential_of(request),
-        })
+        caller_from_wire(request.get_ref(), worker_id, secret, credential_of(request))
+            .map_err(invalid)
     }
 
     async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Status> {
@@ -221,13 +217,14 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let credential = credential_of(&request);
         let peer = peer_addr(&request).map(|a| a.ip().to_canonical());
         let mark = ConnectionMark::of(&request);
-        let req = request.into_inner();
-        // Bounds first: nothing below reads, logs or keeps a field past its bound.
-        req.check_bounds().map_err(invalid)?;
-        if req.run.is_some() {
-            self.check_run(req.run.as_ref())?;
+        // Converted first (its bounds checked): nothing below reads, logs or keeps a field past
+        // its bound.
+        let call = RegisterCall::from_wire(request.into_inner(), credential).map_err(invalid)?;
+        if call.run.is_some() {
+            self.check_run(call.run.as_ref())?;
         }
-        let major = req.version.split('.').next().unwrap_or("");
+        let mut worker = call.registration;
+        let major = worker.version.split('.').next().unwrap_or("");
         let ours = env!("CARGO_PKG_VERSION").split('.').next().unwrap_or("");
         if major != ours {
             return Err(status_with_reason(
@@ -235,19 +232,18 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
                 Reason::VersionMismatch,
                 format!(
                     "worker version {} is incompatible with coordinator version {}",
-                    req.version,
+                    worker.version,
                     env!("CARGO_PKG_VERSION")
                 ),
             ));
         }
-        if !req.self_test.as_ref().is_some_and(|t| t.passed) {
+        if !call.self_test.as_ref().is_some_and(|t| t.passed) {
             return Err(status_with_reason(
                 Code::FailedPrecondition,
                 Reason::SelfTestFailed,
-                format!("the worker's solver self-test failed: {:?}", req.self_test),
+                format!("the worker's solver self-test failed: {:?}", call.self_test),
             ));
         }
-        let mut worker = Registration::from_wire(req, credential).map_err(invalid)?;
         worker.peer = peer;
         let reply = self.ask(|reply| Command::Register { worker, reply }).await?;
         // A registration names no worker yet: its one refusal (too many) names none.
@@ -428,13 +424,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
             ));
         }
         ConnectionMark::of(&request).authenticated();
-        let asked = request.get_ref();
-        asked.check_bounds().map_err(invalid)?;
-        let query = WorkerQuery::new(
-            asked.workers_offset,
-            asked.workers_limit.into(),
-            &asked.workers_filter,
-        );
+        let query = query_from_wire(request.get_ref()).map_err(invalid)?;
         // The engine's latest snapshot, and the partial totals of the committed rows, summed
         // on this reader's own connection (at most every few seconds: see `SUMS_MAX_AGE`) so
         // that a status poll never holds up the engine.
@@ -475,8 +465,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let mut view = view;
         // A page of the workers, and all of them counted: 10,000 rows are no answer to read.
         view.show_workers(&index, &query);
-        let mut response = view.to_response(&self.run);
-        response.bad_rows = summed.bad_rows;
-        Ok(Response::new(response))
+        let report = StatusReport { view, bad_rows: summed.bad_rows, checksums: true };
+        Ok(Response::new(report.to_response()))
     }
 }
