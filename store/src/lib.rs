@@ -43,7 +43,7 @@ pub use credentials::{
 };
 pub use error::StoreError;
 pub use evidence::{CountedJob, Evidence, EVIDENCE_CONFIDENCE};
-pub use rows::{Requeue, Requeued, StoredResult};
+pub use rows::{FinalTally, Requeue, Requeued, StoredResult};
 pub use workers::{BlockedJobs, WorkerRecord};
 
 use nqueens_core::{JobList, Tally};
