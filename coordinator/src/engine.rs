@@ -172,7 +172,7 @@ pub struct Started {
     pub thread: std::thread::JoinHandle<Result<(), EngineError>>,
 }
 
-/// An engine built by `Engine::new`, not yet running, and the ends of its channels.
+/// An engine built by `Engine::wire`, not yet running, and the ends of its channels.
 struct Wired {
     engine: Engine,
     rx: mpsc::Receiver<Command>,
@@ -225,7 +225,7 @@ impl Engine {
         metrics: Arc<Metrics>,
         config: EngineConfig,
     ) -> Result<Started, StoreError> {
-        let Wired { mut engine, rx, handle, snapshots } = Engine::new(store, metrics, config)?;
+        let Wired { mut engine, rx, handle, snapshots } = Engine::wire(store, metrics, config)?;
         tracing::info!(
             jobs = engine.scheduler.total_jobs(),
             done = engine.scheduler.count(JobState::Done),
@@ -247,7 +247,7 @@ impl Engine {
 
     /// The engine over the run in `store` (its scheduler restored, its referee started), not
     /// yet running.
-    fn new(
+    fn wire(
         mut store: Store,
         metrics: Arc<Metrics>,
         config: EngineConfig,

@@ -277,7 +277,7 @@ fn a_token_reply_leaves_with_its_batch_after_the_commit() {
     let dir = tempfile::tempdir().unwrap();
     let (store, config, _) = new_run(dir.path(), &dir.path().join("result.json"));
     let Wired { mut engine, .. } =
-        Engine::new(store, Arc::new(Metrics::default()), config).unwrap();
+        Engine::wire(store, Arc::new(Metrics::default()), config).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let (mut rows, mut replies) = (RowChanges::default(), Vec::new());
     let add = Command::AddToken { name: "host-a".into(), digest: [7; 32], reply: tx };
@@ -328,7 +328,7 @@ fn a_final_tally_that_breaks_the_identities_is_solved_again_not_written() {
     }
     store.apply(&changes, &[]).unwrap();
     let Wired { mut engine, .. } =
-        Engine::new(store, Arc::new(Metrics::default()), config).unwrap();
+        Engine::wire(store, Arc::new(Metrics::default()), config).unwrap();
     assert!(engine.scheduler.is_complete(), "every job is done in the rows");
     engine.end_if_complete().unwrap();
     assert!(!engine.ending.is_final() && engine.ending.published().is_none());
