@@ -2,24 +2,34 @@
 //!
 //! Every request that changes state becomes a [`Command`] on one channel. The engine takes all
 //! commands waiting (up to a cap), decides each against the [`Scheduler`], commits every resulting
-//! change in ONE transaction, and only then answers. Group commit is what makes thousands of
+//! change in ONE transaction, publishes the run's snapshot, and only then answers: every reply
+//! (an [`Outgoing`]) leaves after its batch commits. Group commit is what makes thousands of
 //! durable results per second possible with synchronous=FULL; a single writer makes decisions
 //! race-free.
+//!
+//! One write is not part of the batch's transaction: a token command (`token add|revoke` on a
+//! live run, `admin.rs`) writes its credential row at once, in a statement of its own, because
+//! its refusal (a name in use) must refuse that command alone, never the batch beside it. Its
+//! reply still waits for the batch's commit like every other.
+//!
+//! After each batch the run's end is asked what it changed (`engine/ending.rs`: the final tally,
+//! the result file, the repair of a broken tally).
 
 #[cfg(test)]
 mod adversary;
 mod command;
+mod ending;
 mod publish;
 mod registry;
 #[cfg(test)]
 mod tests;
 
 pub use command::*;
+use ending::{Ending, Step};
 use publish::Publisher;
 use registry::{Registry, RowChanges};
 
 use crate::metrics::Metrics;
-use crate::run_result::RunResult;
 use crate::snapshot::RunSnapshot;
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::{
@@ -42,11 +52,6 @@ const MAX_BATCH: usize = 8192;
 /// no one's critical path (the worker keeps solving). A few milliseconds of patience turn a
 /// trickle of small commits into a few larger ones, and free the cores they share.
 const RESULTS_WINDOW: Duration = Duration::from_millis(50);
-/// How soon a result file that could not be written is first tried again; each failure doubles
-/// the wait, up to [`RESULT_FILE_RETRY_MAX`] (a flood's lack of descriptors passes in seconds, a
-/// full disk or a read-only directory is logged once a minute until someone acts).
-const RESULT_FILE_RETRY: Duration = Duration::from_secs(1);
-const RESULT_FILE_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Why the engine thread ended early.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +122,8 @@ enum Outgoing {
     Heartbeat(Deferred<Vec<LeaseId>>),
     Release(Deferred<u32>),
     Result(Deferred<Verdict>),
+    /// A token command's: its row is written already (see the module's comment).
+    Tokens(TokensTx, Result<TokensNow, StoreError>),
 }
 
 impl Outgoing {
@@ -131,6 +138,9 @@ impl Outgoing {
             Outgoing::Heartbeat(d) => send(d, run_complete),
             Outgoing::Release(d) => send(d, run_complete),
             Outgoing::Result(d) => send(d, run_complete),
+            Outgoing::Tokens(tx, now) => {
+                let _ = tx.send(now);
+            }
         }
     }
 }
@@ -162,6 +172,14 @@ pub struct Started {
     pub thread: std::thread::JoinHandle<Result<(), EngineError>>,
 }
 
+/// An engine built by `Engine::wire`, not yet running, and the ends of its channels.
+struct Wired {
+    engine: Engine,
+    rx: mpsc::Receiver<Command>,
+    handle: EngineHandle,
+    snapshots: watch::Receiver<Arc<RunSnapshot>>,
+}
+
 /// How the engine runs a run (set by `serve`).
 pub struct EngineConfig {
     pub result_file: PathBuf,
@@ -184,24 +202,6 @@ pub struct EngineConfig {
     pub max_unproven: usize,
 }
 
-/// How the run ends: its result once written, or the refusal to write one.
-#[derive(Default)]
-struct Ending {
-    /// The result, once computed from the committed rows: nothing changes the rows after.
-    result: Option<RunResult>,
-    /// Whether the result file holds `result`. Only a written result is published (it is the
-    /// run's end for `--exit-when-done` and every reader), so that no run ends without its
-    /// output on disk; a failed write (a full disk, no descriptor left) is tried again.
-    written: bool,
-    /// When the result file is next tried, after a failed write, and the wait after that one.
-    next_write: Option<(Instant, Duration)>,
-    /// The final tally broke the symmetry identities and no repair was left: the job ids in
-    /// doubt, reported once; the coordinator keeps serving status.
-    refused: Option<Vec<JobId>>,
-    /// Jobs un-counted and solved again (by the referee or workers) after a broken final tally.
-    repairs: u32,
-}
-
 /// The engine thread's state: each part owns its fields.
 pub struct Engine {
     store: Store,
@@ -214,16 +214,44 @@ pub struct Engine {
     config: EngineConfig,
     /// What the engine publishes for every reader (`engine/publish.rs`).
     publisher: Publisher,
+    /// The run's end: the result file, or the repair of a broken tally (`engine/ending.rs`).
     ending: Ending,
 }
 
 impl Engine {
     /// Reloads the run from `store` and starts the engine thread.
     pub fn start(
-        mut store: Store,
+        store: Store,
         metrics: Arc<Metrics>,
         config: EngineConfig,
     ) -> Result<Started, StoreError> {
+        let Wired { mut engine, rx, handle, snapshots } = Engine::wire(store, metrics, config)?;
+        tracing::info!(
+            jobs = engine.scheduler.total_jobs(),
+            done = engine.scheduler.count(JobState::Done),
+            leased = engine.scheduler.count(JobState::Leased),
+            "run loaded; leases found in the store get a fresh grace period"
+        );
+        engine.publish();
+        let (ended_tx, ended_rx) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("nq-engine".into())
+            .spawn(move || {
+                let ended = engine.run(rx);
+                let _ = ended_tx.send(());
+                ended
+            })
+            .expect("spawn engine thread");
+        Ok(Started { handle, snapshots, ended: ended_rx, thread })
+    }
+
+    /// The engine over the run in `store` (its scheduler restored, its referee started), not
+    /// yet running.
+    fn wire(
+        mut store: Store,
+        metrics: Arc<Metrics>,
+        config: EngineConfig,
+    ) -> Result<Wired, StoreError> {
         let loaded = store.load()?;
         let known_workers: HashMap<u64, WorkerRow> =
             store.workers()?.into_iter().map(|w| (w.row.id, w.row)).collect();
@@ -269,7 +297,8 @@ impl Engine {
                 })
             })
         });
-        let mut engine = Engine {
+        let ending = Ending::new(config.result_file.clone(), config.jobs.clone());
+        let engine = Engine {
             store,
             scheduler,
             registry,
@@ -277,29 +306,13 @@ impl Engine {
             metrics,
             config,
             publisher: Publisher::new(snapshots, done_at_start),
-            ending: Ending::default(),
+            ending,
         };
-        tracing::info!(
-            jobs = engine.scheduler.total_jobs(),
-            done = done_at_start,
-            leased = engine.scheduler.count(JobState::Leased),
-            "run loaded; leases found in the store get a fresh grace period"
-        );
-        engine.publish();
-        let (ended_tx, ended_rx) = oneshot::channel();
-        let thread = std::thread::Builder::new()
-            .name("nq-engine".into())
-            .spawn(move || {
-                let ended = engine.run(rx);
-                let _ = ended_tx.send(());
-                ended
-            })
-            .expect("spawn engine thread");
-        Ok(Started { handle: EngineHandle { tx }, snapshots: snapshot_rx, ended: ended_rx, thread })
+        Ok(Wired { engine, rx, handle: EngineHandle { tx }, snapshots: snapshot_rx })
     }
 
     fn run(mut self, rx: mpsc::Receiver<Command>) -> Result<(), EngineError> {
-        self.check_complete()?;
+        self.end_if_complete()?;
         let tick = Duration::from_millis(250);
         let mut last_expiry = Instant::now();
         loop {
@@ -355,20 +368,9 @@ impl Engine {
             for reply in replies {
                 reply.send(run_complete);
             }
-            let was_written = self.ending.written;
-            self.check_complete()?;
-            if self.ending.written != was_written {
-                self.publish();
-            }
+            self.end_if_complete()?;
             if shutdown {
-                if let (Some(_), false) = (&self.ending.result, self.ending.written) {
-                    // A run complete in the rows but not on disk must not look finished: the
-                    // last try's error ends the coordinator non-zero (a restart writes it).
-                    self.write_result_file().map_err(|source| EngineError::ResultFile {
-                        path: self.config.result_file.clone(),
-                        source,
-                    })?;
-                }
+                self.ending.before_exit()?;
                 // The `.db` alone is then the whole state: a copy of it needs no `-wal` beside.
                 self.store.checkpoint()?;
                 tracing::info!("engine stopped after committing everything received");
@@ -385,11 +387,11 @@ impl Engine {
             Command::Shutdown => {}
             Command::AddToken { name, digest, reply } => {
                 let changed = self.store.insert_credential(&name, &digest).map(|()| true);
-                let _ = reply.send(self.tokens_now(changed));
+                replies.push(Outgoing::Tokens(reply, self.tokens_now(changed)));
             }
             Command::RevokeToken { name, reply } => {
                 let changed = self.store.revoke(&name);
-                let _ = reply.send(self.tokens_now(changed));
+                replies.push(Outgoing::Tokens(reply, self.tokens_now(changed)));
             }
             Command::Register { worker, reply } => {
                 let outcome = self
@@ -494,8 +496,8 @@ impl Engine {
 
     /// `Result`: one job's answer, decided by the scheduler and counted in the metrics.
     fn on_result(&mut self, answer: &JobAnswer, now: Instant) -> Verdict {
-        if self.ending.result.is_some() {
-            // The result file is written: nothing may change the rows it was summed from.
+        if self.ending.is_final() {
+            // The result is summed: nothing may change the rows it was summed from.
             tracing::debug!(job = %answer.job_id, worker = %answer.caller.worker_id, "result after the run was complete: not decided");
             return Verdict::Duplicate;
         }
@@ -601,116 +603,17 @@ impl Engine {
         }
     }
 
-    /// Once every job is done: totals from the committed rows, the result file, and the signal
-    /// that lets `serve --exit-when-done` return.
-    fn check_complete(&mut self) -> Result<(), StoreError> {
-        if self.ending.result.is_some() && !self.ending.written {
-            if self.ending.next_write.is_none_or(|(at, _)| Instant::now() >= at) {
-                self.try_write_result_file();
-            }
-            return Ok(());
-        }
-        if self.ending.result.is_some()
-            || self.ending.refused.is_some()
-            || !self.scheduler.is_complete()
-        {
-            return Ok(());
-        }
-        let tally = self.store.tally()?;
-        let totals = match self.store.final_totals(&tally) {
-            Ok(Some(totals)) => totals,
-            Ok(None) => {
-                tracing::error!(
-                    "all jobs are done in memory but the committed rows are incomplete"
-                );
-                return Ok(());
-            }
-            Err(StoreError::Core(nqueens_core::CoreError::Inconsistent { reason })) => {
-                return self.repair_broken_tally(&reason);
-            }
-            Err(e) => return Err(e),
-        };
-        // The `.db` alone is then the whole state (a copy of it needs no `-wal` beside it).
-        self.store.checkpoint()?;
-        let evidence = self.store.evidence()?;
-        tracing::info!(evidence = %evidence.summary(), "what the total rests on");
-        let mut record = RunResult::new(
-            &totals,
-            self.scheduler.total_jobs(),
-            self.store.time_to_last_result()?,
-            tally.nodes,
-        )
-        .with_evidence(evidence);
-        if let Some(jobs) = &self.config.jobs {
-            match crate::export::export_digest(&self.store, jobs) {
-                Ok(digest) => record = record.with_export_digest(digest),
-                Err(crate::export::ExportError::Store(e)) => return Err(e),
-                // The tally above read the same rows: only a broken list gets here.
-                Err(e) => tracing::error!(error = %e, "the export digest cannot be computed"),
+    /// Asks the run's end what the last commit changed (see `engine/ending.rs`), and does what
+    /// it answers.
+    fn end_if_complete(&mut self) -> Result<(), StoreError> {
+        match self.ending.after_batch(&mut self.store, &mut self.scheduler)? {
+            Step::Nothing => {}
+            Step::Written => self.publish(),
+            Step::Repairing => {
+                self.hand_to_referee();
+                self.publish();
             }
         }
-        tracing::info!(n = record.n, total = record.total, unique = record.unique, result = %record.json_line(), "run complete");
-        self.ending.result = Some(record);
-        self.try_write_result_file();
-        Ok(())
-    }
-
-    /// Writes the result file, or logs why not and sets when to try again (waits that double).
-    fn try_write_result_file(&mut self) {
-        match self.write_result_file() {
-            Ok(()) => {}
-            Err(e) => {
-                let wait = self.ending.next_write.map_or(RESULT_FILE_RETRY, |(_, w)| w);
-                self.ending.next_write =
-                    Some((Instant::now() + wait, (wait * 2).min(RESULT_FILE_RETRY_MAX)));
-                tracing::error!(error = %e, file = %self.config.result_file.display(), retry_in = ?wait, "cannot write the result file; trying again (the run is not over until it is written)");
-            }
-        }
-    }
-
-    /// Writes the result (a temporary file renamed over the result file, so that a reader never
-    /// sees half a line) and marks it written.
-    fn write_result_file(&mut self) -> std::io::Result<()> {
-        let Some(record) = &self.ending.result else { return Ok(()) };
-        if self.ending.written {
-            return Ok(());
-        }
-        let file = &self.config.result_file;
-        let tmp = file.with_extension("json.tmp");
-        std::fs::write(&tmp, format!("{}\n", record.json_line()))
-            .and_then(|_| std::fs::rename(&tmp, file))?;
-        self.ending.written = true;
-        tracing::info!(file = %file.display(), "result file written");
-        Ok(())
-    }
-
-    /// The final tally breaks the symmetry identities: some counted answer is wrong. The jobs
-    /// that can explain it (weight 2 and 4, first those counted on one credential's word, then
-    /// all of them) are un-counted and solved again, by the coordinator itself where it can;
-    /// whoever answered them wrongly is untrusted and everything it counted is solved again. Only
-    /// when no such job is left to doubt does the run refuse, once, naming the jobs, and it keeps
-    /// serving status: a restart does the same and never loops.
-    fn repair_broken_tally(&mut self, reason: &str) -> Result<(), StoreError> {
-        self.ending.repairs += 1;
-        let doubted = match self.ending.repairs {
-            1 => self.scheduler.doubt_unconfirmed_symmetric(),
-            2 => self.scheduler.doubt_all_symmetric(),
-            _ => Vec::new(),
-        };
-        if doubted.is_empty() {
-            let jobs = self.scheduler.symmetric_jobs();
-            tracing::error!(%reason, jobs = ?jobs, "the final tally breaks the symmetry identities and every job that could explain it was solved again: refusing to write a result. The coordinator keeps serving status; inspect the jobs with `verify --state`");
-            self.ending.refused = Some(jobs);
-            return Ok(());
-        }
-        for &job_id in &doubted {
-            self.scheduler.doubt(job_id);
-        }
-        let changes = self.scheduler.take_changes();
-        tracing::warn!(%reason, jobs = doubted.len(), round = self.ending.repairs, ids = ?&doubted[..doubted.len().min(20)], "the final tally breaks the symmetry identities: the jobs that can explain it are solved again");
-        self.store.apply(&changes, &[])?;
-        self.hand_to_referee();
-        self.publish();
         Ok(())
     }
 }

@@ -20,7 +20,7 @@ pub use worker::WorkerView;
 
 use crate::run_result::RunResult;
 use nqueens_scheduler::state::JobState;
-use nqueens_store::{Store, StoreError, Summary};
+use nqueens_store::{FinalTally, Store, StoreError, Summary};
 use serde::Serialize;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -91,8 +91,8 @@ impl RunSnapshot {
         let done = s.jobs.get(JobState::Done);
         // A finished run took until its last counted result, however long ago that was.
         let took = store.time_to_last_result()?;
-        let result = match (done == meta.job_count, store.final_totals(&s.tally)?) {
-            (true, Some(t)) => {
+        let result = match (done == meta.job_count, store.final_tally(&s.tally)) {
+            (true, FinalTally::Exact(t)) => {
                 let record = RunResult::new(&t, meta.job_count, took, s.tally.nodes)
                     .with_evidence(store.evidence()?);
                 // The digest the live run published: the rows in job order, read again.

@@ -500,7 +500,7 @@ mod tests {
         }
         store.apply(&changes, &[]).unwrap();
         assert!(total > u128::from(u64::MAX) * 2, "the rows must add up past 2^64: {total}");
-        let classes = store.final_totals(&store.tally().unwrap()).unwrap().unwrap().classes;
+        let classes = store.final_tally(&store.tally().unwrap()).exact().unwrap().classes;
         drop(store);
 
         let status = StatusReport::read(&path, &WorkerQuery::default()).unwrap();

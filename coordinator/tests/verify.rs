@@ -31,7 +31,7 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
         for job in &list.jobs {
             cp.record(job.id, &job.solve().unwrap(), 0.0).unwrap();
         }
-        assert!(cp.finish().unwrap().1.is_some());
+        assert!(cp.finish().unwrap().1.exact().is_some());
     }
     let (out, v) = verify(&state, &["--all"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));

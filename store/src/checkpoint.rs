@@ -1,8 +1,8 @@
 //! Checkpointing for the one-machine `solve --state`.
 
 use super::error::StoreError;
-use super::{RunKind, RunPolicy, Store};
-use nqueens_core::{JobCounts, JobList, Tally, Totals};
+use super::{FinalTally, RunKind, RunPolicy, Store};
+use nqueens_core::{JobCounts, JobList, Tally};
 use nqueens_scheduler::state::{JobState, ResultKind};
 use nqueens_scheduler::{Change, JobId, LeaseId, COORDINATOR};
 use parking_lot::Mutex;
@@ -107,13 +107,14 @@ impl LocalCheckpoint {
         self.inner.lock().commit()
     }
 
-    /// Flushes, then sums the committed rows: `Some(totals)` once every job is recorded.
-    pub fn finish(&self) -> Result<(Tally, Option<Totals>), StoreError> {
+    /// Flushes, then sums the committed rows: the tally and what it comes to (exact once every
+    /// job is recorded, see [`Store::final_tally`]).
+    pub fn finish(&self) -> Result<(Tally, FinalTally), StoreError> {
         let mut inner = self.inner.lock();
         inner.commit()?;
         let tally = inner.store.tally()?;
-        let totals = inner.store.final_totals(&tally)?;
-        Ok((tally, totals))
+        let outcome = inner.store.final_tally(&tally);
+        Ok((tally, outcome))
     }
 }
 

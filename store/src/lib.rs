@@ -46,7 +46,7 @@ pub use credentials::{
 pub use error::StoreError;
 pub use evidence::{CountedJob, Evidence, EVIDENCE_CONFIDENCE};
 pub use open::{connections_opened_here, NewRun, ResumedRun, ServeOpen};
-pub use rows::{Requeue, Requeued, StoredResult};
+pub use rows::{FinalTally, Requeue, Requeued, StoredResult};
 pub use workers::{BlockedJobs, WorkerRecord};
 
 use nqueens_core::{JobList, Tally};

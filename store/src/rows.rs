@@ -5,7 +5,7 @@ use super::checksum::RowClaim;
 use super::credentials::CredentialNumbers;
 use super::error::StoreError;
 use super::{stored_counts, Loaded, Store, Summary};
-use nqueens_core::{JobCounts, Tally, Totals};
+use nqueens_core::{CoreError, JobCounts, Tally, Totals};
 use nqueens_scheduler::state::ResultKind;
 use nqueens_scheduler::state::{JobState, Review};
 use nqueens_scheduler::{
@@ -35,6 +35,31 @@ pub struct StoredResult {
     /// The counts are non-negative integers and the checksum matches (in a schema 1 file read as it
     /// is, with no checksums, only the first holds).
     pub intact: bool,
+}
+
+/// What the committed rows come to at the run's end ([`Store::final_tally`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinalTally {
+    /// Some job has no counted result yet.
+    Incomplete,
+    /// Every job is counted and the sums keep the symmetry identities: the run's answer.
+    Exact(Totals),
+    /// Every job is counted but the sums break the symmetry identities: some counted answer is
+    /// wrong (the coordinator solves the jobs that can explain it again).
+    Inconsistent {
+        /// Which identity fails, with the numbers.
+        reason: String,
+    },
+}
+
+impl FinalTally {
+    /// The totals of an exact tally.
+    pub fn exact(self) -> Option<Totals> {
+        match self {
+            FinalTally::Exact(totals) => Some(totals),
+            _ => None,
+        }
+    }
 }
 
 /// Which blocked jobs [`Store::requeue`] returns to the queue.
@@ -410,13 +435,20 @@ impl Store {
         Ok((tally, bad))
     }
 
-    /// The final totals of `tally` (this store's [`Store::tally`], which callers already hold:
-    /// summing and checking every row is the expensive part), if every job has a counted result.
-    pub fn final_totals(&self, tally: &Tally) -> Result<Option<Totals>, StoreError> {
+    /// What `tally` (this store's [`Store::tally`], which callers already hold: summing and
+    /// checking every row is the expensive part) comes to at the run's end: the totals once every
+    /// job has a counted result and the sums keep the symmetry identities. A tally that breaks
+    /// them is an outcome (a wrong answer was counted), not an error of the store.
+    pub fn final_tally(&self, tally: &Tally) -> FinalTally {
         if tally.jobs != self.meta.job_count {
-            return Ok(None);
+            return FinalTally::Incomplete;
         }
-        Ok(Some(tally.totals()?))
+        match tally.totals() {
+            Ok(totals) => FinalTally::Exact(totals),
+            Err(CoreError::Inconsistent { reason }) => FinalTally::Inconsistent { reason },
+            // `totals` fails on nothing else; should it ever, that tally is no answer either.
+            Err(other) => FinalTally::Inconsistent { reason: other.to_string() },
+        }
     }
 
     /// Progress from committed rows (for `status --state` and the status call).

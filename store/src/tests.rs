@@ -28,8 +28,11 @@ fn checkpoint_resumes_and_refuses_other_runs() {
     for job in &list.jobs[half..] {
         cp.record(job.id, &job.solve().unwrap(), 0.0).unwrap();
     }
-    let (_, totals) = cp.finish().unwrap();
-    assert_eq!(totals.unwrap().total, u128::from(nqueens_core::reference::count_all(8).unwrap()));
+    let (_, outcome) = cp.finish().unwrap();
+    assert_eq!(
+        outcome.exact().unwrap().total,
+        u128::from(nqueens_core::reference::count_all(8).unwrap())
+    );
     drop(cp);
     let other = job_list(9, &SplitParams::default()).unwrap();
     assert!(matches!(
@@ -219,7 +222,7 @@ fn finished_run(path: &std::path::Path, list: &nqueens_core::JobList) {
     for job in &list.jobs {
         cp.record(job.id, &job.solve().unwrap(), 0.0).unwrap();
     }
-    assert!(cp.finish().unwrap().1.is_some());
+    assert!(cp.finish().unwrap().1.exact().is_some());
 }
 
 #[test]
@@ -243,7 +246,7 @@ fn a_row_that_fails_its_checksum_is_never_counted_and_its_job_is_solved_again() 
     assert_eq!(summary.bad_rows, 1);
     assert_eq!(summary.jobs.get(JobState::Pending), 1);
     assert_eq!(store.tally().unwrap().jobs, list.jobs.len() as u64 - 1);
-    assert!(store.final_totals(&store.tally().unwrap()).unwrap().is_none());
+    assert_eq!(store.final_tally(&store.tally().unwrap()), FinalTally::Incomplete);
     let loaded = store.load().unwrap();
     assert_eq!(loaded.jobs[job as usize].state, JobState::Pending);
     assert!(loaded.jobs[job as usize].counted.is_none());
@@ -256,7 +259,7 @@ fn a_row_that_fails_its_checksum_is_never_counted_and_its_job_is_solved_again() 
     assert!(!done.contains(&nqueens_core::JobId::new(job)));
     cp.record(nqueens_core::JobId::new(job), &list.jobs[job as usize].solve().unwrap(), 0.0)
         .unwrap();
-    assert_eq!(cp.finish().unwrap().1.unwrap().total, total);
+    assert_eq!(cp.finish().unwrap().1.exact().unwrap().total, total);
     drop(cp);
     assert_eq!(Store::open_existing(&path).unwrap().summary().unwrap().bad_rows, 1);
 
@@ -272,6 +275,32 @@ fn a_row_that_fails_its_checksum_is_never_counted_and_its_job_is_solved_again() 
     store.conn.execute("UPDATE results SET checksum=NULL WHERE id=1", []).unwrap();
     store.conn.execute("UPDATE results SET checksum='x' WHERE id=2", []).unwrap();
     assert_eq!(store.summary().unwrap().bad_rows, 3);
+}
+
+/// A complete tally that breaks the symmetry identities (one solution too many on a weight-4
+/// job) is an outcome the engine acts on, not an error of the store; a store error stays one.
+#[test]
+fn a_tally_that_breaks_the_identities_is_an_outcome_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.db");
+    let list = job_list(8, &SplitParams::default()).unwrap();
+    let cp = LocalCheckpoint::open(&path, &list, PROTOCOL).unwrap();
+    let liar = list.jobs.iter().find(|j| j.weight == 4).expect("a weight-4 job at N=8").id;
+    for job in &list.jobs {
+        let mut counts = job.solve().unwrap();
+        if job.id == liar {
+            counts.solutions += 1;
+        }
+        cp.record(job.id, &counts, 0.0).unwrap();
+    }
+    let (tally, outcome) = cp.finish().unwrap();
+    assert_eq!(tally.jobs, list.jobs.len() as u64);
+    match outcome {
+        FinalTally::Inconsistent { reason } => {
+            assert!(reason.contains("symmetry identities"), "{reason}")
+        }
+        other => panic!("a broken tally came out as {other:?}"),
+    }
 }
 
 #[test]
@@ -293,11 +322,11 @@ fn schema_1_files_still_open_and_are_migrated_when_written() {
 
     let read = Store::open_existing(&path).unwrap();
     assert!(!read.has_checksums());
-    assert_eq!(read.final_totals(&read.tally().unwrap()).unwrap().unwrap().total, total);
+    assert_eq!(read.final_tally(&read.tally().unwrap()).exact().unwrap().total, total);
     drop(read);
 
     let cp = LocalCheckpoint::open(&path, &list, PROTOCOL).unwrap();
-    assert_eq!(cp.finish().unwrap().1.unwrap().total, total);
+    assert_eq!(cp.finish().unwrap().1.exact().unwrap().total, total);
     drop(cp);
     let store = Store::open_existing(&path).unwrap();
     assert!(store.has_checksums());
@@ -408,7 +437,7 @@ fn sums_past_u64_are_exact_through_the_store() {
 
     let tally = store.tally().unwrap();
     assert_eq!((tally.total, tally.sym180, tally.sym90), (total, sym180, sym90));
-    let totals = store.final_totals(&tally).unwrap().expect("every job has a counted row");
+    let totals = store.final_tally(&tally).exact().expect("every job has a counted row");
     let classes = totals.classes.unwrap();
     assert_eq!(totals.total, total);
     assert_eq!(classes.total(), Some(total));

@@ -6,6 +6,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nqueens_coordinator::LocalCheckpoint;
 use nqueens_coordinator::RunResult;
 use nqueens_core::{check_board_size, job_list, parallel, Job, SplitParams, Tally};
+use nqueens_store::FinalTally;
 use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::io::IsTerminal;
@@ -160,10 +161,11 @@ fn solve_one_size(
     }
     // The checkpoint's answer is summed from its committed rows, never from memory.
     let (tally, totals) = match &checkpoint {
-        Some(c) => {
-            let (tally, totals) = c.finish()?;
-            (tally, totals.context("the checkpoint is missing results after the run")?)
-        }
+        Some(c) => match c.finish()? {
+            (tally, FinalTally::Exact(totals)) => (tally, totals),
+            (_, FinalTally::Incomplete) => bail!("the checkpoint is missing results after the run"),
+            (_, FinalTally::Inconsistent { reason }) => bail!("inconsistent totals: {reason}"),
+        },
         None => {
             let tally = tally.into_inner();
             (tally, tally.totals()?)

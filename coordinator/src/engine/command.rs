@@ -50,12 +50,12 @@ pub enum Command {
     AddToken {
         name: String,
         digest: [u8; 32],
-        reply: mpsc::Sender<Result<TokensNow, StoreError>>,
+        reply: TokensTx,
     },
     /// `token revoke` on a live run: the credential `name` is refused from now on.
     RevokeToken {
         name: String,
-        reply: mpsc::Sender<Result<TokensNow, StoreError>>,
+        reply: TokensTx,
     },
     Shutdown,
 }
@@ -68,6 +68,10 @@ pub struct TokensNow {
     pub active: Vec<(String, [u8; 32])>,
     pub had_credentials: bool,
 }
+
+/// The channel a token command's answer goes back on (after its batch commits, like a
+/// [`Reply`]).
+pub type TokensTx = mpsc::Sender<Result<TokensNow, StoreError>>;
 
 /// What every worker's command is answered with, once the changes it made are committed: what
 /// was decided, or why the caller was refused before anything was; and whether the run is

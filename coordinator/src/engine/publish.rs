@@ -105,7 +105,7 @@ impl Engine {
             Some(rate.jobs_per_second),
             rate.quiet_seconds,
             self.scheduler.conflicts_total(),
-            self.ending.result.clone().filter(|_| self.ending.written),
+            self.ending.published(),
         );
         let last_deadline = self.last_lease_deadline(now);
         let (workers, live) = self.worker_table(now);

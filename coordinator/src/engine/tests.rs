@@ -4,7 +4,7 @@
 
 use super::{
     Caller, Command, Engine, EngineConfig, EngineHandle, Granted, JobAnswer, Refusal, Registered,
-    Registration, Started,
+    Registration, RowChanges, Started, Wired,
 };
 use crate::metrics::Metrics;
 use crate::secrets::Credential;
@@ -32,6 +32,18 @@ fn start_engine_writing(
     dir: &std::path::Path,
     result_file: &std::path::Path,
 ) -> (Started, nqueens_core::JobList) {
+    let (store, config, list) = new_run(dir, result_file);
+    let metrics = Arc::new(Metrics::default());
+    let started = Engine::start(store, metrics, config).unwrap();
+    (started, list)
+}
+
+/// A fresh N=8 run at `dir/run8.db`, and the settings of an engine over it that writes its
+/// result to `result_file`.
+fn new_run(
+    dir: &std::path::Path,
+    result_file: &std::path::Path,
+) -> (Store, EngineConfig, nqueens_core::JobList) {
     let list = job_list(8, &SplitParams::default()).unwrap();
     let state = dir.join("run8.db");
     let store = Store::open_or_create(
@@ -52,9 +64,7 @@ fn start_engine_writing(
         recheck_fraction: 0.0,
         max_unproven: 64,
     };
-    let metrics = Arc::new(Metrics::default());
-    let started = Engine::start(store, metrics, config).unwrap();
-    (started, list)
+    (store, config, list)
 }
 
 /// Registers a worker under the credential `name`.
@@ -258,4 +268,74 @@ fn a_result_file_that_cannot_be_written_is_tried_again_and_never_looks_finished(
         Err(super::EngineError::ResultFile { path, .. }) => assert_eq!(path, never),
         other => panic!("the engine ended with {other:?}, not the unwritten result file"),
     }
+}
+
+/// A token command's row is written when it is decided, but its reply waits for the batch's
+/// commit like every other: deciding it sends nothing, the batch's replies carry it.
+#[test]
+fn a_token_reply_leaves_with_its_batch_after_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, config, _) = new_run(dir.path(), &dir.path().join("result.json"));
+    let Wired { mut engine, .. } =
+        Engine::wire(store, Arc::new(Metrics::default()), config).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (mut rows, mut replies) = (RowChanges::default(), Vec::new());
+    let add = Command::AddToken { name: "host-a".into(), digest: [7; 32], reply: tx };
+    engine.decide(add, &mut rows, &mut replies);
+    assert!(rx.try_recv().is_err(), "the token reply left before its batch committed");
+    assert_eq!(replies.len(), 1);
+    for reply in replies {
+        reply.send(false);
+    }
+    let now = rx.try_recv().expect("the reply, sent with the batch's").unwrap();
+    assert!(now.changed && now.had_credentials);
+    assert_eq!(now.active, vec![("host-a".to_string(), [7; 32])]);
+}
+
+/// A run complete in its rows whose final tally breaks the symmetry identities (one solution
+/// too many on a weight-4 job) writes no result: the jobs that can explain it are pending again,
+/// in memory and in the file, and nothing is published as the run's end.
+#[test]
+fn a_final_tally_that_breaks_the_identities_is_solved_again_not_written() {
+    use nqueens_scheduler::state::{JobState, ResultKind};
+    use nqueens_scheduler::Change;
+    let dir = tempfile::tempdir().unwrap();
+    let result_file = dir.path().join("result.json");
+    let (mut store, config, list) = new_run(dir.path(), &result_file);
+    let liar = list.jobs.iter().find(|j| j.weight == 4).expect("a weight-4 job at N=8").id;
+    let mut changes = Vec::new();
+    for job in &list.jobs {
+        let mut counts = job.solve().unwrap();
+        counts.solutions += u64::from(job.id == liar);
+        changes.push(Change::Result {
+            job_id: job.id,
+            worker_id: 1.into(),
+            credential: nqueens_scheduler::SHARED_CREDENTIAL,
+            lease_id: 1.into(),
+            counts,
+            seconds: 0.0,
+            counted: true,
+            kind: ResultKind::First,
+        });
+        changes.push(Change::JobState {
+            job_id: job.id,
+            state: JobState::Done,
+            lease_id: None,
+            worker_id: None,
+            errors: 0,
+            conflicts: 0,
+        });
+    }
+    store.apply(&changes, &[]).unwrap();
+    let Wired { mut engine, .. } =
+        Engine::wire(store, Arc::new(Metrics::default()), config).unwrap();
+    assert!(engine.scheduler.is_complete(), "every job is done in the rows");
+    engine.end_if_complete().unwrap();
+    assert!(!engine.ending.is_final() && engine.ending.published().is_none());
+    assert!(!result_file.exists(), "a result was written from a broken tally");
+    let pending = engine.scheduler.count(JobState::Pending);
+    assert!(pending > 0, "no job is solved again");
+    drop(engine);
+    let summary = Store::open_existing(&dir.path().join("run8.db")).unwrap().summary().unwrap();
+    assert_eq!(summary.jobs.get(JobState::Pending), pending, "the doubt is not committed");
 }
