@@ -76,48 +76,58 @@ pub fn render(snapshot: &RunSnapshot) -> String {
     out
 }
 
-/// Every one-value series of [`render`]: name, type, help and value.
-fn series(snapshot: &RunSnapshot) -> [(&'static str, &'static str, &'static str, f64); 13] {
-    let p = &snapshot.progress;
+/// One series of [`render`] with one value: name, type, help and value.
+type Series = (&'static str, &'static str, &'static str, f64);
+
+/// Every one-value series of [`render`], in the order they are written.
+fn series(snapshot: &RunSnapshot) -> Vec<Series> {
     let c = snapshot.counters.unwrap_or_default();
+    [results_series(snapshot, &c), coordinator_series(snapshot, &c)].concat()
+}
+
+/// The workers seen and what became of their results.
+fn results_series(snapshot: &RunSnapshot, c: &Counters) -> Vec<Series> {
     let g = |v: u64| v as f64;
-    [
-            (
-                "nqueens_workers",
-                "gauge",
-                "Workers seen within three heartbeats.",
-                g(snapshot.live_workers.unwrap_or(0)),
-            ),
-            (
-                "nqueens_results_total",
-                "counter",
-                "Results committed (accepted or verified) since start; rate() gives results/s.",
-                g(c.results_accepted),
-            ),
-            (
-                "nqueens_results_duplicate_total",
-                "counter",
-                "Duplicate results acknowledged and ignored.",
-                g(c.results_duplicate),
-            ),
-            (
-                "nqueens_results_rejected_total",
-                "counter",
-                "Results refused (unknown job or lease, wrong run).",
-                g(c.results_rejected),
-            ),
-            (
-                "nqueens_job_errors_total",
-                "counter",
-                "Solver errors reported by workers.",
-                g(c.job_errors),
-            ),
-            (
-                "nqueens_conflicts_total",
-                "counter",
-                "Conflicting results recorded.",
-                g(c.conflicts),
-            ),
+    vec![
+        (
+            "nqueens_workers",
+            "gauge",
+            "Workers seen within three heartbeats.",
+            g(snapshot.live_workers.unwrap_or(0)),
+        ),
+        (
+            "nqueens_results_total",
+            "counter",
+            "Results committed (accepted or verified) since start; rate() gives results/s.",
+            g(c.results_accepted),
+        ),
+        (
+            "nqueens_results_duplicate_total",
+            "counter",
+            "Duplicate results acknowledged and ignored.",
+            g(c.results_duplicate),
+        ),
+        (
+            "nqueens_results_rejected_total",
+            "counter",
+            "Results refused (unknown job or lease, wrong run).",
+            g(c.results_rejected),
+        ),
+        (
+            "nqueens_job_errors_total",
+            "counter",
+            "Solver errors reported by workers.",
+            g(c.job_errors),
+        ),
+        ("nqueens_conflicts_total", "counter", "Conflicting results recorded.", g(c.conflicts)),
+    ]
+}
+
+/// The coordinator's own work (leases, nodes, commits), whom it refuses, and the rates.
+fn coordinator_series(snapshot: &RunSnapshot, c: &Counters) -> Vec<Series> {
+    let p = &snapshot.progress;
+    let g = |v: u64| v as f64;
+    vec![
             (
                 "nqueens_lease_expiries_total",
                 "counter",

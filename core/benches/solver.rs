@@ -336,20 +336,21 @@ fn print_estimates(args: &EstimateArgs, known: &HashMap<u32, u64>) {
         let params = EstimateParams { sample: args.sample, threads, ..EstimateParams::default() };
         let e = estimate(n, &params).expect("estimate");
         let hours = |cores| e.wall_seconds_on(cores) / 3600.0;
+        let p = &e.projection;
         let error = known.get(&n).map_or("-".to_string(), |&q| {
-            format!("{:+.1}%", (e.projected_solutions / q as f64 - 1.0) * 100.0)
+            format!("{:+.1}%", (p.projected_solutions / q as f64 - 1.0) * 100.0)
         });
         println!(
             "{n:>3} {:>8} {:>7} {:>13.1} {:>25} {:>11.2} {:>11.3} {:>11.3} {:>11.3} {:>11.6} {error:>10}",
-            e.jobs,
-            e.sampled,
-            e.total_cpu_seconds,
-            format!("{:.1} .. {:.1}", e.total_cpu_seconds_low, e.total_cpu_seconds_high),
-            e.longest_job_seconds,
+            p.jobs,
+            p.sampled,
+            p.total_cpu_seconds,
+            format!("{:.1} .. {:.1}", p.total_cpu_seconds_low, p.total_cpu_seconds_high),
+            p.longest_job_seconds,
             hours(8),
             hours(64),
             hours(512),
-            e.core_years,
+            p.core_years,
         );
     }
 }

@@ -27,21 +27,25 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
+mod hardware;
 mod paths;
+mod projection;
 mod speed;
+pub use hardware::{Hardware, OnCards, OnCores};
 pub use paths::draw_paths;
 use paths::timed_sampled;
+pub use projection::{project, Projection, Stratum, Timed};
 pub use speed::{
-    measure_host_speed, HostSpeed, REFERENCE_CORE_SECONDS, REFERENCE_N, REFERENCE_ROUNDS,
+    measure_host_speed, HostSpeed, Reference, REFERENCE_CORE_SECONDS, REFERENCE_N, REFERENCE_ROUNDS,
 };
 
 /// Samples drawn from each stratum (the number of strata is the sample size over this).
 pub const SAMPLES_PER_STRATUM: usize = 4;
 
-/// Core counts for which [`Estimate::on_cores`] is filled in by [`estimate`].
+/// Core counts of [`Hardware::on_cores`].
 pub const CORE_COUNTS: [u64; 5] = [8, 64, 512, 1_000, 10_000];
 
-/// Card counts for which [`Estimate::on_cards`] is filled in by [`estimate`].
+/// Card counts of [`Hardware::on_cards`].
 pub const CARD_COUNTS: [u64; 3] = [1, 8, 64];
 
 /// Cores of one host, by default: a worker splits a job over all of its cores.
@@ -86,9 +90,9 @@ pub struct EstimateParams {
     /// Jobs with more searched rows than this left are sampled down random paths of their parts
     /// rather than solved whole ([`WHOLE_ROWS`] by default).
     pub whole_rows: usize,
-    /// Cores of one host: the longest job runs split over them (see [`Estimate::wall_seconds_on`]).
+    /// Cores of one host: the longest job runs split over them (see [`Hardware::longest_job_on_host_seconds`]).
     pub host_cores: u64,
-    /// One card's speed in cores of this machine (see [`Estimate::on_cards`]).
+    /// One card's speed in cores of this machine (see [`Hardware::on_cards`]).
     pub card_cores: f64,
     /// Whether [`estimate`] measures this host's speed on the reference list first (a second
     /// or so of one core), to state the CPU time in reference-core-years too.
@@ -111,57 +115,30 @@ impl Default for EstimateParams {
     }
 }
 
-/// One stratum: the jobs whose costs fall in `[min_cost, max_cost]`.
+/// How a job's time was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Clock {
+    /// The CPU time of the thread that solved it.
+    ThreadCpu,
+    /// Wall time, on platforms without a thread clock.
+    Wall,
+}
+
+impl Clock {
+    /// The name `estimate` prints and its JSON holds.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Clock::ThreadCpu => "thread_cpu",
+            Clock::Wall => "wall",
+        }
+    }
+}
+
+/// How the sample was drawn and solved on this machine. Field names are those of
+/// `estimate --json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Stratum {
-    /// Jobs in the stratum.
-    pub jobs: u64,
-    /// Jobs of the stratum that were sampled.
-    pub sampled: u64,
-    /// Smallest cost in the stratum.
-    pub min_cost: u64,
-    /// Largest cost in the stratum.
-    pub max_cost: u64,
-    /// Mean CPU seconds of the sampled jobs.
-    pub mean_seconds: f64,
-    /// Projected CPU seconds of the whole stratum: `mean_seconds * jobs`.
-    pub projected_seconds: f64,
-}
-
-/// The projected wall time of the run on some number of cores.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct OnCores {
-    /// Cores (one solver thread each).
-    pub cores: u64,
-    /// `max(total_cpu_seconds / cores, longest_job_seconds)`: a run can finish no sooner than its
-    /// longest job, however many cores it has.
-    pub wall_seconds: f64,
-    /// The same in hours.
-    pub wall_hours: f64,
-}
-
-/// The projected wall time of the run on some number of cards.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct OnCards {
-    /// Cards, each as fast as [`Estimate::card_cores`] cores.
-    pub cards: u64,
-    /// `max(total_cpu_seconds / (cards * card_cores), longest_job_seconds / card_cores)`.
-    pub wall_seconds: f64,
-    /// The same in days.
-    pub wall_days: f64,
-}
-
-/// The projection for one board size. Field names are those of `estimate --json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    /// Board size.
-    pub n: u8,
-    /// Jobs in the list (the default split unless another was asked for).
-    pub jobs: u64,
-    /// Jobs solved for the sample.
-    pub sampled: u64,
-    /// Strata the list was cut into.
-    pub strata: u64,
+pub struct Sampling {
     /// Threads that solved the sample.
     pub threads: u64,
     /// Seed of the draw.
@@ -170,107 +147,52 @@ pub struct Estimate {
     pub cost_depth: u64,
     /// Wall seconds taken to count the costs.
     pub cost_seconds: f64,
-    /// `"thread_cpu"` if jobs were timed in their thread's CPU time, `"wall"` otherwise.
-    pub clock: String,
-    /// Wall seconds taken to build the job list here.
-    pub job_list_seconds: f64,
+    /// How the sampled jobs were timed.
+    pub clock: Clock,
+    /// Wall seconds taken to build the job list here (absent where the list was given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_list_seconds: Option<f64>,
     /// Wall seconds taken to solve the sample.
     pub sample_wall_seconds: f64,
-    /// Summed CPU seconds of the sampled jobs.
-    pub sample_cpu_seconds: f64,
-    /// Projected CPU seconds to solve every job (job list building excluded).
-    pub total_cpu_seconds: f64,
-    /// Lower end of the 95% confidence interval of `total_cpu_seconds`.
-    pub total_cpu_seconds_low: f64,
-    /// Upper end of the 95% confidence interval of `total_cpu_seconds`.
-    pub total_cpu_seconds_high: f64,
-    /// `total_cpu_seconds` in core-hours.
-    pub core_hours: f64,
-    /// `total_cpu_seconds` in core-years.
-    pub core_years: f64,
-    /// Projected CPU seconds of the longest job.
-    pub longest_job_seconds: f64,
-    /// The longest sampled job, measured.
-    pub longest_sampled_seconds: f64,
-    /// Cores of one host: a worker splits a job over all of them, so the longest job takes
-    /// `longest_job_seconds / host_cores` of wall time on one (1: one thread per job).
-    pub host_cores: u64,
-    /// The longest job's wall seconds on one host of `host_cores` cores.
-    pub longest_job_on_host_seconds: f64,
-    /// Projected wall time on [`CORE_COUNTS`] cores, in hosts of `host_cores`.
-    pub on_cores: Vec<OnCores>,
-    /// One card's speed in cores of this machine (a parameter until a card measures it).
-    pub card_cores: f64,
-    /// The longest job's wall seconds on one card.
-    pub longest_job_on_card_seconds: f64,
-    /// Projected wall time on [`CARD_COUNTS`] cards of `card_cores` each.
-    pub on_cards: Vec<OnCards>,
-    /// This host's speed on the reference list (see [`HostSpeed`]), where it was measured.
-    pub speed: Option<HostSpeed>,
-    /// `total_cpu_seconds` in reference-core-years (see [`HostSpeed`]), where the speed was measured.
-    pub reference_core_years: Option<f64>,
-    /// Lower end of the 95% interval of `reference_core_years`.
-    pub reference_core_years_low: Option<f64>,
-    /// Upper end of the 95% interval of `reference_core_years`.
-    pub reference_core_years_high: Option<f64>,
-    /// Projected number of solutions (a sanity figure: it should be near the known count).
-    pub projected_solutions: f64,
-    /// Lower end of the 95% confidence interval of `projected_solutions`.
-    pub projected_solutions_low: f64,
-    /// Upper end of the 95% confidence interval of `projected_solutions`.
-    pub projected_solutions_high: f64,
-    /// The strata, lightest first.
-    pub by_stratum: Vec<Stratum>,
+}
+
+/// The sizing of one board's run: how its sample was drawn and solved here, what the sample
+/// projects, that projection on hosts and cards, and in reference units where this host's speed
+/// was measured. `estimate --json` is this as one flat object: each part's fields side by side,
+/// the reference figures left out where there are none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Board size.
+    pub n: u8,
+    /// How the sample was drawn and solved.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+    /// What the sample projects.
+    #[serde(flatten)]
+    pub projection: Projection,
+    /// The projection on hosts and cards.
+    #[serde(flatten)]
+    pub hardware: Hardware,
+    /// The CPU time in reference-core-years, where this host's speed was measured.
+    #[serde(flatten)]
+    pub reference: Option<Reference>,
 }
 
 impl Estimate {
-    /// States the CPU time in reference-core-years too, at this host's `speed`; its interval
-    /// is widened by the speed's drift (a host whose speed moved during the estimate cannot
-    /// say its CPU time in reference units more closely than that).
+    /// States the CPU time in reference-core-years too, at this host's `speed` (see
+    /// [`Reference::new`]).
     pub fn set_speed(&mut self, speed: HostSpeed) {
-        let years = |seconds: f64| speed.reference_core_years(seconds);
-        self.speed = Some(speed);
-        self.reference_core_years = Some(years(self.total_cpu_seconds));
-        self.reference_core_years_low =
-            Some(years(self.total_cpu_seconds_low) * (1.0 - speed.drift));
-        self.reference_core_years_high =
-            Some(years(self.total_cpu_seconds_high) * (1.0 + speed.drift));
+        self.reference = Some(Reference::new(&self.projection, speed));
     }
 
-    /// The projected wall seconds on `cores` cores: the CPU time spread evenly, but no less than
-    /// the longest job split over one host's cores.
-    pub fn wall_seconds_on(&self, cores: u64) -> f64 {
-        let host = self.host_cores.clamp(1, cores.max(1));
-        (self.total_cpu_seconds / cores.max(1) as f64).max(self.longest_job_seconds / host as f64)
-    }
-
-    /// The projected wall seconds on `cards` cards of `card_cores` cores each: the CPU time
-    /// spread evenly, but no less than the longest job on one card.
-    pub fn wall_seconds_on_cards(&self, cards: u64) -> f64 {
-        let rate = self.card_cores.max(1e-9);
-        (self.total_cpu_seconds / (cards.max(1) as f64 * rate)).max(self.longest_job_seconds / rate)
-    }
-
-    /// Fills in the host and card figures for hosts of `host_cores` and cards of `card_cores`.
+    /// Restates the wall times for hosts of `host_cores` and cards of `card_cores`.
     pub fn set_hardware(&mut self, host_cores: u64, card_cores: f64) {
-        self.host_cores = host_cores.max(1);
-        self.card_cores = card_cores;
-        self.longest_job_on_host_seconds = self.longest_job_seconds / self.host_cores as f64;
-        self.longest_job_on_card_seconds = self.longest_job_seconds / card_cores.max(1e-9);
-        self.on_cores = CORE_COUNTS
-            .iter()
-            .map(|&c| {
-                let wall_seconds = self.wall_seconds_on(c);
-                OnCores { cores: c, wall_seconds, wall_hours: wall_seconds / 3600.0 }
-            })
-            .collect();
-        self.on_cards = CARD_COUNTS
-            .iter()
-            .map(|&cards| {
-                let wall_seconds = self.wall_seconds_on_cards(cards);
-                OnCards { cards, wall_seconds, wall_days: wall_seconds / 86_400.0 }
-            })
-            .collect();
+        self.hardware = Hardware::new(&self.projection, host_cores, card_cores);
+    }
+
+    /// The projected wall seconds on `cores` cores in hosts of [`Hardware::host_cores`].
+    pub fn wall_seconds_on(&self, cores: u64) -> f64 {
+        self.projection.wall_seconds_on(cores, self.hardware.host_cores)
     }
 }
 
@@ -281,15 +203,6 @@ pub struct SamplePlan {
     pub strata: Vec<Vec<usize>>,
     /// Each stratum's sampled job indices, a subset of its jobs.
     pub chosen: Vec<Vec<usize>>,
-}
-
-/// What solving one sampled job gave.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Timed {
-    /// Seconds the job took.
-    pub seconds: f64,
-    /// Its weighted solutions: orbit weight times solutions found.
-    pub weighted_solutions: f64,
 }
 
 /// Cuts jobs of costs `costs` into strata and draws `sample` of them (see the module
@@ -356,151 +269,6 @@ pub fn plan_sample(costs: &[u64], sample: usize, seed: u64) -> SamplePlan {
         })
         .collect();
     SamplePlan { strata, chosen }
-}
-
-/// Mean and sample variance (0 for fewer than two values).
-fn mean_var(xs: &[f64]) -> (f64, f64) {
-    if xs.is_empty() {
-        return (0.0, 0.0);
-    }
-    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-    if xs.len() < 2 {
-        return (mean, 0.0);
-    }
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (xs.len() - 1) as f64;
-    (mean, var)
-}
-
-/// The strata's squared coefficient of variation (variance over squared mean), pooled by degrees
-/// of freedom. A sampled job's figure is heavy tailed where it comes from random paths (a rare
-/// path draws a part far heavier than its weight said), so a stratum's own variance from a few
-/// values is most often too small and now and then far too large; each stratum's variance is
-/// taken as at least this pooled spread times its squared mean, so that the rare heavy draws
-/// seen anywhere widen the interval everywhere.
-///
-/// `strata` gives each stratum's mean, sample variance and number of values.
-fn pooled_relative_variance(strata: impl Iterator<Item = (f64, f64, usize)>) -> f64 {
-    let (mut sum, mut df) = (0.0, 0.0);
-    for (mean, var, n) in strata {
-        if n >= 2 && mean > 0.0 {
-            sum += (n - 1) as f64 * var / (mean * mean);
-            df += (n - 1) as f64;
-        }
-    }
-    if df > 0.0 {
-        sum / df
-    } else {
-        0.0
-    }
-}
-
-/// The stratified projection of a plan (drawn from `costs`) whose chosen jobs were solved:
-/// `timed(i)` is what job `i` gave (only chosen jobs are asked). The run-level fields that this
-/// cannot know (board size, threads, seed, clock, cost depth, wall times) are left to the caller,
-/// zero or empty.
-pub fn project(
-    costs: &[u64],
-    plan: &SamplePlan,
-    timed: &dyn Fn(usize) -> Timed,
-    cores: &[u64],
-) -> Estimate {
-    let z = 1.96;
-    let (mut total, mut total_var) = (0.0, 0.0);
-    let (mut solutions, mut solutions_var) = (0.0, 0.0);
-    let (mut longest, mut longest_sampled, mut sample_cpu) = (0.0f64, 0.0f64, 0.0);
-    let mut by_stratum = Vec::with_capacity(plan.strata.len());
-    let results: Vec<Vec<Timed>> =
-        plan.chosen.iter().map(|chosen| chosen.iter().map(|&i| timed(i)).collect()).collect();
-    let seconds_of = |r: &[Timed]| r.iter().map(|t| t.seconds).collect::<Vec<f64>>();
-    let found_of = |r: &[Timed]| r.iter().map(|t| t.weighted_solutions).collect::<Vec<f64>>();
-    let spread = |values: &dyn Fn(&[Timed]) -> Vec<f64>| {
-        pooled_relative_variance(results.iter().map(|r| {
-            let (mean, var) = mean_var(&values(r));
-            (mean, var, r.len())
-        }))
-    };
-    let (spread_seconds, spread_found) = (spread(&seconds_of), spread(&found_of));
-    for ((members, chosen), results) in plan.strata.iter().zip(&plan.chosen).zip(&results) {
-        let size = members.len() as f64;
-        let seconds = seconds_of(results);
-        let (mean, var) = mean_var(&seconds);
-        let (mean_found, var_found) = mean_var(&found_of(results));
-        let taken = chosen.len() as f64;
-        let min_cost = members.iter().map(|&i| costs[i]).min().unwrap_or(0);
-        let max_cost = members.iter().map(|&i| costs[i]).max().unwrap_or(0);
-        if !chosen.is_empty() {
-            let fpc = 1.0 - taken / size;
-            total += mean * size;
-            total_var += size * size * fpc * var.max(spread_seconds * mean * mean) / taken;
-            solutions += mean_found * size;
-            solutions_var +=
-                size * size * fpc * var_found.max(spread_found * mean_found * mean_found) / taken;
-            // This stratum's largest job at the stratum's measured seconds per unit of cost.
-            let sampled_cost: f64 = chosen.iter().map(|&i| costs[i] as f64).sum();
-            let sampled_seconds: f64 = seconds.iter().sum();
-            let scaled = if sampled_cost > 0.0 {
-                max_cost as f64 * sampled_seconds / sampled_cost
-            } else {
-                seconds.iter().copied().fold(0.0, f64::max)
-            };
-            longest = longest.max(scaled);
-            longest_sampled = seconds.iter().copied().fold(longest_sampled, f64::max);
-            sample_cpu += sampled_seconds;
-        }
-        by_stratum.push(Stratum {
-            jobs: members.len() as u64,
-            sampled: chosen.len() as u64,
-            min_cost,
-            max_cost,
-            mean_seconds: mean,
-            projected_seconds: mean * size,
-        });
-    }
-    let longest = longest.max(longest_sampled);
-    let (half, half_found) = (z * total_var.sqrt(), z * solutions_var.sqrt());
-    let mut estimate = Estimate {
-        n: 0,
-        jobs: costs.len() as u64,
-        sampled: plan.chosen.iter().map(|c| c.len() as u64).sum(),
-        strata: plan.strata.len() as u64,
-        threads: 0,
-        seed: 0,
-        cost_depth: 0,
-        cost_seconds: 0.0,
-        clock: String::new(),
-        job_list_seconds: 0.0,
-        sample_wall_seconds: 0.0,
-        sample_cpu_seconds: sample_cpu,
-        total_cpu_seconds: total,
-        total_cpu_seconds_low: (total - half).max(sample_cpu.min(total)),
-        total_cpu_seconds_high: total + half,
-        core_hours: total / 3600.0,
-        core_years: total / YEAR_SECONDS,
-        longest_job_seconds: longest,
-        longest_sampled_seconds: longest_sampled,
-        host_cores: 1,
-        longest_job_on_host_seconds: longest,
-        on_cores: Vec::new(),
-        card_cores: 0.0,
-        longest_job_on_card_seconds: 0.0,
-        on_cards: Vec::new(),
-        speed: None,
-        reference_core_years: None,
-        reference_core_years_low: None,
-        reference_core_years_high: None,
-        projected_solutions: solutions,
-        projected_solutions_low: (solutions - half_found).max(0.0),
-        projected_solutions_high: solutions + half_found,
-        by_stratum,
-    };
-    estimate.on_cores = cores
-        .iter()
-        .map(|&c| {
-            let wall_seconds = estimate.wall_seconds_on(c);
-            OnCores { cores: c, wall_seconds, wall_hours: wall_seconds / 3600.0 }
-        })
-        .collect();
-    estimate
 }
 
 /// Each job's partial placements `depth` rows below its pre-placed queens (`Job::estimate` is this
@@ -577,16 +345,22 @@ pub fn estimate_list(list: &JobList, params: &EstimateParams) -> Result<Estimate
         by_job.insert(i, t);
     }
     let timed = |i: usize| by_job[&i];
-    let mut estimate = project(&costs, &plan, &timed, &CORE_COUNTS);
-    estimate.n = list.n;
-    estimate.cost_depth = depth as u64;
-    estimate.cost_seconds = cost_seconds;
-    estimate.threads = params.threads.max(1) as u64;
-    estimate.seed = params.seed;
-    estimate.clock = if on_cpu { "thread_cpu" } else { "wall" }.into();
-    estimate.sample_wall_seconds = sample_wall_seconds;
-    estimate.set_hardware(params.host_cores, params.card_cores);
-    Ok(estimate)
+    let projection = project(&costs, &plan, &timed);
+    Ok(Estimate {
+        n: list.n,
+        sampling: Sampling {
+            threads: params.threads.max(1) as u64,
+            seed: params.seed,
+            cost_depth: depth as u64,
+            cost_seconds,
+            clock: if on_cpu { Clock::ThreadCpu } else { Clock::Wall },
+            job_list_seconds: None,
+            sample_wall_seconds,
+        },
+        hardware: Hardware::new(&projection, params.host_cores, params.card_cores),
+        projection,
+        reference: None,
+    })
 }
 
 /// Builds the job list of an `n`-board (with `params.split`, on `params.threads` threads), then
@@ -603,7 +377,7 @@ pub fn estimate(n: u32, params: &EstimateParams) -> Result<Estimate, CoreError> 
     let list = pool.install(|| job_list(n, &params.split))?;
     let job_list_seconds = started.elapsed().as_secs_f64();
     let mut estimate = estimate_list(&list, params)?;
-    estimate.job_list_seconds = job_list_seconds;
+    estimate.sampling.job_list_seconds = Some(job_list_seconds);
     if let Some(before) = before {
         estimate.set_speed(before.combine(measure_host_speed()?));
     }

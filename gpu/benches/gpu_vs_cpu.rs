@@ -17,36 +17,90 @@ use nqueens_core::{job_list, parallel, Job, SplitParams, Tally};
 use nqueens_gpu::{DeviceSelector, GpuOptions, GpuSolver};
 use std::time::Instant;
 
-fn main() {
-    let mut sizes: Vec<u32> = Vec::new();
-    let mut runs = 3usize;
-    let mut sample = 1usize;
-    let mut device = DeviceSelector::Auto;
-    let mut options = GpuOptions::from_env();
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut number = |what: &str| -> usize {
-            args.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{what} takes a number"))
+/// What to compare: the command line.
+struct Args {
+    sizes: Vec<u32>,
+    runs: usize,
+    sample: usize,
+    device: DeviceSelector,
+    options: GpuOptions,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let mut a = Args {
+            sizes: Vec::new(),
+            runs: 3,
+            sample: 1,
+            device: DeviceSelector::Auto,
+            options: GpuOptions::from_env(),
         };
-        match arg.as_str() {
-            "--runs" => runs = number("--runs").max(1),
-            "--sample" => sample = number("--sample").max(1),
-            "--device" => device = DeviceSelector::Index(number("--device")),
-            "--no-lookahead" => options.lookahead = false,
-            "--bench" => {}
-            other => match other.split_once("..") {
-                Some((a, b)) => sizes.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
-                None => {
-                    sizes.push(other.parse().unwrap_or_else(|_| panic!("bad argument {other}")))
-                }
-            },
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            let mut number = |what: &str| -> usize {
+                args.next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("{what} takes a number"))
+            };
+            match arg.as_str() {
+                "--runs" => a.runs = number("--runs").max(1),
+                "--sample" => a.sample = number("--sample").max(1),
+                "--device" => a.device = DeviceSelector::Index(number("--device")),
+                "--no-lookahead" => a.options.lookahead = false,
+                "--bench" => {}
+                other => match other.split_once("..") {
+                    Some((x, y)) => {
+                        a.sizes.extend(x.parse::<u32>().unwrap()..=y.parse::<u32>().unwrap())
+                    }
+                    None => a
+                        .sizes
+                        .push(other.parse().unwrap_or_else(|_| panic!("bad argument {other}"))),
+                },
+            }
         }
+        if a.sizes.is_empty() {
+            a.sizes.push(16);
+        }
+        a
     }
-    if sizes.is_empty() {
-        sizes.push(16);
+}
+
+/// One round's times of one board: CPU and GPU seconds, the solutions and the GPU's nodes.
+struct Round {
+    cpu: f64,
+    gpu: f64,
+    solutions: u128,
+    nodes: u64,
+}
+
+/// Solves `jobs` of board `n` on all CPU cores, then on the GPU, and checks that they agree.
+fn round(n: u32, jobs: &[Job], pool: &rayon::ThreadPool, gpu: &mut GpuSolver) -> Round {
+    let started = Instant::now();
+    let cpu_tally = std::sync::Mutex::new(Tally::new(n).unwrap());
+    parallel::solve_all(pool, jobs, |i, c, _| {
+        cpu_tally.lock().unwrap().add(jobs[i].weight, c).unwrap();
+    })
+    .unwrap();
+    let cpu = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let counts = pool.install(|| gpu.solve_jobs(jobs)).unwrap();
+    let gpu_s = started.elapsed().as_secs_f64();
+    let mut gpu_tally = Tally::new(n).unwrap();
+    for (job, c) in jobs.iter().zip(&counts) {
+        gpu_tally.add(job.weight, c).unwrap();
     }
+    let cpu_tally = cpu_tally.into_inner().unwrap();
+    assert_eq!(
+        (gpu_tally.total, gpu_tally.sym180, gpu_tally.sym90),
+        (cpu_tally.total, cpu_tally.sym180, cpu_tally.sym90),
+        "N={n}: GPU and CPU disagree"
+    );
+    let nodes = counts.iter().map(|c| c.nodes).sum();
+    Round { cpu, gpu: gpu_s, solutions: cpu_tally.total, nodes }
+}
+
+fn main() {
+    let Args { sizes, runs, sample, device, options } = Args::parse();
     let mut gpu = match GpuSolver::with_options(device, options) {
         Ok(g) => g,
         Err(e) => {
@@ -69,33 +123,11 @@ fn main() {
         gpu.solve_jobs(&jobs[..jobs.len().min(64)]).unwrap();
         let (mut cpu_times, mut gpu_times, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         let (mut solutions, mut nodes) = (0u128, 0u64);
-        for round in 0..runs {
-            let started = Instant::now();
-            let cpu_tally = std::sync::Mutex::new(Tally::new(n).unwrap());
-            parallel::solve_all(&pool, &jobs, |i, c, _| {
-                cpu_tally.lock().unwrap().add(jobs[i].weight, c).unwrap();
-            })
-            .unwrap();
-            let cpu = started.elapsed().as_secs_f64();
-            let started = Instant::now();
-            let counts = pool.install(|| gpu.solve_jobs(&jobs)).unwrap();
-            let gpu_s = started.elapsed().as_secs_f64();
-            let mut gpu_tally = Tally::new(n).unwrap();
-            for (job, c) in jobs.iter().zip(&counts) {
-                gpu_tally.add(job.weight, c).unwrap();
-            }
-            let cpu_tally = cpu_tally.into_inner().unwrap();
-            assert_eq!(
-                (gpu_tally.total, gpu_tally.sym180, gpu_tally.sym90),
-                (cpu_tally.total, cpu_tally.sym180, cpu_tally.sym90),
-                "N={n}: GPU and CPU disagree"
-            );
-            solutions = cpu_tally.total;
-            nodes = counts.iter().map(|c| c.nodes).sum();
-            eprintln!(
-                "N={n} round {round}: CPU {cpu:.3} s, GPU {gpu_s:.3} s, {:?}",
-                gpu.last_stats()
-            );
+        for r in 0..runs {
+            let Round { cpu, gpu: gpu_s, solutions: s, nodes: k } =
+                round(n, &jobs, &pool, &mut gpu);
+            (solutions, nodes) = (s, k);
+            eprintln!("N={n} round {r}: CPU {cpu:.3} s, GPU {gpu_s:.3} s, {:?}", gpu.last_stats());
             cpu_times.push(cpu);
             gpu_times.push(gpu_s);
             ratios.push(cpu / gpu_s);

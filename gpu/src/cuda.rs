@@ -212,75 +212,97 @@ fn nvrtc_image(
     ];
     let mut last_log = String::new();
     for (arch, machine_code) in attempts {
-        let mut options: Vec<CString> = vec![CString::new(arch.as_str()).unwrap()];
-        for d in defines {
-            options.push(
-                CString::new(format!("-D{d}")).map_err(|_| GpuError::Config {
-                    reason: format!("bad macro definition {d:?}"),
-                })?,
-            );
-        }
-        let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
-        let mut program: NvrtcProgram = ptr::null_mut();
-        // SAFETY (this block): the source, name and options outlive the calls; the log and
-        // code buffers have the sizes NVRTC reported; the program is destroyed once.
-        unsafe {
-            let created = (nvrtc.create)(
-                &mut program,
-                source.as_ptr(),
-                c"nq_kernel.cu".as_ptr(),
-                0,
-                ptr::null(),
-                ptr::null(),
-            );
-            if created != 0 {
-                return Err(GpuError::Runtime {
-                    api: "NVRTC",
-                    code: created,
-                    name: "nvrtcCreateProgram".into(),
-                    what: "loading the kernel source".into(),
-                });
-            }
-            let compiled =
-                (nvrtc.compile)(program, option_ptrs.len() as c_int, option_ptrs.as_ptr());
-            let mut size = 0usize;
-            (nvrtc.log_size)(program, &mut size);
-            let mut log = vec![0 as c_char; size.max(1)];
-            (nvrtc.log)(program, log.as_mut_ptr());
-            last_log = format!(
-                "NVRTC {}.{} ({arch}): {}",
-                version.0,
-                version.1,
-                CStr::from_ptr(log.as_ptr()).to_string_lossy().trim()
-            );
-            let code = if compiled == 0 {
-                let (size_of, get) = if machine_code {
-                    (nvrtc.cubin_size, nvrtc.cubin)
-                } else {
-                    (nvrtc.ptx_size, nvrtc.ptx)
-                };
-                let mut size = 0usize;
-                let mut code = Vec::new();
-                if size_of(program, &mut size) == 0 && size > 0 {
-                    code = vec![0u8; size];
-                    if get(program, code.as_mut_ptr().cast()) != 0 {
-                        code.clear();
-                    }
-                }
-                Some(code)
-            } else {
-                None
-            };
-            (nvrtc.destroy)(&mut program);
-            match code {
-                Some(code) if !code.is_empty() => return Ok(code),
-                // An option NVRTC does not know (a newer architecture than it): try PTX.
-                None if compiled == 5 && machine_code => continue,
-                _ => break,
-            }
+        let options = nvrtc_options(&arch, defines)?;
+        let compiled = nvrtc_compile(nvrtc, &source, &options, machine_code)?;
+        last_log = format!("NVRTC {}.{} ({arch}): {}", version.0, version.1, compiled.log);
+        match compiled.code {
+            Some(code) if !code.is_empty() => return Ok(code),
+            // An option NVRTC does not know (a newer architecture than it): try PTX.
+            None if compiled.status == 5 && machine_code => continue,
+            _ => break,
         }
     }
     Err(GpuError::BuildFailed { device: device.to_owned(), log: last_log })
+}
+
+/// NVRTC's options for one attempt: the architecture option `arch` and each macro definition.
+fn nvrtc_options(arch: &str, defines: &[String]) -> Result<Vec<CString>, GpuError> {
+    let mut options: Vec<CString> = vec![CString::new(arch).unwrap()];
+    for d in defines {
+        options.push(
+            CString::new(format!("-D{d}"))
+                .map_err(|_| GpuError::Config { reason: format!("bad macro definition {d:?}") })?,
+        );
+    }
+    Ok(options)
+}
+
+/// What one NVRTC compile gave.
+struct Compiled {
+    /// `nvrtcCompileProgram`'s result (0: compiled).
+    status: c_int,
+    /// The program log, trimmed.
+    log: String,
+    /// Where it compiled: the machine code (`machine_code`) or PTX, empty where NVRTC gave none.
+    code: Option<Vec<u8>>,
+}
+
+/// Compiles `source` once with `options`: the program is created, compiled, read and destroyed
+/// here. An error only where the program cannot be created; a failed compile is a [`Compiled`].
+fn nvrtc_compile(
+    nvrtc: &Nvrtc,
+    source: &CStr,
+    options: &[CString],
+    machine_code: bool,
+) -> Result<Compiled, GpuError> {
+    let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
+    let mut program: NvrtcProgram = ptr::null_mut();
+    // SAFETY (this block): the source, name and options outlive the calls; the log and
+    // code buffers have the sizes NVRTC reported; the program is destroyed once.
+    unsafe {
+        let created = (nvrtc.create)(
+            &mut program,
+            source.as_ptr(),
+            c"nq_kernel.cu".as_ptr(),
+            0,
+            ptr::null(),
+            ptr::null(),
+        );
+        if created != 0 {
+            return Err(GpuError::Runtime {
+                api: "NVRTC",
+                code: created,
+                name: "nvrtcCreateProgram".into(),
+                what: "loading the kernel source".into(),
+            });
+        }
+        let status = (nvrtc.compile)(program, option_ptrs.len() as c_int, option_ptrs.as_ptr());
+        let mut size = 0usize;
+        (nvrtc.log_size)(program, &mut size);
+        let mut log = vec![0 as c_char; size.max(1)];
+        (nvrtc.log)(program, log.as_mut_ptr());
+        let log = CStr::from_ptr(log.as_ptr()).to_string_lossy().trim().to_owned();
+        let code = if status == 0 {
+            let (size_of, get) = if machine_code {
+                (nvrtc.cubin_size, nvrtc.cubin)
+            } else {
+                (nvrtc.ptx_size, nvrtc.ptx)
+            };
+            let mut size = 0usize;
+            let mut code = Vec::new();
+            if size_of(program, &mut size) == 0 && size > 0 {
+                code = vec![0u8; size];
+                if get(program, code.as_mut_ptr().cast()) != 0 {
+                    code.clear();
+                }
+            }
+            Some(code)
+        } else {
+            None
+        };
+        (nvrtc.destroy)(&mut program);
+        Ok(Compiled { status, log, code })
+    }
 }
 
 impl Driver {

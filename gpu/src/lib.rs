@@ -310,89 +310,34 @@ impl GpuSolver {
         result
     }
 
+    /// Counts every item of one batch (see [`GpuSolver::run_batch`]).
     fn count_batch(&mut self, batch: &Batch) -> Result<Vec<(u64, u64)>, GpuError> {
         let n_items = batch.items;
         if n_items == 0 {
             return Ok(Vec::new());
         }
         let wg = self.options.work_group;
-        let info = self.device.info().clone();
         // Local memory: 6 words per level and lane (a frame of 4, the row data of 2); deeper
         // stacks than the device holds are refused.
         let maxl = batch.maxl.max(2);
         let local_bytes = (maxl * 6 * wg * 4) as u64;
-        if local_bytes > info.local_mem_bytes {
+        let local_mem_bytes = self.device.info().local_mem_bytes;
+        if local_bytes > local_mem_bytes {
             return Err(GpuError::OutOfMemory {
                 what: format!(
-                    "local memory: {local_bytes} bytes for {maxl} rows x {wg} lanes, the device has {}",
-                    info.local_mem_bytes
+                    "local memory: {local_bytes} bytes for {maxl} rows x {wg} lanes, the device has {local_mem_bytes}"
                 ),
             });
         }
         self.ensure_kernel(maxl)?;
         let kernel = self.kernels[&maxl];
-        let device = self.device.as_mut();
-        let groups_per_unit = self
-            .options
-            .groups_per_unit
-            .or_else(|| device.resident_groups(kernel, wg, local_bytes as usize))
-            .unwrap_or(if info.kind == DeviceKind::Gpu { 16 } else { 2 })
-            .max(1);
-        let wanted = info.compute_units.max(1) as usize * groups_per_unit * wg;
-        let lanes = wanted.min(n_items.div_ceil(wg) * wg);
-        let save_words = 6 + 4 * maxl;
-        let fault = self.options.fault;
-        let dispatch = Duration::from_millis(self.options.dispatch_ms.max(1));
-        let max_chunks = self.options.max_chunks.max(1);
-        let mut chunks = self.chunks.clamp(1, max_chunks);
+        let lanes = self.lanes(kernel, local_bytes, n_items);
         let started = Instant::now();
-
-        let table = backend::upload(device, &batch.table, "the job table")?;
-        let items = backend::upload(device, &batch.item_words, "the work items")?;
-        let counters = backend::upload(device, &[0, 0], "the counters")?;
-        // Two words per 64-bit count; every count starts at u64::MAX (never a count).
-        let counts = device.alloc(2 * n_items, u32::MAX, "the item counts")?;
-        let nodes = device.alloc(2 * n_items, 0, "the node counts")?;
-        let saved = device.alloc(lanes * save_words, 0, "the saved stacks")?;
-        let args = |chunks| backend::Args {
-            table,
-            items,
-            n_items: n_items as u32,
-            counters,
-            counts,
-            nodes,
-            saved,
-            chunks,
-        };
-
-        let mut dispatches = 0usize;
-        loop {
-            let t = Instant::now();
-            device.dispatch(kernel, &args(chunks), lanes, wg)?;
-            let mut state = [0u32; 2];
-            device.read(counters, 0, &mut state, "the progress counters")?;
-            dispatches += 1;
-            if fault == Some(Fault::MidBatch) && dispatches == 1 {
-                // A read past the end of a buffer: refused with the API's own error.
-                let mut beyond = [0u32; 4];
-                device.read(counters, 2, &mut beyond, "the progress counters")?;
-            }
-            let [next, pending] = state;
-            self.stats.resumed += pending as u64;
-            if next as usize >= n_items && pending == 0 {
-                break;
-            }
-            // Longer or shorter dispatches, towards the wanted length (at most x4 per step).
-            let took = t.elapsed().as_secs_f64().max(1e-4);
-            let factor = (dispatch.as_secs_f64() / took).clamp(0.25, 4.0);
-            chunks = ((chunks as f64 * factor) as u32).clamp(1, max_chunks);
-            // Lanes that found the list empty pushed `next` past the end; bring it back so it
-            // cannot wrap over many dispatches.
-            device.write(counters, &[next.min(n_items as u32), 0], "the progress counters")?;
-        }
-        self.chunks = chunks;
-        let found = backend::read_u64(device, counts, n_items, "the item counts")?;
-        let placed = backend::read_u64(device, nodes, n_items, "the node counts")?;
+        let mut args = upload_batch(self.device.as_mut(), batch, lanes, maxl)?;
+        let dispatches = self.dispatch_until_counted(kernel, &mut args, lanes, n_items)?;
+        let device = self.device.as_mut();
+        let found = backend::read_u64(device, args.counts, n_items, "the item counts")?;
+        let placed = backend::read_u64(device, args.nodes, n_items, "the node counts")?;
         self.stats.steps += placed.iter().sum::<u64>();
         self.stats.dispatches += dispatches;
         self.stats.device_seconds += started.elapsed().as_secs_f64();
@@ -402,4 +347,85 @@ impl GpuSolver {
         }
         Ok(found.into_iter().zip(placed).collect())
     }
+
+    /// Lanes of one dispatch of `kernel` (each group using `local_bytes`): enough resident
+    /// groups to fill every compute unit, but no more than `n_items` items need.
+    fn lanes(&self, kernel: Kernel, local_bytes: u64, n_items: usize) -> usize {
+        let wg = self.options.work_group;
+        let info = self.device.info();
+        let groups_per_unit = self
+            .options
+            .groups_per_unit
+            .or_else(|| self.device.resident_groups(kernel, wg, local_bytes as usize))
+            .unwrap_or(if info.kind == DeviceKind::Gpu { 16 } else { 2 })
+            .max(1);
+        let wanted = info.compute_units.max(1) as usize * groups_per_unit * wg;
+        wanted.min(n_items.div_ceil(wg) * wg)
+    }
+
+    /// Dispatches `kernel` over the `n_items` items of `args` until every one is counted, each
+    /// dispatch's step budget (`args.chunks`) adapted towards `dispatch_ms`; the dispatches made.
+    fn dispatch_until_counted(
+        &mut self,
+        kernel: Kernel,
+        args: &mut backend::Args,
+        lanes: usize,
+        n_items: usize,
+    ) -> Result<usize, GpuError> {
+        let wg = self.options.work_group;
+        let fault = self.options.fault;
+        let dispatch = Duration::from_millis(self.options.dispatch_ms.max(1));
+        let max_chunks = self.options.max_chunks.max(1);
+        args.chunks = self.chunks.clamp(1, max_chunks);
+        let device = self.device.as_mut();
+        let mut dispatches = 0usize;
+        loop {
+            let t = Instant::now();
+            device.dispatch(kernel, args, lanes, wg)?;
+            let mut state = [0u32; 2];
+            device.read(args.counters, 0, &mut state, "the progress counters")?;
+            dispatches += 1;
+            if fault == Some(Fault::MidBatch) && dispatches == 1 {
+                // A read past the end of a buffer: refused with the API's own error.
+                let mut beyond = [0u32; 4];
+                device.read(args.counters, 2, &mut beyond, "the progress counters")?;
+            }
+            let [next, pending] = state;
+            self.stats.resumed += pending as u64;
+            if next as usize >= n_items && pending == 0 {
+                break;
+            }
+            // Longer or shorter dispatches, towards the wanted length (at most x4 per step).
+            let took = t.elapsed().as_secs_f64().max(1e-4);
+            let factor = (dispatch.as_secs_f64() / took).clamp(0.25, 4.0);
+            args.chunks = ((args.chunks as f64 * factor) as u32).clamp(1, max_chunks);
+            // Lanes that found the list empty pushed `next` past the end; bring it back so it
+            // cannot wrap over many dispatches.
+            let counters = args.counters;
+            device.write(counters, &[next.min(n_items as u32), 0], "the progress counters")?;
+        }
+        self.chunks = args.chunks;
+        Ok(dispatches)
+    }
+}
+
+/// The buffers of one batch on `device`: its job table and items, the progress counters at 0,
+/// every count at `u64::MAX` (never a count), room for `lanes` saved stacks of `maxl` rows.
+fn upload_batch(
+    device: &mut dyn Backend,
+    batch: &Batch,
+    lanes: usize,
+    maxl: usize,
+) -> Result<backend::Args, GpuError> {
+    let n_items = batch.items;
+    let save_words = 6 + 4 * maxl;
+    let table = backend::upload(device, &batch.table, "the job table")?;
+    let items = backend::upload(device, &batch.item_words, "the work items")?;
+    let counters = backend::upload(device, &[0, 0], "the counters")?;
+    // Two words per 64-bit count.
+    let counts = device.alloc(2 * n_items, u32::MAX, "the item counts")?;
+    let nodes = device.alloc(2 * n_items, 0, "the node counts")?;
+    let saved = device.alloc(lanes * save_words, 0, "the saved stacks")?;
+    let n_items = n_items as u32;
+    Ok(backend::Args { table, items, n_items, counters, counts, nodes, saved, chunks: 1 })
 }

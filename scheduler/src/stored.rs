@@ -92,18 +92,7 @@ impl Scheduler {
         untrusted: impl IntoIterator<Item = WorkerId>,
         now: Instant,
     ) -> Self {
-        let mut leases: HashMap<LeaseId, LeaseRecord> = leases
-            .into_iter()
-            .map(|l| {
-                let record = LeaseRecord {
-                    worker_id: l.worker,
-                    job_ids: l.jobs,
-                    active: false,
-                    extra: vec![],
-                };
-                (l.id, record)
-            })
-            .collect();
+        let mut leases = lease_records(leases);
         let deadline = now + config.lease_duration;
         let mut trust = Trust::new(config.probation_results, credentials);
         trust.untrusted.extend(untrusted);
@@ -112,42 +101,9 @@ impl Scheduler {
         let mut entries = Vec::with_capacity(jobs.len());
         for (index, row) in jobs.into_iter().enumerate() {
             assert_eq!(row.id.index(), index, "stored jobs must come in id order");
-            let standing = match row.state {
-                JobState::Pending => Standing::Pending,
-                JobState::Leased => match row.lease.and_then(|id| Some((id, leases.get_mut(&id)?)))
-                {
-                    Some((lease_id, lease)) => {
-                        lease.active = true;
-                        let worker_id = lease.worker_id;
-                        Standing::Leased { lease_id, worker_id, deadline, since: now }
-                    }
-                    None => Standing::Pending,
-                },
-                JobState::Done => Standing::Done,
-                JobState::Held => Standing::Held,
-                JobState::Failed => Standing::Failed,
-            };
-            let mut job = JobEntry::new(row.estimate, row.weight, row.verify, standing);
-            job.review = row.review;
-            job.counted = row.counted;
-            job.errors = row.errors;
-            job.conflicts = row.conflicts;
+            let standing = restored_standing(&row, &mut leases, deadline, now);
+            let job = restored_job(row, standing, &mut checks, &mut trust);
             conflicts_total += job.conflicts as u64;
-            // The coordinator's own answers (its reference rows, or its counted answer) check
-            // workers from now on; the workers' uncounted rows are opinions, under the credential
-            // each was given with (an opinion stored before answers carried one, whose worker
-            // row is gone, is nobody's evidence: it is dropped, never promoted).
-            for opinion in row.opinions {
-                if opinion.by_coordinator() {
-                    checks.reference.insert(row.id, opinion.counts);
-                } else if opinion.credential != UNKNOWN_CREDENTIAL {
-                    job.opinions.push(opinion);
-                }
-            }
-            if let Some(counted) = job.counted.filter(Answer::by_coordinator) {
-                checks.reference.insert(row.id, counted.counts);
-            }
-            credit_stored_agreement(&mut trust, &job, checks.reference.get(&row.id));
             entries.push(job);
         }
         // A credential one of whose identities was caught earns its trust again from nothing.
@@ -191,6 +147,73 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// The stored leases by id, each inactive until a leased job names it.
+fn lease_records(leases: Vec<StoredLease>) -> HashMap<LeaseId, LeaseRecord> {
+    leases
+        .into_iter()
+        .map(|l| {
+            let record =
+                LeaseRecord { worker_id: l.worker, job_ids: l.jobs, active: false, extra: vec![] };
+            (l.id, record)
+        })
+        .collect()
+}
+
+/// A stored job's standing: a leased job keeps its lease (marked active) with a fresh grace
+/// period until `deadline`, or is pending again when its lease is not among `leases`.
+fn restored_standing(
+    row: &StoredJob,
+    leases: &mut HashMap<LeaseId, LeaseRecord>,
+    deadline: Instant,
+    now: Instant,
+) -> Standing {
+    match row.state {
+        JobState::Pending => Standing::Pending,
+        JobState::Leased => match row.lease.and_then(|id| Some((id, leases.get_mut(&id)?))) {
+            Some((lease_id, lease)) => {
+                lease.active = true;
+                let worker_id = lease.worker_id;
+                Standing::Leased { lease_id, worker_id, deadline, since: now }
+            }
+            None => Standing::Pending,
+        },
+        JobState::Done => Standing::Done,
+        JobState::Held => Standing::Held,
+        JobState::Failed => Standing::Failed,
+    }
+}
+
+/// A stored job's entry, its coordinator answers moved into `checks` and the agreements it
+/// records credited in `trust`.
+fn restored_job(
+    row: StoredJob,
+    standing: Standing,
+    checks: &mut Checks,
+    trust: &mut Trust,
+) -> JobEntry {
+    let mut job = JobEntry::new(row.estimate, row.weight, row.verify, standing);
+    job.review = row.review;
+    job.counted = row.counted;
+    job.errors = row.errors;
+    job.conflicts = row.conflicts;
+    // The coordinator's own answers (its reference rows, or its counted answer) check
+    // workers from now on; the workers' uncounted rows are opinions, under the credential
+    // each was given with (an opinion stored before answers carried one, whose worker
+    // row is gone, is nobody's evidence: it is dropped, never promoted).
+    for opinion in row.opinions {
+        if opinion.by_coordinator() {
+            checks.reference.insert(row.id, opinion.counts);
+        } else if opinion.credential != UNKNOWN_CREDENTIAL {
+            job.opinions.push(opinion);
+        }
+    }
+    if let Some(counted) = job.counted.filter(Answer::by_coordinator) {
+        checks.reference.insert(row.id, counted.counts);
+    }
+    credit_stored_agreement(trust, &job, checks.reference.get(&row.id));
+    job
 }
 
 /// Credits, once per party, the parties whose stored answers to `job` agree with its counted

@@ -32,8 +32,9 @@ struct CardRate {
 impl CardRate {
     /// The card of `args` against the host speed `e` measured.
     fn of(args: &EstimateArgs, e: &Estimate) -> Result<CardRate> {
-        let host = if e.total_cpu_seconds > 0.0 {
-            e.projected_solutions / e.total_cpu_seconds
+        let p = &e.projection;
+        let host = if p.total_cpu_seconds > 0.0 {
+            p.projected_solutions / p.total_cpu_seconds
         } else {
             0.0
         };
@@ -254,76 +255,97 @@ fn seconds(s: f64) -> String {
 /// The human-readable report.
 fn text(e: &Estimate, card: &CardRate) -> String {
     let mut o = String::new();
+    sample_text(&mut o, e);
+    cpu_text(&mut o, e);
+    wall_text(&mut o, e, card);
+    let p = &e.projection;
     let _ = writeln!(
         o,
-        "N={}: {} jobs in {} strata (costs {} rows deep); sampled {} on {} threads in {} wall (projected CPU of the sampled jobs {}, clock {}); job list built in {}",
-        e.n,
-        e.jobs,
-        e.strata,
-        e.cost_depth,
-        e.sampled,
-        e.threads,
-        hms(e.sample_wall_seconds),
-        hms(e.sample_cpu_seconds),
-        e.clock,
-        hms(e.job_list_seconds)
+        "solutions ~{:.4e} (95%: {:.4e} .. {:.4e})",
+        p.projected_solutions, p.projected_solutions_low, p.projected_solutions_high
     );
+    o
+}
+
+/// The report's first line: the list, its strata and how the sample was solved.
+fn sample_text(o: &mut String, e: &Estimate) {
+    let (s, p) = (&e.sampling, &e.projection);
+    let list =
+        s.job_list_seconds.map_or(String::new(), |t| format!("; job list built in {}", hms(t)));
+    let _ = writeln!(
+        o,
+        "N={}: {} jobs in {} strata (costs {} rows deep); sampled {} on {} threads in {} wall (projected CPU of the sampled jobs {}, clock {}){list}",
+        e.n,
+        p.jobs,
+        p.strata,
+        s.cost_depth,
+        p.sampled,
+        s.threads,
+        hms(s.sample_wall_seconds),
+        hms(p.sample_cpu_seconds),
+        s.clock.as_str(),
+    );
+}
+
+/// The CPU time, in core-years and where measured in reference-core-years.
+fn cpu_text(o: &mut String, e: &Estimate) {
+    let p = &e.projection;
     let _ = writeln!(
         o,
         "CPU      {} s = {:.3} core-hours = {:.3e} core-years (95%: {} .. {} s)",
-        seconds(e.total_cpu_seconds),
-        e.core_hours,
-        e.core_years,
-        seconds(e.total_cpu_seconds_low),
-        seconds(e.total_cpu_seconds_high)
+        seconds(p.total_cpu_seconds),
+        p.core_hours,
+        p.core_years,
+        seconds(p.total_cpu_seconds_low),
+        seconds(p.total_cpu_seconds_high)
     );
-    if let (Some(speed), Some(years), Some(low), Some(high)) =
-        (e.speed, e.reference_core_years, e.reference_core_years_low, e.reference_core_years_high)
-    {
+    if let Some(r) = &e.reference {
         let _ = writeln!(
             o,
-            "         = {years:.3e} reference-core-years (95%: {low:.3e} .. {high:.3e}): this host \
+            "         = {:.3e} reference-core-years (95%: {:.3e} .. {:.3e}): this host \
              solved the reference list (every job of N={REFERENCE_N}, one thread) in {:.3} s \
              (before and after the sample, {:.0}% apart), a reference core in \
              {REFERENCE_CORE_SECONDS:.3} s ({:.2} reference cores per core)",
-            speed.reference_seconds,
-            200.0 * speed.drift,
-            speed.reference_cores_per_core
+            r.core_years,
+            r.core_years_low,
+            r.core_years_high,
+            r.speed.reference_seconds,
+            200.0 * r.speed.drift,
+            r.speed.reference_cores_per_core
         );
     }
+}
+
+/// The longest job, the card taken and the wall time on cores and cards.
+fn wall_text(o: &mut String, e: &Estimate, card: &CardRate) {
+    let (p, h) = (&e.projection, &e.hardware);
     let _ = writeln!(
         o,
         "longest  job ~{} (projected; longest sampled {})",
-        span(e.longest_job_seconds),
-        span(e.longest_sampled_seconds)
+        span(p.longest_job_seconds),
+        span(p.longest_sampled_seconds)
     );
     let _ = writeln!(
         o,
         "longest  job on a host of {} cores ~{}; on one card ~{}",
-        e.host_cores,
-        span(e.longest_job_on_host_seconds),
-        span(e.longest_job_on_card_seconds),
+        h.host_cores,
+        span(h.longest_job_on_host_seconds),
+        span(h.longest_job_on_card_seconds),
     );
     let _ = writeln!(
         o,
         "card     taken as {:.0} cores of this host: {}, over this host's {:.3e} solutions/s per core at N={}",
         card.cores, card.source, card.host_solutions_per_core_second, e.n
     );
-    for c in &e.on_cores {
-        let bound = if c.wall_seconds <= e.longest_job_on_host_seconds * 1.000_001 {
+    for c in &h.on_cores {
+        let bound = if c.wall_seconds <= h.longest_job_on_host_seconds * 1.000_001 {
             "  (the longest job)"
         } else {
             ""
         };
         let _ = writeln!(o, "on {:>5} cores  {:>16}{bound}", c.cores, span(c.wall_seconds));
     }
-    for c in &e.on_cards {
+    for c in &h.on_cards {
         let _ = writeln!(o, "on {:>5} cards  {:>16}", c.cards, span(c.wall_seconds));
     }
-    let _ = writeln!(
-        o,
-        "solutions ~{:.4e} (95%: {:.4e} .. {:.4e})",
-        e.projected_solutions, e.projected_solutions_low, e.projected_solutions_high
-    );
-    o
 }

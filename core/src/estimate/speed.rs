@@ -7,7 +7,7 @@
 //! change) says so in [`HostSpeed::drift`], which widens the interval in reference units.
 
 use super::paths::timed_here;
-use super::YEAR_SECONDS;
+use super::{Projection, YEAR_SECONDS};
 use crate::{job_list, CoreError, SplitParams};
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +56,38 @@ impl HostSpeed {
     /// `cpu_seconds` of this host in reference-core-years.
     pub fn reference_core_years(&self, cpu_seconds: f64) -> f64 {
         cpu_seconds * self.reference_cores_per_core / YEAR_SECONDS
+    }
+}
+
+/// The projected CPU time in reference-core-years, at the speed this host measured. Field
+/// names are those of `estimate --json`, which leaves them out where no speed was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Reference {
+    /// This host's speed on the reference list.
+    pub speed: HostSpeed,
+    /// `total_cpu_seconds` in reference-core-years.
+    #[serde(rename = "reference_core_years")]
+    pub core_years: f64,
+    /// Lower end of the 95% interval of `core_years`, widened by the speed's drift.
+    #[serde(rename = "reference_core_years_low")]
+    pub core_years_low: f64,
+    /// Upper end of the 95% interval of `core_years`, widened by the speed's drift.
+    #[serde(rename = "reference_core_years_high")]
+    pub core_years_high: f64,
+}
+
+impl Reference {
+    /// `projection`'s CPU time at `speed`; its interval is widened by the speed's drift (a host
+    /// whose speed moved during the estimate cannot say its CPU time in reference units more
+    /// closely than that).
+    pub fn new(projection: &Projection, speed: HostSpeed) -> Reference {
+        let years = |seconds: f64| speed.reference_core_years(seconds);
+        Reference {
+            speed,
+            core_years: years(projection.total_cpu_seconds),
+            core_years_low: years(projection.total_cpu_seconds_low) * (1.0 - speed.drift),
+            core_years_high: years(projection.total_cpu_seconds_high) * (1.0 + speed.drift),
+        }
     }
 }
 

@@ -1,3 +1,4 @@
+use super::projection::{mean_var, pooled_relative_variance};
 use super::*;
 
 /// Costs of a skewed list: many light jobs, a few heavy ones.
@@ -40,7 +41,7 @@ fn a_census_projects_exactly() {
         seconds: jobs[i] as f64 * 0.01 + (i % 3) as f64,
         weighted_solutions: 8.0 * i as f64,
     };
-    let e = project(&jobs, &plan, &cost, &[1, 1000]);
+    let e = project(&jobs, &plan, &cost);
     let exact: f64 = (0..jobs.len()).map(|i| cost(i).seconds).sum();
     let longest = (0..jobs.len()).map(|i| cost(i).seconds).fold(0.0, f64::max);
     assert!((e.total_cpu_seconds - exact).abs() < 1e-6 * exact);
@@ -49,8 +50,8 @@ fn a_census_projects_exactly() {
     assert!(e.longest_job_seconds >= longest);
     let solutions: f64 = (0..jobs.len()).map(|i| cost(i).weighted_solutions).sum();
     assert!((e.projected_solutions - solutions).abs() < 1e-6 * solutions);
-    assert!((e.on_cores[0].wall_seconds - exact).abs() < 1e-6 * exact);
-    assert_eq!(e.on_cores[1].wall_seconds, e.longest_job_seconds, "bounded by the longest");
+    assert!((e.wall_seconds_on(1, 1) - exact).abs() < 1e-6 * exact);
+    assert_eq!(e.wall_seconds_on(1000, 1), e.longest_job_seconds, "bounded by the longest");
 }
 
 /// Times proportional to the estimate with noise: a sample of 64 projects within its interval,
@@ -67,7 +68,7 @@ fn a_sample_projects_within_its_interval() {
     let mut hits = 0;
     for seed in 0..20 {
         let plan = plan_sample(&jobs, 64, seed);
-        let e = project(&jobs, &plan, &cost, &[64]);
+        let e = project(&jobs, &plan, &cost);
         assert!((e.total_cpu_seconds - exact).abs() < 0.15 * exact, "seed {seed}: {e:?}");
         if (e.total_cpu_seconds_low..=e.total_cpu_seconds_high).contains(&exact) {
             hits += 1;
@@ -80,16 +81,18 @@ fn a_sample_projects_within_its_interval() {
 fn a_real_sample_solves_and_projects_the_solutions() {
     let list = job_list(11, &SplitParams::default()).unwrap();
     let params = EstimateParams { sample: list.jobs.len(), threads: 2, ..Default::default() };
-    let e = estimate_list(&list, &params).unwrap();
+    let whole = estimate_list(&list, &params).unwrap();
+    let e = &whole.projection;
     assert_eq!(e.sampled, list.jobs.len() as u64);
     // A census counts every solution: Q(11) = 2680.
     let q = crate::reference::count_all(11).unwrap() as f64;
     assert!((e.projected_solutions - q).abs() < 1e-6, "{}", e.projected_solutions);
     assert!(e.total_cpu_seconds > 0.0 && e.longest_job_seconds > 0.0);
     let small = estimate_list(&list, &EstimateParams { sample: 8, ..params }).unwrap();
-    assert_eq!(small.sampled, 8);
-    assert!(small.projected_solutions_low <= small.projected_solutions_high);
-    assert!(small.cost_depth > 2, "a small board's costs are counted deeper");
+    assert_eq!(small.projection.sampled, 8);
+    let p = &small.projection;
+    assert!(p.projected_solutions_low <= p.projected_solutions_high);
+    assert!(small.sampling.cost_depth > 2, "a small board's costs are counted deeper");
 }
 
 #[test]
@@ -116,7 +119,7 @@ fn paths_down_big_jobs_project_the_solutions() {
     let list = job_list(14, &SplitParams::default()).unwrap();
     let params =
         EstimateParams { sample: list.jobs.len(), threads: 2, whole_rows: 5, ..Default::default() };
-    let e = estimate_list(&list, &params).unwrap();
+    let e = estimate_list(&list, &params).unwrap().projection;
     let q = crate::reference::count_all(14).unwrap() as f64;
     assert!((e.projected_solutions / q - 1.0).abs() < 0.05, "{} vs {q}", e.projected_solutions);
     assert!(e.total_cpu_seconds > 0.0);
@@ -146,7 +149,7 @@ fn a_stratum_that_drew_no_spread_borrows_the_others_relative_spread() {
             if heaviest.contains(&i) { 60.0 } else { costs[i] as f64 * [0.5, 1.5, 0.8][i % 3] };
         Timed { seconds: value, weighted_solutions: value }
     };
-    let e = project(&costs, &plan, &timed, &[]);
+    let e = project(&costs, &plan, &timed);
     let stats: Vec<(f64, f64, usize, f64)> = plan
         .chosen
         .iter()
@@ -179,13 +182,14 @@ fn the_host_speed_comes_from_a_correct_count_and_scales_the_core_years() {
     let year = 365.25 * 24.0 * 3600.0;
     assert!((speed.reference_core_years(year) - speed.reference_cores_per_core).abs() < 1e-9);
     let mut e = estimate(12, &EstimateParams { sample: 16, ..Default::default() }).unwrap();
-    assert!(e.speed.is_some() && e.reference_core_years.is_some());
-    assert!((0.0..1.0).contains(&e.speed.unwrap().drift));
+    let measured = e.reference.expect("the speed was measured");
+    assert!((0.0..1.0).contains(&measured.speed.drift));
     let steady = HostSpeed { reference_seconds: 0.6, reference_cores_per_core: 0.5, drift: 0.0 };
     e.set_speed(steady);
-    let years = e.reference_core_years.unwrap();
-    assert!((years - e.core_years * 0.5).abs() <= 1e-12 * e.core_years.max(1.0));
-    let (low, high) = (e.reference_core_years_low.unwrap(), e.reference_core_years_high.unwrap());
+    let reference = e.reference.unwrap();
+    let (years, core_years) = (reference.core_years, e.projection.core_years);
+    assert!((years - core_years * 0.5).abs() <= 1e-12 * core_years.max(1.0));
+    let (low, high) = (reference.core_years_low, reference.core_years_high);
     assert!(low <= years && years <= high);
     // Timed at 0.4 s and 0.8 s: the mean speed, and an interval 1/3 wider on each side.
     let slow = HostSpeed { reference_seconds: 1.2, reference_cores_per_core: 0.25, drift: 0.0 };
@@ -196,8 +200,31 @@ fn the_host_speed_comes_from_a_correct_count_and_scales_the_core_years() {
     );
     e.set_speed(moved);
     let ratio = moved.reference_cores_per_core / 0.5;
-    assert!((e.reference_core_years_low.unwrap() - low * ratio * (2.0 / 3.0)).abs() < 1e-9 * high);
-    assert!(
-        (e.reference_core_years_high.unwrap() - high * ratio * (4.0 / 3.0)).abs() < 1e-9 * high
-    );
+    let reference = e.reference.unwrap();
+    assert!((reference.core_years_low - low * ratio * (2.0 / 3.0)).abs() < 1e-9 * high);
+    assert!((reference.core_years_high - high * ratio * (4.0 / 3.0)).abs() < 1e-9 * high);
+}
+
+/// `estimate --json` is one flat object with the field names of the estimate's parts; figures
+/// that were not measured are left out rather than stated as 0, and the object reads back.
+#[test]
+fn the_json_is_flat_and_leaves_out_what_was_not_measured() {
+    let list = job_list(10, &SplitParams::default()).unwrap();
+    let mut e = estimate_list(&list, &EstimateParams { sample: 8, ..Default::default() }).unwrap();
+    let json = serde_json::to_value(&e).unwrap();
+    for key in ["n", "threads", "clock", "total_cpu_seconds_low", "host_cores", "on_cards"] {
+        assert!(json.get(key).is_some(), "{key} in {json}");
+    }
+    assert_eq!(json["clock"], e.sampling.clock.as_str());
+    for key in ["job_list_seconds", "speed", "reference_core_years"] {
+        assert!(json.get(key).is_none(), "{key} was not measured: {json}");
+    }
+    assert_eq!(serde_json::from_value::<Estimate>(json).unwrap(), e);
+    e.sampling.job_list_seconds = Some(0.5);
+    e.set_speed(HostSpeed { reference_seconds: 0.2, reference_cores_per_core: 1.1, drift: 0.0 });
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(json["job_list_seconds"], 0.5);
+    assert_eq!(json["speed"]["reference_seconds"], 0.2);
+    assert!(json["reference_core_years_low"].as_f64().is_some());
+    assert_eq!(serde_json::from_value::<Estimate>(json).unwrap(), e);
 }

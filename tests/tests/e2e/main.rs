@@ -33,6 +33,7 @@ mod open_checks;
 mod record_run;
 mod rogue_client;
 mod scale;
+mod shape;
 mod solve_checkpoint;
 mod state_integrity;
 mod status_page;
