@@ -48,7 +48,7 @@ pub enum ServeOpen {
     New(NewRun),
     /// The file holds a run, read as far as its [`RunMeta`]: the caller checks its settings
     /// against [`ResumedRun::meta`], then [`ResumedRun::resume`] checks the job list.
-    Resumed(ResumedRun),
+    Resumed(Box<ResumedRun>),
 }
 
 /// A state file that holds no run yet, under the writer's lock: [`NewRun::create`] makes the run.
@@ -176,7 +176,7 @@ impl Store {
             return Ok(ServeOpen::New(NewRun { path: path.into(), kind, conn, lock }));
         }
         store.meta = store.read_meta()?;
-        Ok(ServeOpen::Resumed(ResumedRun { kind, store, lock }))
+        Ok(ServeOpen::Resumed(Box::new(ResumedRun { kind, store, lock })))
     }
 
     /// A store on `conn` whose metadata is not read yet.
