@@ -103,7 +103,7 @@ fn series(snapshot: &RunSnapshot) -> [(&'static str, &'static str, &'static str,
             (
                 "nqueens_results_rejected_total",
                 "counter",
-                "Results refused (unknown job or lease, wrong run).",
+                "Results refused (unknown job or lease, malformed, implausible, untrusted or not the caller's).",
                 g(c.results_rejected),
             ),
             (
@@ -145,7 +145,7 @@ fn series(snapshot: &RunSnapshot) -> [(&'static str, &'static str, &'static str,
             (
                 "nqueens_auth_failures_total",
                 "counter",
-                "Calls refused for a missing or wrong token.",
+                "gRPC calls refused for a missing, wrong or revoked token, or a wrong worker secret.",
                 g(c.auth_failures),
             ),
             (
