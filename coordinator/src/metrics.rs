@@ -110,7 +110,7 @@ fn results_series(snapshot: &RunSnapshot, c: &Counters) -> Vec<Series> {
         (
             "nqueens_results_rejected_total",
             "counter",
-            "Results refused (unknown job or lease, wrong run).",
+            "Results refused (unknown job or lease, malformed, implausible, untrusted or not the caller's).",
             g(c.results_rejected),
         ),
         (
@@ -155,7 +155,7 @@ fn coordinator_series(snapshot: &RunSnapshot, c: &Counters) -> Vec<Series> {
             (
                 "nqueens_auth_failures_total",
                 "counter",
-                "Calls refused for a missing or wrong token.",
+                "gRPC calls refused for a missing, wrong or revoked token, or a wrong worker secret.",
                 g(c.auth_failures),
             ),
             (

@@ -31,7 +31,8 @@ pub struct Counters {
     pub results_accepted: u64,
     /// Duplicate results acknowledged and ignored.
     pub results_duplicate: u64,
-    /// Results refused (unknown job or lease, wrong run, not the caller's).
+    /// Results refused (unknown job or lease, malformed, implausible, untrusted or not the
+    /// caller's).
     pub results_rejected: u64,
     /// Solver errors reported by workers.
     pub job_errors: u64,
@@ -41,7 +42,7 @@ pub struct Counters {
     pub nodes: u64,
     /// Store transactions committed.
     pub commits: u64,
-    /// Calls refused for a missing or wrong token (or a worker's secret).
+    /// gRPC calls refused for a missing, wrong or revoked token, or a wrong worker secret.
     pub auth_failures: u64,
 }
 

@@ -23,8 +23,8 @@ const BUDGET: Duration = Duration::from_secs(2);
 /// `referee::REFEREE_MAX_N`, which must solve any job in dispute, not the cheapest.
 pub const REFERENCE_MAX_N: u8 = 23;
 
-/// Solves reference jobs on a background thread (one core, low priority work) and sends each
-/// answer to the engine as it is found.
+/// Solves reference jobs on a background thread (one core, for about `BUDGET`; no lower
+/// priority than any other thread) and sends each answer to the engine as it is found.
 pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> Option<std::thread::JoinHandle<()>> {
     let n = jobs.first()?.n;
     if n > REFERENCE_MAX_N {

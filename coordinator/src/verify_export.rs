@@ -210,9 +210,14 @@ fn pick(rows: &[ExportRow], sample: RowSample) -> (Vec<&ExportRow>, Option<u64>)
 
 /// Solves `rows` again from their queens alone; the rows that do not agree.
 fn solve_again(n: u8, rows: &[&ExportRow], threads: usize) -> Result<Vec<WrongRow>, ExportError> {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| {
-        ExportError::Io { path: "(solver threads)".into(), source: std::io::Error::other(e) }
-    })?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("verify-exp-{i}"))
+        .build()
+        .map_err(|e| ExportError::Io {
+            path: "(solver threads)".into(),
+            source: std::io::Error::other(e),
+        })?;
     let check = |row: &&ExportRow| -> Option<WrongRow> {
         let wrong = |reason: String| Some(WrongRow { job: row.job, reason });
         let job = match Job::from_board(n, &row.queens) {

@@ -10,7 +10,8 @@ use std::cmp::Reverse;
 use std::time::Instant;
 
 impl Scheduler {
-    /// Leases up to `max_jobs` pending jobs, longest first, to `worker_id`, without spot checks
+    /// Leases up to `max_jobs` pending jobs (longest first; cheapest first on probation) to
+    /// `worker_id`, without spot checks
     /// (see [`Scheduler::lease_checked`]).
     pub fn lease(
         &mut self,
@@ -22,8 +23,8 @@ impl Scheduler {
     }
 
     /// Leases up to `max_jobs` jobs to `worker_id`, within the room its party's cap leaves (see
-    /// [`Scheduler::party_cap`]): pending ones, longest first; when none is left, copies of jobs
-    /// leased far past their expected time. A job awaiting another opinion goes to a party that
+    /// [`Scheduler::party_cap`]): pending ones, longest first (cheapest first for a party on
+    /// probation); when too few are left, copies of jobs leased far past their expected time. A job awaiting another opinion goes to a party that
     /// has not given one yet, never back to the one that did.
     ///
     /// With `spot_checks`, the worker's first lease and about `spot_check_rate` of the jobs it

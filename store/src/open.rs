@@ -238,7 +238,8 @@ impl Store {
         Ok(())
     }
 
-    /// Opens an existing state file read-only, for `status --state`.
+    /// Opens an existing state file read-only after a whole-file `quick_check`: for the
+    /// commands that answer for its rows (`verify`, `export`, `backup`, `token list`).
     pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
         Self::open_existing_file(path, false)
     }

@@ -31,6 +31,8 @@ use rusqlite::{params, OptionalExtension};
 ///   an answer is. Migrated from 5 by adding the column (NULL in older rows: they take their
 ///   worker row's credential while it exists, and are nobody's independent evidence once it is
 ///   gone).
+/// - 7: workers carry their `device`, so that offline status shows it too. Migrated from 6 by
+///   adding the column (empty in older rows).
 pub(crate) const SCHEMA_VERSION: u32 = 7;
 
 /// `PRAGMA application_id` of every nqueens state file: "NQCS".
@@ -112,7 +114,7 @@ impl Store {
         })
     }
 
-    /// The tables and columns of schemas 3 to 5 a file of schema `from` lacks, each step
+    /// The tables and columns of schemas 3 to 7 a file of schema `from` lacks, each step
     /// idempotent (a file of schema 1 gets them before it is marked with the current version).
     fn add_columns_since(&mut self, from: u32) -> Result<(), StoreError> {
         if from < 3 {

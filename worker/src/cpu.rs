@@ -1,5 +1,5 @@
-//! The CPU lane: every leased job is split into items ([`Job::split`]) that all threads of the pool
-//! solve, longest first, so one long job keeps every core busy and a run's tail is its longest job
+//! The CPU lane: a long leased job is split into items ([`Job::split`]) that all threads of the
+//! pool solve, longest first, so one long job keeps every core busy and a run's tail is its longest job
 //! spread over the host instead of one thread's work.
 //!
 //! Splitting costs a little per item (each is set up and its cost estimated), which a job of a

@@ -1,8 +1,10 @@
 //! The solver lanes together: hands each leased task to the GPU lane (when there is a working
-//! one) or the CPU lane, and stops them both. Every task ends in exactly one [`Report`] on the
-//! channel the lanes were given; nothing here touches the worker's state.
+//! one) or the CPU lane, and stops them both. Every task ends in exactly one [`Report`] left in
+//! the [`Inbox`] the lanes were given (through their [`ReportTx`]); nothing here touches the
+//! worker's state.
 //!
 //! [`Report`]: crate::work::Report
+//! [`Inbox`]: crate::work::Inbox
 
 use crate::cpu::CpuLane;
 use crate::gpu::GpuLane;

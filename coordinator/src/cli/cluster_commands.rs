@@ -179,6 +179,7 @@ pub struct HealthcheckArgs {
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
+        .thread_name("nq-tokio")
         .enable_all()
         .build()
         .context("starting the tokio runtime")

@@ -26,13 +26,14 @@ pub struct WorkerView {
     pub conflicts: u64,
     /// Jobs leased to it now.
     pub jobs_leased: u64,
-    /// Seconds since its last result (or its registration, if later).
+    /// Seconds since it was last heard from: live, its last authenticated call or registration;
+    /// offline, its last result row or registration, whichever is later.
     pub last_seen_seconds_ago: f64,
     /// It lost a settled verification (or reported too many solver errors): refused.
     pub untrusted: bool,
     /// The credential (token name) it registered with: `shared` for the `--token` secret.
     pub credential: String,
-    /// What it solves on, as it registered (live coordinators only).
+    /// What it solves on, as it registered (empty offline for rows from before schema 7).
     pub device: String,
     /// Its counted results per second over the last lease period (live coordinators only).
     pub counted_per_second: f64,

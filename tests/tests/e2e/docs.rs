@@ -1,6 +1,8 @@
 //! ARCHITECTURE.md cannot drift from the code: every file it names exists (in the crate whose
-//! section names it), every module of the library crates is named there, and every name in its
-//! glossary's last column is in the code.
+//! section names it), every module of the library crates is named there, every name in its
+//! glossary's last column is in the code, every code name it writes is in the code (see
+//! [`code_name`] for what counts as one), every entry of a crate's layout is where the layout
+//! puts it, and every thread the coordinator starts is named in code and in its thread map.
 
 use std::path::{Path, PathBuf};
 
@@ -162,4 +164,330 @@ fn every_name_in_the_glossary_is_in_the_code() {
             assert!(found, "the glossary names `{name}`, which the code does not have: {row}");
         }
     }
+}
+
+/// The endings of the files whose text the document's code names are looked up in: every
+/// crate's sources, the page and kernel they embed, and the manifests (lint names, features and
+/// binaries are named in `Cargo.toml`).
+const SOURCE_ENDINGS: [&str; 6] = [".rs", ".proto", ".html", ".cl", ".toml", ".sh"];
+
+/// This file: left out of the sources, whose names its broken copies must not find.
+const THIS_FILE: &str = "tests/tests/e2e/docs.rs";
+
+/// The text of every source of the repository (see [`SOURCE_ENDINGS`]), comments included,
+/// but for [`THIS_FILE`], and the set of its identifiers.
+struct Sources {
+    text: String,
+    identifiers: std::collections::HashSet<String>,
+}
+
+impl Sources {
+    fn read(root: &Path, files: &[String]) -> Sources {
+        let mut text = String::new();
+        let is_source = |f: &&String| SOURCE_ENDINGS.iter().any(|e| f.ends_with(e));
+        for file in files.iter().filter(is_source).filter(|f| *f != THIS_FILE) {
+            text.push_str(&std::fs::read_to_string(root.join(file)).unwrap_or_default());
+            text.push('\n');
+        }
+        let identifiers = text.split(|c: char| !is_name_char(c)).map(str::to_owned).collect();
+        Sources { text, identifiers }
+    }
+
+    /// Whether `word` is in the sources as a whole word: neither side touches a letter, a digit
+    /// or `_`.
+    fn has_word(&self, word: &str) -> bool {
+        if word.chars().all(is_name_char) {
+            return self.identifiers.contains(word);
+        }
+        self.text.match_indices(word).any(|(at, _)| {
+            let before = self.text[..at].chars().next_back();
+            let after = self.text[at + word.len()..].chars().next();
+            !before.is_some_and(is_name_char) && !after.is_some_and(is_name_char)
+        })
+    }
+}
+
+/// The document with its code fences (three backticks) left out, so that the backticks of the
+/// spans inside a block pair up.
+fn without_fences(doc: &str) -> String {
+    doc.lines().filter(|l| !l.trim_start().starts_with("```")).collect::<Vec<_>>().join("\n")
+}
+
+/// The code name a span in backticks gives, if it gives one:
+///
+/// - a span with a space is a command line (`serve --n 18`), one starting with `-` a flag:
+///   neither is a code name;
+/// - a type's generic arguments are left out (`Reply<T>` names `Reply`); a path with a
+///   placeholder (`<state>.result.json`) is no code name (the file check reads it);
+/// - anything else is one: a file or folder (ending in one of [`ENDINGS`] or `/`), or names
+///   joined by `::` (`Scheduler::lease_checked`), `.` (`RegisterRequest.slots`), `/`
+///   (`/status.json`) or `=` (`REWRITE=1`), with a macro's `!` (`cpu_features!`); environment
+///   variables (`NQ_KNOWN_COUNTS`), crate names and features are names like any other.
+fn code_name(span: &str) -> Option<&str> {
+    if span.is_empty() || span.contains(char::is_whitespace) || span.starts_with('-') {
+        return None;
+    }
+    match span.split_once('<') {
+        None => Some(span),
+        Some((head, _)) if !head.is_empty() && head.chars().all(is_name_char) => Some(head),
+        Some(_) => None,
+    }
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The words of a code block's text that are code names although no backticks mark them:
+/// CamelCase words (a lowercase letter followed by an uppercase one: `JobTable`), and words with
+/// `_` or `::` (`lease_checked`, `JobTable::set_state`).
+fn unmarked_code_names(block_line: &str) -> Vec<&str> {
+    block_line
+        .split(|c: char| !is_name_char(c) && c != ':')
+        .map(|word| word.trim_matches(':'))
+        .filter(|word| {
+            let camel = word
+                .as_bytes()
+                .windows(2)
+                .any(|p| p[0].is_ascii_lowercase() && p[1].is_ascii_uppercase());
+            camel || word.contains('_') || word.contains("::")
+        })
+        .collect()
+}
+
+/// Every code name of the document: the spans in backticks that are code names (see
+/// [`code_name`]), in its prose and its code blocks, and the words of its code blocks that
+/// [`unmarked_code_names`] takes for code.
+fn code_names(doc: &str) -> Vec<String> {
+    let text = without_fences(doc);
+    let mut names: Vec<String> =
+        text.split('`').skip(1).step_by(2).filter_map(code_name).map(str::to_owned).collect();
+    let mut in_block = false;
+    for line in doc.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+        } else if in_block {
+            let unmarked = line.split('`').step_by(2).flat_map(unmarked_code_names);
+            names.extend(unmarked.map(str::to_owned));
+        }
+    }
+    names
+}
+
+/// Whether the code has `name` (a [`code_name`]): a file or folder is the end of a path of
+/// `files`; otherwise each name in it (letters, digits, `_` and `-`; not a number alone) is a
+/// whole word of the sources, and a lowercase name after a type's (`Type::method`) is a
+/// function's: `fn method`.
+fn the_code_has(name: &str, files: &[String], sources: &Sources) -> bool {
+    if name.ends_with('/') || ENDINGS.iter().any(|e| name.ends_with(e)) {
+        return names_a_file(files, "", name);
+    }
+    let pieces: Vec<&str> = name
+        .split(|c: char| !is_name_char(c) && c != '-')
+        .filter(|p| !p.is_empty() && !p.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    let method = match name.rsplit_once("::") {
+        Some((owner, last)) => {
+            let owner = owner.rsplit("::").next().unwrap_or_default();
+            owner.starts_with(char::is_uppercase) && last.starts_with(char::is_lowercase)
+        }
+        None => false,
+    };
+    let last = pieces.last().copied().unwrap_or_default();
+    !pieces.is_empty()
+        && pieces.iter().all(|p| sources.has_word(p))
+        && (!method || sources.has_word(&format!("fn {last}")))
+}
+
+/// The code names of `doc` that the code does not have, each once.
+fn missing_code_names(doc: &str, files: &[String], sources: &Sources) -> Vec<String> {
+    let mut missing: Vec<String> =
+        code_names(doc).into_iter().filter(|n| !the_code_has(n, files, sources)).collect();
+    missing.sort();
+    missing.dedup();
+    missing
+}
+
+/// The repository's files and ARCHITECTURE.md.
+fn the_repository() -> (Vec<String>, String) {
+    let root = repository();
+    let mut files = Vec::new();
+    files_under(&root, &root, &mut files);
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    (files, doc)
+}
+
+#[test]
+fn every_code_name_architecture_md_writes_is_in_the_code() {
+    let (files, doc) = the_repository();
+    let sources = Sources::read(&repository(), &files);
+    let names = code_names(&doc);
+    assert!(names.len() > 300, "too few code names found: {names:?}");
+    let missing = missing_code_names(&doc, &files, &sources);
+    assert!(missing.is_empty(), "ARCHITECTURE.md names code that does not exist: {missing:?}");
+}
+
+#[test]
+fn a_code_name_that_is_not_in_the_code_fails_the_check() {
+    let (files, doc) = the_repository();
+    let sources = Sources::read(&repository(), &files);
+    let broken: [(&str, &[&str]); 7] = [
+        ("the engine calls `no_such_function` first.", &["no_such_function"]),
+        ("a `NoSuchType` holds it.", &["NoSuchType"]),
+        ("see `Scheduler::no_such_method`.", &["Scheduler::no_such_method"]),
+        ("`engine/no_such_file.rs` holds it.", &["engine/no_such_file.rs"]),
+        ("`NO_SUCH_VARIABLE=1` sets it.", &["NO_SUCH_VARIABLE=1"]),
+        ("```\nlib.rs   NoSuchHelper::no_such_step\n```", &["NoSuchHelper::no_such_step"]),
+        ("`Reply<NoSuchArgument>` and `serve --no-such-flag` are not checked.", &[]),
+    ];
+    for (sentence, names) in broken {
+        let copy = format!("{doc}\n{sentence}\n");
+        assert_eq!(missing_code_names(&copy, &files, &sources), names, "{sentence}");
+    }
+    // The real names pass, written any way the rules allow.
+    let fine = "`Scheduler::lease_checked`, `RegisterRequest.slots`, `cpu_features!`, `Reply<T>`";
+    assert!(missing_code_names(&format!("{doc}\n{fine}\n"), &files, &sources).is_empty());
+}
+
+/// The entries of the "Inside the ..." sections' code blocks that are not where the block puts
+/// them: a line that starts at the block's left edge names a file or folder of the section's
+/// crate (under its `src/`, or the crate's own folder: `tests/`), as `crate: entry`.
+fn misplaced_entries(doc: &str, files: &[String]) -> Vec<String> {
+    let (mut krate, mut in_block, mut misplaced) = ("", false, Vec::new());
+    for line in doc.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            let inside = heading.strip_prefix("Inside the ").unwrap_or("");
+            krate = CRATES.iter().find(|c| **c == inside).copied().unwrap_or("");
+        } else if line.starts_with("```") {
+            in_block = !in_block;
+        } else if in_block && !krate.is_empty() && !line.starts_with(char::is_whitespace) {
+            let entry = line.split_whitespace().next().unwrap_or_default();
+            let is_path = entry.ends_with('/') || ENDINGS.iter().any(|e| entry.ends_with(e));
+            let there = |dir: String| {
+                files
+                    .iter()
+                    .any(|f| if entry.ends_with('/') { f.starts_with(&dir) } else { *f == dir })
+            };
+            if is_path
+                && !there(format!("{krate}/src/{entry}"))
+                && !there(format!("{krate}/{entry}"))
+            {
+                misplaced.push(format!("{krate}: {entry}"));
+            }
+        }
+    }
+    misplaced
+}
+
+#[test]
+fn every_entry_of_the_crates_layouts_is_where_the_layout_puts_it() {
+    let (files, doc) = the_repository();
+    assert_eq!(misplaced_entries(&doc, &files), Vec::<String>::new());
+    // `page.rs` is a file of the coordinator, but in `http/`, not at the top of its `src/`.
+    let moved = doc.replacen("```\ngrpc/", "```\npage.rs       the status page\ngrpc/", 1);
+    assert_ne!(moved, doc, "the coordinator's layout starts with grpc/");
+    assert_eq!(misplaced_entries(&moved, &files), ["coordinator: page.rs"]);
+}
+
+/// The heading of the thread map in ARCHITECTURE.md.
+const THREAD_MAP: &str = "## The coordinator's threads";
+
+/// What starts OS threads in Rust code: the builders must be given a name before they spawn or
+/// build; a bare `thread::spawn` cannot be.
+const THREAD_STARTERS: [&str; 5] = [
+    "thread::spawn(",
+    "thread::Builder::new()",
+    "ThreadPoolBuilder::new()",
+    "Builder::new_multi_thread()",
+    "Builder::new_current_thread()",
+];
+
+/// The code of `coordinator/src` that runs outside tests, by file: each file's text up to its
+/// inline tests, test-only files left out.
+fn coordinator_code(files: &[String]) -> Vec<(String, String)> {
+    let root = repository();
+    files
+        .iter()
+        .filter(|f| f.starts_with("coordinator/src/") && f.ends_with(".rs"))
+        .filter(|f| !f.ends_with("/tests.rs") && !f.ends_with("_tests.rs"))
+        .map(|f| {
+            let text = std::fs::read_to_string(root.join(f)).unwrap();
+            let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default().to_owned();
+            (f.clone(), code)
+        })
+        .collect()
+}
+
+/// The threads `code` starts, by the name each is given (`None`: none).
+fn thread_names(code: &str) -> Vec<Option<String>> {
+    let mut names = Vec::new();
+    for starter in THREAD_STARTERS {
+        for (at, _) in code.match_indices(starter) {
+            if starter == "thread::spawn(" {
+                names.push(None);
+                continue;
+            }
+            let chain = &code[at + starter.len()..];
+            let end = [".spawn(", ".spawn_scoped(", ".build()"]
+                .iter()
+                .filter_map(|e| chain.find(e))
+                .min()
+                .unwrap_or(0);
+            let chain = &chain[..end];
+            let named = chain.find(".name(").or_else(|| chain.find(".thread_name("));
+            let name = named.and_then(|at| chain[at..].split('"').nth(1)).map(str::to_owned);
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// What is wrong with the threads of `code` (file, text): a thread started without a name, or
+/// a name that the thread map of `doc` does not give in backticks.
+fn thread_mistakes(code: &[(String, String)], doc: &str) -> Vec<String> {
+    let map = doc.split(THREAD_MAP).nth(1).unwrap_or_default().split("\n## ").next().unwrap();
+    let mut mistakes = Vec::new();
+    for (file, text) in code {
+        for name in thread_names(text) {
+            match name {
+                None => mistakes.push(format!("{file}: a thread without a name")),
+                Some(name) if !map.contains(&format!("`{name}`")) => {
+                    mistakes.push(format!("{file}: `{name}` is not in the thread map"))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    mistakes
+}
+
+/// Every OS thread the coordinator starts is named in code, so that `top -H` and `ps -L` tell
+/// them apart, and ARCHITECTURE.md's thread map gives every name.
+#[test]
+fn every_thread_the_coordinator_starts_is_named_and_in_the_thread_map() {
+    let (files, doc) = the_repository();
+    let code = coordinator_code(&files);
+    let names: Vec<_> = code.iter().flat_map(|(_, text)| thread_names(text)).collect();
+    assert!(names.len() >= 7, "too few threads found: {names:?}");
+    assert_eq!(thread_mistakes(&code, &doc), Vec::<String>::new());
+
+    let broken = [
+        ("a.rs", "std::thread::spawn(move || work());"),
+        ("b.rs", "let t = std::thread::Builder::new().stack_size(1 << 20).spawn(work);"),
+        (
+            "c.rs",
+            "rayon::ThreadPoolBuilder::new().thread_name(|i| format!(\"nq-unmapped-{i}\")).build()",
+        ),
+        ("d.rs", "tokio::runtime::Builder::new_multi_thread().enable_all().build()"),
+    ];
+    let broken: Vec<_> = broken.iter().map(|(f, t)| (f.to_string(), t.to_string())).collect();
+    assert_eq!(
+        thread_mistakes(&broken, &doc),
+        [
+            "a.rs: a thread without a name",
+            "b.rs: a thread without a name",
+            "c.rs: `nq-unmapped-{i}` is not in the thread map",
+            "d.rs: a thread without a name",
+        ]
+    );
 }
