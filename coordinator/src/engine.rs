@@ -19,8 +19,8 @@ use publish::Publisher;
 use registry::{Registry, RowChanges};
 
 use crate::metrics::Metrics;
-use crate::run_result::RunResult;
 use crate::snapshot::RunSnapshot;
+use nqueens_result::RunResult;
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::{
     Change, Finding, JobId, LeaseId, Scheduler, SchedulerConfig, Verdict, WorkerId,
@@ -642,9 +642,9 @@ impl Engine {
         )
         .with_evidence(evidence);
         if let Some(jobs) = &self.config.jobs {
-            match crate::export::export_digest(&self.store, jobs) {
+            match nqueens_result::export_digest(&self.store, jobs) {
                 Ok(digest) => record = record.with_export_digest(digest),
-                Err(crate::export::ExportError::Store(e)) => return Err(e),
+                Err(nqueens_result::ExportError::Store(e)) => return Err(e),
                 // The tally above read the same rows: only a broken list gets here.
                 Err(e) => tracing::error!(error = %e, "the export digest cannot be computed"),
             }

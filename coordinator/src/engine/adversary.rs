@@ -744,7 +744,7 @@ impl<'a> World<'a> {
         Ok(())
     }
 
-    fn published_result(&self) -> Option<crate::run_result::RunResult> {
+    fn published_result(&self) -> Option<nqueens_result::RunResult> {
         let snapshots = &self.started.as_ref()?.snapshots;
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

@@ -6,7 +6,6 @@
 //! protocol message, so the engine and the life cycle speak domain types only.
 
 use crate::engine::{Caller, JobAnswer, Refusal, Registration, Reply};
-use crate::run_result::RunResult;
 use crate::secrets::Credential;
 use crate::snapshot::fleet::{Fleet, Group};
 use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
@@ -14,6 +13,7 @@ use crate::status::{Source, StatusReport, StatusView};
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, CheckBounds, Outcome, Reason, WireError};
+use nqueens_result::RunResult;
 use nqueens_scheduler::{Finding, JobId, LeaseId, Verdict, WorkerId};
 use nqueens_store::Evidence;
 
@@ -272,28 +272,27 @@ pub fn rejected_ack(ids: (u64, u64), reason: Reason, message: String) -> pb::Res
     }
 }
 
-impl From<&RunResult> for pb::RunResult {
-    fn from(r: &RunResult) -> Self {
-        let classes = match (r.count2, r.count4, r.count8) {
-            (Some(count2), Some(count4), Some(count8)) => {
-                Some(pb::Classes::from(Classes { count2, count4, count8 }))
-            }
-            _ => None,
-        };
-        let ((total, total_hi), (unique, unique_hi)) = (split_wide(r.total), split_wide(r.unique));
-        pb::RunResult {
-            n: r.n.into(),
-            total,
-            unique,
-            classes,
-            jobs: r.jobs,
-            seconds: r.seconds,
-            nodes: r.nodes,
-            total_hi,
-            unique_hi,
-            evidence: r.evidence.as_ref().map(evidence_to_wire),
-            export_sha256: r.export_sha256.clone(),
+/// A run's result in its wire form (a free function: both types live in other crates).
+pub(crate) fn result_to_wire(r: &RunResult) -> pb::RunResult {
+    let classes = match (r.count2, r.count4, r.count8) {
+        (Some(count2), Some(count4), Some(count8)) => {
+            Some(pb::Classes::from(Classes { count2, count4, count8 }))
         }
+        _ => None,
+    };
+    let ((total, total_hi), (unique, unique_hi)) = (split_wide(r.total), split_wide(r.unique));
+    pb::RunResult {
+        n: r.n.into(),
+        total,
+        unique,
+        classes,
+        jobs: r.jobs,
+        seconds: r.seconds,
+        nodes: r.nodes,
+        total_hi,
+        unique_hi,
+        evidence: r.evidence.as_ref().map(evidence_to_wire),
+        export_sha256: r.export_sha256.clone(),
     }
 }
 
@@ -339,34 +338,32 @@ fn sha256_hex(digest: &str) -> Result<String, WireError> {
     }
 }
 
-/// The classes, where present, must add up to the total and the unique count.
-impl TryFrom<pb::RunResult> for RunResult {
-    type Error = WireError;
-    fn try_from(r: pb::RunResult) -> Result<Self, WireError> {
-        let classes = r.classes.map(Classes::from);
-        let (total, unique) = (join_wide(r.total, r.total_hi), join_wide(r.unique, r.unique_hi));
-        if let Some(c) = classes {
-            if c.total() != Some(total) || c.unique() != Some(unique) {
-                return Err(WireError::Inconsistent(format!(
-                    "classes {}/{}/{} do not add up to total {total} and unique {unique}",
-                    c.count2, c.count4, c.count8
-                )));
-            }
+/// A run's result from its wire form: the classes, where present, must add up to the total and
+/// the unique count.
+pub(crate) fn result_from_wire(r: pb::RunResult) -> Result<RunResult, WireError> {
+    let classes = r.classes.map(Classes::from);
+    let (total, unique) = (join_wide(r.total, r.total_hi), join_wide(r.unique, r.unique_hi));
+    if let Some(c) = classes {
+        if c.total() != Some(total) || c.unique() != Some(unique) {
+            return Err(WireError::Inconsistent(format!(
+                "classes {}/{}/{} do not add up to total {total} and unique {unique}",
+                c.count2, c.count4, c.count8
+            )));
         }
-        Ok(RunResult {
-            n: narrow("result n", r.n)?,
-            total,
-            unique,
-            count2: classes.map(|c| c.count2),
-            count4: classes.map(|c| c.count4),
-            count8: classes.map(|c| c.count8),
-            jobs: r.jobs,
-            seconds: r.seconds,
-            nodes: r.nodes,
-            evidence: r.evidence.map(evidence_from_wire).transpose()?,
-            export_sha256: r.export_sha256.map(|d| sha256_hex(&d)).transpose()?,
-        })
     }
+    Ok(RunResult {
+        n: narrow("result n", r.n)?,
+        total,
+        unique,
+        count2: classes.map(|c| c.count2),
+        count4: classes.map(|c| c.count4),
+        count8: classes.map(|c| c.count8),
+        jobs: r.jobs,
+        seconds: r.seconds,
+        nodes: r.nodes,
+        evidence: r.evidence.map(evidence_from_wire).transpose()?,
+        export_sha256: r.export_sha256.map(|d| sha256_hex(&d)).transpose()?,
+    })
 }
 
 fn fleet_to_wire(f: &Fleet) -> pb::Fleet {
@@ -450,7 +447,7 @@ impl StatusView {
             nodes: self.nodes,
             evidence: self.evidence.as_ref().map(evidence_to_wire),
             complete: p.complete,
-            result: p.result.as_ref().map(pb::RunResult::from),
+            result: p.result.as_ref().map(result_to_wire),
             workers: snap
                 .workers
                 .iter()
@@ -508,7 +505,7 @@ impl StatusView {
             waiting_on_leases: r.waiting_on_leases,
             conflicts: r.conflicts,
             complete: r.complete,
-            result: r.result.map(RunResult::try_from).transpose()?,
+            result: r.result.map(result_from_wire).transpose()?,
         };
         let run = RunSnapshot {
             snapshot_seq: r.snapshot_seq,
@@ -599,15 +596,15 @@ mod tests {
         let total = 2 * classes.0 + 4 * classes.1 + 8 * classes.2;
         assert!(total > u128::from(u64::MAX));
         let r = record(total, classes);
-        let wire = pb::RunResult::from(&r);
+        let wire = result_to_wire(&r);
         assert_ne!(wire.total_hi, 0);
-        assert_eq!(RunResult::try_from(wire.clone()), Ok(r));
+        assert_eq!(result_from_wire(wire.clone()), Ok(r));
         let mut bad = wire.clone();
         bad.total_hi += 1;
-        assert!(matches!(RunResult::try_from(bad), Err(WireError::Inconsistent(_))));
+        assert!(matches!(result_from_wire(bad), Err(WireError::Inconsistent(_))));
         let mut bad = wire;
         bad.export_sha256 = Some("0123\u{1b}[2J".into());
-        assert!(matches!(RunResult::try_from(bad), Err(WireError::Inconsistent(_))));
+        assert!(matches!(result_from_wire(bad), Err(WireError::Inconsistent(_))));
     }
 
     /// A live status with every field the wire carries set (each to its own value) comes back
