@@ -18,7 +18,7 @@ pub use progress::{percent, Progress, RunName};
 pub use rate::{per_second, RunRate};
 pub use worker::WorkerView;
 
-use crate::run_result::RunResult;
+use nqueens_result::RunResult;
 use nqueens_scheduler::state::JobState;
 use nqueens_store::{FinalTally, Store, StoreError, Summary};
 use serde::Serialize;
@@ -99,9 +99,9 @@ impl RunSnapshot {
                 // The digest the live run published: the rows in job order, read again.
                 let split = nqueens_core::SplitParams { target_jobs: meta.target_jobs };
                 let list = nqueens_core::job_list(meta.n as u32, &split)?;
-                Some(match crate::export::export_digest(store, &list.jobs) {
+                Some(match nqueens_result::export_digest(store, &list.jobs) {
                     Ok(digest) => record.with_export_digest(digest),
-                    Err(crate::export::ExportError::Store(e)) => return Err(e),
+                    Err(nqueens_result::ExportError::Store(e)) => return Err(e),
                     Err(e) => {
                         tracing::warn!(error = %e, "the export digest cannot be computed");
                         record

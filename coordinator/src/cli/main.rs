@@ -143,7 +143,7 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         return Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) });
     }
     let sample = if args.all { Sample::All } else { Sample::Jobs(args.sample) };
-    let report = verify_state(&args.state, sample, threads)?;
+    let report = verify_state(&args.state, nqueens_proto::PROTOCOL_MAJOR, sample, threads)?;
     if args.json {
         println!("{}", report.json());
     } else {
@@ -164,7 +164,8 @@ struct ExportArgs {
 
 fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
-    let done = nqueens_coordinator::export_state(&args.state, &args.to)?;
+    let done =
+        nqueens_coordinator::export_state(&args.state, &args.to, nqueens_proto::PROTOCOL_MAJOR)?;
     let end = &done.end;
     println!(
         "exported N={} {} of {} jobs to {} ({} bytes) in {:.1}s: Total {} Unique {}, rows_sha256 {}{}",

@@ -10,8 +10,8 @@
 //! output on disk.
 
 use super::EngineError;
-use crate::run_result::RunResult;
 use nqueens_core::{Job, Totals};
+use nqueens_result::RunResult;
 use nqueens_scheduler::{JobId, Scheduler};
 use nqueens_store::{FinalTally, Store, StoreError};
 use std::path::PathBuf;
@@ -138,9 +138,9 @@ impl Ending {
         let mut record = RunResult::new(totals, jobs, store.time_to_last_result()?, nodes)
             .with_evidence(evidence);
         if let Some(jobs) = &self.jobs {
-            match crate::export::export_digest(store, jobs) {
+            match nqueens_result::export_digest(store, jobs) {
                 Ok(digest) => record = record.with_export_digest(digest),
-                Err(crate::export::ExportError::Store(e)) => return Err(e),
+                Err(nqueens_result::ExportError::Store(e)) => return Err(e),
                 // The tally read the same rows: only a broken list gets here.
                 Err(e) => tracing::error!(error = %e, "the export digest cannot be computed"),
             }

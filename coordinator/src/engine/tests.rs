@@ -206,7 +206,7 @@ fn answer_every_job(engine: &EngineHandle, list: &nqueens_core::JobList) {
 fn published_result(
     snapshots: &tokio::sync::watch::Receiver<Arc<crate::snapshot::RunSnapshot>>,
     within: Duration,
-) -> Option<crate::run_result::RunResult> {
+) -> Option<nqueens_result::RunResult> {
     let deadline = std::time::Instant::now() + within;
     loop {
         let result = snapshots.borrow().progress.result.clone();

@@ -8,8 +8,8 @@
 //! as visible `\u{...}` escapes, so none can reorder or hide the text around it.
 
 use super::snapshot::PageStatus;
-use crate::run_result::hms;
 use crate::snapshot::fleet::Fleet;
+use nqueens_result::hms;
 use std::fmt::Write as _;
 
 /// The page, with `{{name}}` where [`render_page`] fills in a value.

@@ -1,7 +1,7 @@
 //! How far a run is, and what can honestly be said about the time it has left: the rule every
 //! view of a run applies ([`Progress::new`] and [`eta`]), live or offline.
 
-use crate::run_result::{hms, RunResult};
+use nqueens_result::{hms, RunResult};
 use nqueens_scheduler::state::{JobState, JobsByState};
 use serde::Serialize;
 

@@ -7,16 +7,17 @@
 use std::path::{Path, PathBuf};
 
 /// The crates whose every module ARCHITECTURE.md must name.
-const LIBRARY_CRATES: [&str; 8] =
-    ["core", "gpu", "scheduler", "store", "proto", "process", "coordinator", "worker"];
+const LIBRARY_CRATES: [&str; 9] =
+    ["core", "gpu", "scheduler", "store", "proto", "process", "result", "coordinator", "worker"];
 /// Every crate of the workspace: a table row or an "Inside the ..." section names one.
-const CRATES: [&str; 10] = [
+const CRATES: [&str; 11] = [
     "core",
     "gpu",
     "scheduler",
     "store",
     "proto",
     "process",
+    "result",
     "coordinator",
     "worker",
     "tests",

@@ -243,7 +243,7 @@ impl World<'_> {
         Ok(())
     }
 
-    pub(super) fn published_result(&self) -> Option<crate::run_result::RunResult> {
+    pub(super) fn published_result(&self) -> Option<nqueens_result::RunResult> {
         let snapshots = &self.started.as_ref()?.snapshots;
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

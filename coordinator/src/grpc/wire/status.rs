@@ -3,37 +3,36 @@
 //! `optional` field on the wire, so "none" crosses as absent, never as a stand-in value; what
 //! comes off the wire is checked against the contract's bounds here, once.
 
-use crate::run_result::RunResult;
 use crate::snapshot::fleet::{Fleet, Group, WorkerQuery};
 use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
 use crate::status::{Source, StatusReport, StatusView};
 use nqueens_core::Classes;
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, CheckBounds, WireError};
+use nqueens_result::RunResult;
 use nqueens_store::Evidence;
 
-impl From<&RunResult> for pb::RunResult {
-    fn from(r: &RunResult) -> Self {
-        let classes = match (r.count2, r.count4, r.count8) {
-            (Some(count2), Some(count4), Some(count8)) => {
-                Some(pb::Classes::from(Classes { count2, count4, count8 }))
-            }
-            _ => None,
-        };
-        let ((total, total_hi), (unique, unique_hi)) = (split_wide(r.total), split_wide(r.unique));
-        pb::RunResult {
-            n: r.n.into(),
-            total,
-            unique,
-            classes,
-            jobs: r.jobs,
-            seconds: r.seconds,
-            nodes: r.nodes,
-            total_hi,
-            unique_hi,
-            evidence: r.evidence.as_ref().map(evidence_to_wire),
-            export_sha256: r.export_sha256.clone(),
+/// A run's result in its wire form (a function, not `From`: both types live in other crates).
+pub(crate) fn result_to_wire(r: &RunResult) -> pb::RunResult {
+    let classes = match (r.count2, r.count4, r.count8) {
+        (Some(count2), Some(count4), Some(count8)) => {
+            Some(pb::Classes::from(Classes { count2, count4, count8 }))
         }
+        _ => None,
+    };
+    let ((total, total_hi), (unique, unique_hi)) = (split_wide(r.total), split_wide(r.unique));
+    pb::RunResult {
+        n: r.n.into(),
+        total,
+        unique,
+        classes,
+        jobs: r.jobs,
+        seconds: r.seconds,
+        nodes: r.nodes,
+        total_hi,
+        unique_hi,
+        evidence: r.evidence.as_ref().map(evidence_to_wire),
+        export_sha256: r.export_sha256.clone(),
     }
 }
 
@@ -79,34 +78,32 @@ fn sha256_hex(digest: &str) -> Result<String, WireError> {
     }
 }
 
-/// The classes, where present, must add up to the total and the unique count.
-impl TryFrom<pb::RunResult> for RunResult {
-    type Error = WireError;
-    fn try_from(r: pb::RunResult) -> Result<Self, WireError> {
-        let classes = r.classes.map(Classes::from);
-        let (total, unique) = (join_wide(r.total, r.total_hi), join_wide(r.unique, r.unique_hi));
-        if let Some(c) = classes {
-            if c.total() != Some(total) || c.unique() != Some(unique) {
-                return Err(WireError::Inconsistent(format!(
-                    "classes {}/{}/{} do not add up to total {total} and unique {unique}",
-                    c.count2, c.count4, c.count8
-                )));
-            }
+/// A run's result from its wire form: the classes, where present, must add up to the total and
+/// the unique count.
+pub(crate) fn result_from_wire(r: pb::RunResult) -> Result<RunResult, WireError> {
+    let classes = r.classes.map(Classes::from);
+    let (total, unique) = (join_wide(r.total, r.total_hi), join_wide(r.unique, r.unique_hi));
+    if let Some(c) = classes {
+        if c.total() != Some(total) || c.unique() != Some(unique) {
+            return Err(WireError::Inconsistent(format!(
+                "classes {}/{}/{} do not add up to total {total} and unique {unique}",
+                c.count2, c.count4, c.count8
+            )));
         }
-        Ok(RunResult {
-            n: narrow("result n", r.n)?,
-            total,
-            unique,
-            count2: classes.map(|c| c.count2),
-            count4: classes.map(|c| c.count4),
-            count8: classes.map(|c| c.count8),
-            jobs: r.jobs,
-            seconds: r.seconds,
-            nodes: r.nodes,
-            evidence: r.evidence.map(evidence_from_wire).transpose()?,
-            export_sha256: r.export_sha256.map(|d| sha256_hex(&d)).transpose()?,
-        })
     }
+    Ok(RunResult {
+        n: narrow("result n", r.n)?,
+        total,
+        unique,
+        count2: classes.map(|c| c.count2),
+        count4: classes.map(|c| c.count4),
+        count8: classes.map(|c| c.count8),
+        jobs: r.jobs,
+        seconds: r.seconds,
+        nodes: r.nodes,
+        evidence: r.evidence.map(evidence_from_wire).transpose()?,
+        export_sha256: r.export_sha256.map(|d| sha256_hex(&d)).transpose()?,
+    })
 }
 
 /// The fleet in aggregate, as the status call sends it.
@@ -207,7 +204,7 @@ impl StatusReport {
             bad_rows: self.bad_rows,
             evidence: view.evidence.as_ref().map(evidence_to_wire),
             complete: p.complete,
-            result: p.result.as_ref().map(pb::RunResult::from),
+            result: p.result.as_ref().map(result_to_wire),
             untrusted_workers: snap.untrusted_workers,
             live_workers: snap.live_workers,
             lease_expiries: snap.lease_expiries,
@@ -242,7 +239,7 @@ impl StatusReport {
             waiting_on_leases: r.waiting_on_leases,
             conflicts: r.conflicts,
             complete: r.complete,
-            result: r.result.map(RunResult::try_from).transpose()?,
+            result: r.result.map(result_from_wire).transpose()?,
         };
         let run = RunSnapshot {
             snapshot_seq: r.snapshot_seq,

@@ -1,10 +1,10 @@
 use super::*;
-use crate::run_result::RunResult;
 use crate::snapshot::fleet::{Fleet, Group};
 use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
 use crate::status::{Source, StatusReport, StatusView};
 use nqueens_core::SplitMix64;
 use nqueens_proto::bounds::{MAX_NAME, MAX_SECRET, MAX_TEXT};
+use nqueens_result::RunResult;
 use nqueens_store::Evidence;
 
 fn record(total: u128, classes: (u128, u128, u128)) -> RunResult {
@@ -30,15 +30,15 @@ fn wide_results_round_trip_and_inconsistent_ones_are_refused() {
     let total = 2 * classes.0 + 4 * classes.1 + 8 * classes.2;
     assert!(total > u128::from(u64::MAX));
     let r = record(total, classes);
-    let wire = pb::RunResult::from(&r);
+    let wire = status::result_to_wire(&r);
     assert_ne!(wire.total_hi, 0);
-    assert_eq!(RunResult::try_from(wire.clone()), Ok(r));
+    assert_eq!(status::result_from_wire(wire.clone()), Ok(r));
     let mut bad = wire.clone();
     bad.total_hi += 1;
-    assert!(matches!(RunResult::try_from(bad), Err(WireError::Inconsistent(_))));
+    assert!(matches!(status::result_from_wire(bad), Err(WireError::Inconsistent(_))));
     let mut bad = wire;
     bad.export_sha256 = Some("0123\u{1b}[2J".into());
-    assert!(matches!(RunResult::try_from(bad), Err(WireError::Inconsistent(_))));
+    assert!(matches!(status::result_from_wire(bad), Err(WireError::Inconsistent(_))));
 }
 
 /// A seeded draw of the values a live status report may hold: each optional figure left unset

@@ -232,11 +232,12 @@ fn sample_key(job_id: u64) -> u64 {
 /// Verifies the run in `path` (see the module doc), solving on `threads` threads.
 pub fn verify_state(
     path: &Path,
+    protocol_major: u32,
     sample: Sample,
     threads: usize,
 ) -> Result<Verification, VerifyError> {
     let started = Instant::now();
-    let run = StoredRun::read(path)?;
+    let run = StoredRun::read(path, protocol_major)?;
     let bad_rows = bad_rows(&run.rows);
     let (counted, counted_jobs) = sampled_jobs(&run.rows, run.list.jobs.len(), sample);
     let (agreements, mismatches) = solve_again(&run.list, &counted, threads)?;
@@ -278,8 +279,8 @@ struct StoredRun {
 impl StoredRun {
     /// Reads the run in `path` and rebuilds its job list, which must give the file's run
     /// fingerprint.
-    fn read(path: &Path) -> Result<StoredRun, VerifyError> {
-        let (store, list) = open_with_list(path)?;
+    fn read(path: &Path, protocol_major: u32) -> Result<StoredRun, VerifyError> {
+        let (store, list) = open_with_list(path, protocol_major)?;
         let meta = store.meta().clone();
         let rows = store.results()?;
         let workers = store.workers()?.into_iter().map(|w| (w.row.id, w.row)).collect();
@@ -290,13 +291,17 @@ impl StoredRun {
 }
 
 /// Opens the state file in `path` read-only and rebuilds its job list, which must give the
-/// file's run fingerprint.
-pub(crate) fn open_with_list(path: &Path) -> Result<(Store, JobList), VerifyError> {
+/// file's run fingerprint under the coordinator's wire protocol `protocol_major`
+/// (`nqueens_proto::PROTOCOL_MAJOR`, passed in as the store takes it: no network crate here).
+pub(crate) fn open_with_list(
+    path: &Path,
+    protocol_major: u32,
+) -> Result<(Store, JobList), VerifyError> {
     let store = Store::open_existing(path)?;
     let meta = store.meta();
     let list = job_list(meta.n as u32, &SplitParams { target_jobs: meta.target_jobs })
         .map_err(|source| VerifyError::JobList { path: path.into(), source })?;
-    let rebuilt = run_fingerprint(&list, nqueens_proto::PROTOCOL_MAJOR);
+    let rebuilt = run_fingerprint(&list, protocol_major);
     if rebuilt != meta.fingerprint {
         return Err(VerifyError::Fingerprint {
             path: path.into(),

@@ -3,7 +3,7 @@
 //! solved again from their queens.
 
 use crate::export::{read_export, ExportError, ExportRow};
-use crate::RunResult;
+use crate::run_result::RunResult;
 use nqueens_core::{Job, SplitMix64};
 use rayon::prelude::*;
 use serde::Serialize;

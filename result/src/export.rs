@@ -39,7 +39,7 @@ pub enum ExportError {
     Store(#[from] StoreError),
     /// The state file's job list could not be rebuilt (see `verify`).
     #[error(transparent)]
-    Verify(#[from] crate::VerifyError),
+    Verify(#[from] crate::verify::VerifyError),
     /// Reading or writing the export file failed.
     #[error("{path}: {source}")]
     Io {
@@ -239,8 +239,8 @@ pub struct Exported {
 
 /// Writes the export of the run in the state file `state` (read-only: safe beside a running
 /// coordinator) to `to`, through a temporary file renamed at the end.
-pub fn export_state(state: &Path, to: &Path) -> Result<Exported, ExportError> {
-    let (store, list) = crate::verify::open_with_list(state)?;
+pub fn export_state(state: &Path, to: &Path, protocol_major: u32) -> Result<Exported, ExportError> {
+    let (store, list) = crate::verify::open_with_list(state, protocol_major)?;
     let io = |source| ExportError::Io { path: to.to_path_buf(), source };
     let tmp = to.with_extension("tmp");
     let file = std::fs::File::create(&tmp).map_err(io)?;
