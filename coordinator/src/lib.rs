@@ -34,7 +34,7 @@ pub use server::{
 };
 pub use snapshot::fleet::{Fleet, WorkerQuery};
 pub use snapshot::{Progress, RunSnapshot, WorkerView};
-pub use status::{Source, StatusReport, StatusView};
+pub use status::StatusView;
 pub use verify::{verify_state, Sample, Verification, VerifyError};
 pub use verify_export::{verify_export, ExportVerification, RowSample, WrongRow};
 // The store as the end-to-end tests and tools drive it.

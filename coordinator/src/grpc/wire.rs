@@ -10,7 +10,7 @@ use crate::run_result::RunResult;
 use crate::secrets::Credential;
 use crate::snapshot::fleet::{Fleet, Group};
 use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
-use crate::status::{Source, StatusReport, StatusView};
+use crate::status::StatusView;
 use nqueens_core::{Classes, JobCounts};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, CheckBounds, Outcome, Reason, WireError};
@@ -379,7 +379,7 @@ fn fleet_to_wire(f: &Fleet) -> pb::Fleet {
                 slots: g.slots,
                 jobs_leased: g.jobs_leased,
                 results: g.results,
-                results_per_second: g.counted_per_second,
+                results_per_second: g.results_per_second,
             })
             .collect()
     };
@@ -406,7 +406,7 @@ fn fleet_from_wire(f: pb::Fleet) -> Fleet {
                 slots: g.slots,
                 jobs_leased: g.jobs_leased,
                 results: g.results,
-                counted_per_second: g.results_per_second,
+                results_per_second: g.results_per_second,
             })
             .collect()
     };
@@ -451,7 +451,7 @@ impl StatusView {
             evidence: self.evidence.as_ref().map(evidence_to_wire),
             complete: p.complete,
             result: p.result.as_ref().map(pb::RunResult::from),
-            workers: snap
+            workers: self
                 .workers
                 .iter()
                 .map(|w| pb::WorkerInfo {
@@ -467,7 +467,7 @@ impl StatusView {
                     untrusted: w.untrusted,
                     credential: w.credential.clone(),
                     device: w.device.clone(),
-                    results_per_second: w.counted_per_second,
+                    results_per_second: w.results_per_second,
                     trust: w.trust.clone(),
                     lease_size: w.lease_size,
                 })
@@ -477,8 +477,7 @@ impl StatusView {
             untrusted_workers: snap.untrusted_workers,
             waiting_on_leases: p.waiting_on_leases,
             leases_expire_in_seconds: snap.leases_expire_in_seconds.unwrap_or(-1.0),
-            // Found by the status reader, not the engine: the service fills it in.
-            bad_rows: 0,
+            bad_rows: self.bad_rows,
             snapshot_seq: snap.snapshot_seq,
             quiet_seconds: snap.quiet_seconds,
             nodes_per_second: snap.nodes_per_second.unwrap_or(0.0),
@@ -522,19 +521,25 @@ impl StatusView {
             leases_expire_in_seconds: (r.leases_expire_in_seconds >= 0.0)
                 .then_some(r.leases_expire_in_seconds),
             uptime_seconds: Some(r.uptime_seconds),
-            workers: r.workers.into_iter().map(WorkerView::from_wire).collect(),
+            // The wire carries a page of them: the view's `workers`.
+            all_workers: std::sync::Arc::from([]),
             // The counters are on `/metrics`.
             counters: None,
         };
         Ok(StatusView {
             run,
-            source: Source::Coordinator(source.to_owned()),
+            source: source.to_owned(),
+            state_file: None,
             partial_total: join_wide(r.partial_total, r.partial_total_hi),
             partial_sym180: join_wide(r.partial_sym180, r.partial_sym180_hi),
             partial_sym90: join_wide(r.partial_sym90, r.partial_sym90_hi),
             nodes: r.nodes,
             evidence: r.evidence.map(evidence_from_wire).transpose()?,
+            workers: r.workers.into_iter().map(WorkerView::from_wire).collect(),
             fleet: r.fleet.map(fleet_from_wire),
+            bad_rows: r.bad_rows,
+            // A live coordinator has opened its file for writing, so its rows carry checksums.
+            checksums: true,
         })
     }
 }
@@ -555,20 +560,10 @@ impl WorkerView {
             untrusted: w.untrusted,
             credential: w.credential,
             device: w.device,
-            counted_per_second: w.results_per_second,
+            results_per_second: w.results_per_second,
             trust: w.trust,
             lease_size: w.lease_size,
         }
-    }
-}
-
-impl StatusReport {
-    /// A live coordinator's status call with the rows it found bad, as answered by the coordinator
-    /// at `source`. A live coordinator has opened its file for writing, so its rows carry
-    /// checksums.
-    pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StatusReport, WireError> {
-        let bad_rows = r.bad_rows;
-        Ok(StatusReport { view: StatusView::from_response(r, source)?, bad_rows, checksums: true })
     }
 }
 
@@ -652,7 +647,7 @@ mod tests {
             untrusted: true,
             credential: "site-a".into(),
             device: "cpu (16 threads)".into(),
-            counted_per_second: 1.25,
+            results_per_second: 1.25,
             trust: "untrusted".into(),
             lease_size: 64,
         };
@@ -668,25 +663,31 @@ mod tests {
                 lease_expiries: Some(6),
                 leases_expire_in_seconds: Some(41.5),
                 uptime_seconds: Some(99.0),
-                workers: vec![worker.clone(), WorkerView { worker_id: 8, ..worker }].into(),
+                all_workers: vec![worker.clone(), WorkerView { worker_id: 8, ..worker }].into(),
                 counters: None,
             },
-            source: Source::Coordinator("http://x:7447".into()),
+            source: "http://x:7447".into(),
+            state_file: None,
             partial_total: 123,
             partial_sym180: 45,
             partial_sym90: 6,
             nodes: 789,
             evidence: Some(evidence),
+            workers: std::sync::Arc::from([]),
             fleet: None,
+            bad_rows: 2,
+            checksums: true,
         };
         let mut view = view;
-        let index = crate::snapshot::fleet::FleetIndex::new(view.run.workers.clone());
-        view.show_workers(&index, &crate::snapshot::fleet::WorkerQuery::new(0, 5, "site"));
+        let index = crate::snapshot::fleet::FleetIndex::new(view.run.all_workers.clone());
+        let (fleet, page) = index.select(&crate::snapshot::fleet::WorkerQuery::new(0, 5, "site"));
+        (view.workers, view.fleet) = (page.into(), Some(fleet));
         assert_eq!(view.fleet.as_ref().map(|f| (f.workers, f.matching)), Some((2, 2)));
         let back = StatusView::from_response(view.to_response(&run), "http://x:7447").unwrap();
         let json = |v: &StatusView| serde_json::to_value(&v.run).unwrap();
         assert_eq!(json(&back), json(&view));
-        assert_eq!(&*back.run.workers, &*view.run.workers);
+        assert_eq!(&*back.workers, &*view.workers);
+        assert_eq!(back.bad_rows, view.bad_rows);
         assert_eq!(back.run.progress, view.run.progress);
         assert_eq!(
             (back.partial_total, back.partial_sym180, back.partial_sym90, back.nodes),
@@ -706,13 +707,17 @@ mod tests {
         let name = crate::snapshot::RunName { n: 29, fingerprint: "f" };
         let view = StatusView {
             run: RunSnapshot::with_progress(Progress::new(name, &jobs, Some(1.0), 0.0, 0, None)),
-            source: Source::Coordinator("x".into()),
+            source: "x".into(),
+            state_file: None,
             partial_total: total,
             partial_sym180: u128::from(u64::MAX) + 1,
             partial_sym90: 4,
             nodes: 5,
             evidence: None,
+            workers: std::sync::Arc::from([]),
             fleet: None,
+            bad_rows: 0,
+            checksums: true,
         };
         let back = StatusView::from_response(view.to_response(&run), "x").unwrap();
         assert_eq!(

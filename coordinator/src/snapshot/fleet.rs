@@ -33,7 +33,7 @@ pub struct Group {
     /// Their counted results.
     pub results: u64,
     /// Their counted results per second, together.
-    pub counted_per_second: f64,
+    pub results_per_second: f64,
 }
 
 /// The fleet in aggregate, and which workers the page beside it holds.
@@ -159,7 +159,7 @@ pub fn attention_order(a: &WorkerView, b: &WorkerView) -> Ordering {
     let rank = |w: &WorkerView| STATES.iter().position(|s| *s == state_of(w));
     rank(a)
         .cmp(&rank(b))
-        .then(a.counted_per_second.total_cmp(&b.counted_per_second))
+        .then(a.results_per_second.total_cmp(&b.results_per_second))
         .then(a.worker_id.cmp(&b.worker_id))
 }
 
@@ -273,7 +273,7 @@ impl FleetCache {
 
 impl Group {
     fn empty(key: String) -> Group {
-        Group { key, workers: 0, slots: 0, jobs_leased: 0, results: 0, counted_per_second: 0.0 }
+        Group { key, workers: 0, slots: 0, jobs_leased: 0, results: 0, results_per_second: 0.0 }
     }
 
     fn add(&mut self, other: &Group) {
@@ -281,7 +281,7 @@ impl Group {
         self.slots += other.slots;
         self.jobs_leased += other.jobs_leased;
         self.results += other.results;
-        self.counted_per_second += other.counted_per_second;
+        self.results_per_second += other.results_per_second;
     }
 }
 
@@ -294,7 +294,7 @@ impl From<&WorkerView> for Group {
             slots: u64::from(w.slots),
             jobs_leased: w.jobs_leased,
             results: w.results,
-            counted_per_second: w.counted_per_second,
+            results_per_second: w.results_per_second,
         }
     }
 }
@@ -339,7 +339,7 @@ mod tests {
             untrusted: false,
             credential: format!("host-{}", id % 20),
             device: device.into(),
-            counted_per_second: rate,
+            results_per_second: rate,
             trust: "trusted".into(),
             lease_size: 8,
         }
@@ -355,7 +355,7 @@ mod tests {
         workers[5000].untrusted = true;
         workers[42].conflicts = 1;
         workers[7].jobs_leased = 0; // idle: last
-        workers[9000].counted_per_second = 0.5; // the slowest working one
+        workers[9000].results_per_second = 0.5; // the slowest working one
         let (fleet, page) = select(&workers, &WorkerQuery::default());
         assert_eq!(page.len(), DEFAULT_PAGE);
         let ids: Vec<u64> = page.iter().take(3).map(|w| w.worker_id).collect();
