@@ -4,7 +4,6 @@
 //! this instead of every worker, so that 10,000 workers cost a page of rows, not 10,000.
 
 use super::WorkerView;
-use parking_lot::Mutex;
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -248,27 +247,10 @@ impl FleetIndex {
 }
 
 /// The fleet of `workers` in aggregate, and the page of them `query` asks for (an index built
-/// for one reading: see [`FleetCache`] for a live coordinator's).
+/// for one reading: a live coordinator's `StatusCache` keeps one per worker table).
 #[cfg(test)]
 pub fn select(workers: &[WorkerView], query: &WorkerQuery) -> (Fleet, Vec<WorkerView>) {
     FleetIndex::new(Arc::from(workers)).select(query)
-}
-
-/// The index of the last worker table a reader asked about, shared by every status reader of a
-/// live coordinator (the page, `/status.json`, gRPC `Status`).
-#[derive(Default)]
-pub struct FleetCache(Mutex<Option<Arc<FleetIndex>>>);
-
-impl FleetCache {
-    /// The index of `workers`: the cached one while the table is the same, else built (once,
-    /// however many readers ask at the same time).
-    pub fn index(&self, workers: &Arc<[WorkerView]>) -> Arc<FleetIndex> {
-        let mut cached = self.0.lock();
-        match &*cached {
-            Some(index) if Arc::ptr_eq(index.workers(), workers) => index.clone(),
-            _ => cached.insert(Arc::new(FleetIndex::new(workers.clone()))).clone(),
-        }
-    }
 }
 
 impl Group {
@@ -322,7 +304,7 @@ fn largest(mut groups: Vec<Group>) -> Vec<Group> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn worker(id: u64, rate: f64, device: &str) -> WorkerView {
@@ -345,7 +327,8 @@ mod tests {
         }
     }
 
-    fn fleet_of(n: u64) -> Vec<WorkerView> {
+    /// `n` working workers on the CPU, at rates that differ.
+    pub(crate) fn fleet_of(n: u64) -> Vec<WorkerView> {
         (1..=n).map(|i| worker(i, 100.0 + (i * 7919 % 1000) as f64, "cpu")).collect()
     }
 
@@ -406,20 +389,5 @@ mod tests {
         let (fleet, page) = select(&workers, &past_end);
         assert!(page.is_empty());
         assert_eq!(fleet.offset, 500);
-    }
-
-    #[test]
-    fn the_cache_builds_one_index_per_table() {
-        let cache = FleetCache::default();
-        let table: Arc<[WorkerView]> = fleet_of(300).into();
-        let first = cache.index(&table);
-        assert!(Arc::ptr_eq(&first, &cache.index(&table.clone())), "the same table: reused");
-        let (fleet, page) = first.select(&WorkerQuery { limit: 300, ..Default::default() });
-        assert_eq!((fleet.workers, page.len()), (300, 300));
-        let mut changed = table.to_vec();
-        changed[0].untrusted = true;
-        let next = cache.index(&changed.into());
-        assert!(!Arc::ptr_eq(&first, &next), "another table: built anew");
-        assert_eq!(next.select(&WorkerQuery::default()).1[0].worker_id, 1, "untrusted first");
     }
 }

@@ -17,7 +17,7 @@
 
 use super::history::{History, RatePoint, Sample, HISTORY_SAMPLES, SAMPLE_EVERY};
 use super::StatusView;
-use crate::snapshot::fleet::{Fleet, FleetCache, WorkerQuery};
+use crate::snapshot::fleet::{Fleet, FleetIndex, WorkerQuery};
 use crate::snapshot::{RunSnapshot, WorkerView};
 use nqueens_core::Tally;
 use nqueens_store::{BlockedJobs, Evidence, Store, StoreError};
@@ -89,8 +89,9 @@ pub struct StatusCache {
     refresh: Mutex<Refresh>,
     /// The chart's samples of the snapshot.
     history: Mutex<History>,
-    /// The worker table sorted and counted once, however many readers ask for pages of it.
-    fleet: FleetCache,
+    /// The index of the last worker table a reader asked about: sorted and counted once,
+    /// however many readers ask for pages of it.
+    fleet: Mutex<Option<Arc<FleetIndex>>>,
 }
 
 impl StatusCache {
@@ -107,7 +108,7 @@ impl StatusCache {
             store: Mutex::default(),
             refresh: Mutex::default(),
             history: Mutex::new(History::new(HISTORY_SAMPLES)),
-            fleet: FleetCache::default(),
+            fleet: Mutex::default(),
         });
         let weak = Arc::downgrade(&cache);
         let thread = std::thread::Builder::new().name("status-cache".into());
@@ -134,7 +135,17 @@ impl StatusCache {
 
     /// The workers of `run` in aggregate, and the page of them `query` asks for.
     pub fn workers(&self, run: &RunSnapshot, query: &WorkerQuery) -> (Fleet, Vec<WorkerView>) {
-        self.fleet.index(&run.all_workers).select(query)
+        self.fleet_index(&run.all_workers).select(query)
+    }
+
+    /// The index of `workers`: the one kept while the table is the same, else built (once,
+    /// however many readers ask at the same time).
+    fn fleet_index(&self, workers: &Arc<[WorkerView]>) -> Arc<FleetIndex> {
+        let mut kept = self.fleet.lock();
+        match &*kept {
+            Some(index) if Arc::ptr_eq(index.workers(), workers) => index.clone(),
+            _ => kept.insert(Arc::new(FleetIndex::new(workers.clone()))).clone(),
+        }
     }
 
     /// The chart: results/s and nodes/s over the samples kept and up to `run`, oldest first.
@@ -342,5 +353,22 @@ mod tests {
         cache.refresh.lock().due = Some(Instant::now());
         tokio::time::sleep(2 * TICK).await;
         assert!(Arc::ptr_eq(&first, &cache.kept_rows(false).unwrap()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_index_is_built_per_worker_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, publish) = run_file(dir.path());
+        let cache = StatusCache::start(path, publish.subscribe());
+        let table: Arc<[WorkerView]> = crate::snapshot::fleet::tests::fleet_of(300).into();
+        let first = cache.fleet_index(&table);
+        assert!(Arc::ptr_eq(&first, &cache.fleet_index(&table.clone())), "the same: reused");
+        let (fleet, page) = first.select(&WorkerQuery { limit: 300, ..Default::default() });
+        assert_eq!((fleet.workers, page.len()), (300, 300));
+        let mut changed = table.to_vec();
+        changed[0].untrusted = true;
+        let next = cache.fleet_index(&changed.into());
+        assert!(!Arc::ptr_eq(&first, &next), "another table: built anew");
+        assert_eq!(next.select(&WorkerQuery::default()).1[0].worker_id, 1, "untrusted first");
     }
 }
