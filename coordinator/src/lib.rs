@@ -25,7 +25,7 @@ pub use server::{
 };
 pub use snapshot::fleet::{Fleet, WorkerQuery};
 pub use snapshot::{Progress, RunSnapshot, WorkerView};
-pub use status::{Source, StatusReport, StatusView};
+pub use status::StatusView;
 // A run's result and its checks live in their own crate (no network); re-exported for the binary
 // and the tests.
 pub use nqueens_result::{

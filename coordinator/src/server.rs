@@ -9,12 +9,10 @@ use crate::engine::{Command, Engine, EngineConfig, EngineError};
 use crate::grpc::auth::{Credentials, TokenCheck};
 use crate::grpc::connections::{GrpcLimits, GuardedIncoming};
 use crate::grpc::service::CoordinatorService;
-use crate::http::{sample_every, serve_http, History, HttpAccess, HttpState, StatusSource};
-use crate::http::{HISTORY_SAMPLES, SAMPLE_EVERY};
+use crate::http::{serve_http, HttpAccess, HttpState};
 use crate::metrics::Metrics;
-use crate::snapshot::fleet::FleetCache;
 use crate::snapshot::RunSnapshot;
-use crate::status::StatusReader;
+use crate::status::StatusCache;
 use nqueens_proto as pb;
 use nqueens_result::RunResult;
 use nqueens_store::StoreError;
@@ -355,7 +353,7 @@ async fn serve_inner(
     engine.send(Command::Shutdown);
     drop(engine);
     let joined = tokio::task::spawn_blocking(move || engine_thread.join()).await;
-    for task in http_tasks.into_iter().flatten() {
+    if let Some(task) = http_tasks {
         task.abort();
     }
     admin_stop.store(true, Ordering::SeqCst);
@@ -391,10 +389,9 @@ struct Running {
     jobs: Arc<Vec<nqueens_core::Job>>,
     run: pb::RunId,
     credentials: Arc<Credentials>,
-    reader: Arc<StatusReader>,
+    /// What every status reader shows (gRPC `Status`, the page, `/status.json`, `/metrics`).
+    status: Arc<StatusCache>,
     heartbeat_seconds: u32,
-    /// The worker table's index, shared by every status reader.
-    fleet: Arc<FleetCache>,
 }
 
 /// Resolves when the engine thread ends (early only when it cannot commit).
@@ -425,11 +422,9 @@ fn start_engine(
     if config.spot_checks {
         drop(crate::spot_checks::spawn(jobs.clone(), engine.clone()));
     }
-    let reader = Arc::new(StatusReader::new(config.state.clone()));
-    // Its connections are opened and the first sums read now, off every caller: the first status
-    // call finds them ready (opening a file of a million jobs and summing its results take
-    // seconds).
-    reader.keep_sums_current();
+    // Its thread opens its connection and reads the rows now, off every caller: the first status
+    // call finds them ready.
+    let status = StatusCache::start(config.state.clone(), started.snapshots.clone());
     let running = Running {
         engine,
         snapshots: started.snapshots,
@@ -438,32 +433,25 @@ fn start_engine(
         jobs,
         run,
         credentials,
-        reader,
+        status,
         heartbeat_seconds,
-        fleet: Arc::default(),
     };
     Ok((running, started.ended))
 }
 
-/// Step three, the HTTP port: metrics, the status page and the rate history its page draws.
+/// Step three, the HTTP port: metrics, the status page and `/status.json`.
 fn start_http(
     config: &ServeConfig,
     running: &Running,
     listener: TcpListener,
-) -> [tokio::task::JoinHandle<()>; 2] {
-    let history = Arc::new(parking_lot::Mutex::new(History::new(HISTORY_SAMPLES)));
-    let sampler =
-        tokio::spawn(sample_every(running.snapshots.clone(), history.clone(), SAMPLE_EVERY));
-    let state_file = std::path::absolute(&config.state).unwrap_or_else(|_| config.state.clone());
-    let (snapshots, reader, fleet) =
-        (running.snapshots.clone(), running.reader.clone(), running.fleet.clone());
-    let status = StatusSource::new(state_file, snapshots, history, reader, fleet);
+) -> tokio::task::JoinHandle<()> {
+    let status = running.status.clone();
     // An address not known to be loopback gets the token if there is one.
     let addr = listener.local_addr().unwrap_or_else(|_| ([0; 4], 0).into());
     let access = HttpAccess::new(config.token.as_deref(), config.public_status, addr);
     tracing::info!(token_required = access.token_required, "http port: metrics and status page");
     let state = Arc::new(HttpState { status, access });
-    [sampler, tokio::spawn(serve_http(listener, state))]
+    tokio::spawn(serve_http(listener, state))
 }
 
 /// Step three, the gRPC port, served until the caller's signal, the run's end (with
@@ -480,14 +468,12 @@ async fn serve_grpc(
         engine: running.engine.clone(),
         run: running.run.clone(),
         jobs: running.jobs.clone(),
-        reader: running.reader.clone(),
-        snapshots: running.snapshots.clone(),
+        status: running.status.clone(),
         lease_seconds: config.lease_seconds,
         heartbeat_seconds: running.heartbeat_seconds,
         stopping: stopping_rx.clone(),
         metrics: running.metrics.clone(),
         credentials: running.credentials.clone(),
-        fleet: running.fleet.clone(),
     };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     for name in ["", "nqueens.v1.Coordinator"] {

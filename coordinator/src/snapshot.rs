@@ -71,8 +71,11 @@ pub struct RunSnapshot {
     pub leases_expire_in_seconds: Option<f64>,
     /// Seconds since the coordinator started (live only).
     pub uptime_seconds: Option<f64>,
-    /// Every worker, by id: those registered with this process (live), or the stored rows.
-    pub workers: std::sync::Arc<[WorkerView]>,
+    /// Every worker, by id: those registered with this process (live), or the stored rows. Not
+    /// in the views' JSON, which list a page of them (their `workers`, chosen through the
+    /// `fleet` index); a view decoded from the wire, which carries that page alone, has none.
+    #[serde(skip)]
+    pub all_workers: std::sync::Arc<[WorkerView]>,
     /// The coordinator's counters (live only).
     pub counters: Option<Counters>,
 }
@@ -131,7 +134,7 @@ impl RunSnapshot {
             lease_expiries: None,
             leases_expire_in_seconds: None,
             uptime_seconds: None,
-            workers: store.workers()?.into_iter().map(WorkerView::from).collect(),
+            all_workers: store.workers()?.into_iter().map(WorkerView::from).collect(),
             counters: None,
         })
     }
@@ -157,7 +160,7 @@ impl RunSnapshot {
             lease_expiries: Some(0),
             leases_expire_in_seconds: None,
             uptime_seconds: Some(1.0),
-            workers: std::sync::Arc::from([]),
+            all_workers: std::sync::Arc::from([]),
             counters: Some(Counters::default()),
         }
     }

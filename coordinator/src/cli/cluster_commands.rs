@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use nqueens_coordinator::GrpcLimits;
 use nqueens_coordinator::{default_http_listen, serve as serve_run, ServeConfig};
-use nqueens_coordinator::{StatusReport, WorkerQuery};
+use nqueens_coordinator::{StatusView, WorkerQuery};
 use nqueens_process::shutdown_signal;
 use nqueens_proto as pb;
 use nqueens_store::{Requeue, Requeued};
@@ -279,7 +279,7 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
                 args.workers_limit.into(),
                 &args.workers_filter,
             );
-            StatusReport::read(path, &query)?
+            StatusView::read(path, &query)?
         }
         (None, Some(url)) => {
             let ca =
@@ -297,7 +297,7 @@ pub fn status(args: StatusArgs) -> Result<ExitCode> {
                     })
                     .await
                     .map_err(|s| anyhow::anyhow!("status call to {url} failed: {}", s.message()))?;
-                anyhow::Ok(StatusReport::from_response(response.into_inner(), url)?)
+                anyhow::Ok(StatusView::from_response(response.into_inner(), url)?)
             })?
         }
         (None, None) => bail!("give --connect URL or --state FILE"),

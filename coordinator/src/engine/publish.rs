@@ -121,7 +121,7 @@ impl Engine {
             leases_expire_in_seconds: last_deadline
                 .map(|d| d.saturating_duration_since(now).as_secs_f64()),
             uptime_seconds: Some(now.duration_since(self.publisher.started).as_secs_f64()),
-            workers,
+            all_workers: workers,
             counters: Some(counters),
         }
     }
@@ -172,7 +172,7 @@ impl Engine {
                     untrusted: self.scheduler.is_untrusted(id),
                     credential: w.row.credential.clone(),
                     device: w.device.clone(),
-                    counted_per_second: w.counted_per_second(now, lease_duration),
+                    results_per_second: w.results_per_second(now, lease_duration),
                     trust: self.scheduler.standing_of(id).into(),
                     lease_size: w.last_lease_size as u64,
                 }

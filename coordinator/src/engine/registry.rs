@@ -49,7 +49,7 @@ impl WorkerState {
 
     /// Its counted results per second over the last `period` (a lease period): the one rate of a
     /// worker that every view shows.
-    pub(super) fn counted_per_second(&self, now: Instant, period: Duration) -> f64 {
+    pub(super) fn results_per_second(&self, now: Instant, period: Duration) -> f64 {
         let counted: u32 = self
             .recent
             .iter()
@@ -314,9 +314,9 @@ mod rate_tests {
             w.delivered(start + Duration::from_millis(500 * k), period);
         }
         let last = start + Duration::from_secs(60);
-        assert!((w.counted_per_second(last, period) - 2.0).abs() < 0.05, "2 results/s");
-        let half = w.counted_per_second(last + period / 2, period);
+        assert!((w.results_per_second(last, period) - 2.0).abs() < 0.05, "2 results/s");
+        let half = w.results_per_second(last + period / 2, period);
         assert!(half > 0.5 && half < 1.5, "half a period idle: about half the rate, {half}");
-        assert_eq!(w.counted_per_second(last + period + Duration::from_secs(1), period), 0.0);
+        assert_eq!(w.results_per_second(last + period + Duration::from_secs(1), period), 0.0);
     }
 }

@@ -13,9 +13,7 @@ use crate::engine::{
 };
 use crate::metrics::Metrics;
 use crate::secrets::Credential;
-use crate::snapshot::fleet::FleetCache;
-use crate::snapshot::RunSnapshot;
-use crate::status::{Source, StatusReader, StatusReport, StatusView};
+use crate::status::StatusCache;
 use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_proto::{status_with_reason, CheckBounds, Reason};
@@ -33,10 +31,9 @@ pub struct CoordinatorService {
     pub run: pb::RunId,
     /// The run's job list, to send leased jobs by id.
     pub jobs: Arc<Vec<Job>>,
-    /// Sums committed rows for `status`, off the engine thread.
-    pub reader: Arc<StatusReader>,
-    /// The run as the engine last published it: what `status` shows.
-    pub snapshots: watch::Receiver<Arc<RunSnapshot>>,
+    /// What `status` shows: the run as the engine last published it, and the committed rows'
+    /// sums, read off the engine thread.
+    pub status: Arc<StatusCache>,
     pub lease_seconds: u32,
     pub heartbeat_seconds: u32,
     /// Flips to true when the coordinator starts shutting down; open result streams end then.
@@ -44,8 +41,6 @@ pub struct CoordinatorService {
     pub metrics: Arc<Metrics>,
     /// The credentials in force: every message of a result stream is checked against them.
     pub credentials: Arc<Credentials>,
-    /// The workers of the last snapshot a status call showed, sorted and counted once.
-    pub fleet: Arc<FleetCache>,
 }
 
 /// Why a request naming `named` does not belong to the run `ours`, if it does not.
@@ -425,47 +420,10 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         }
         ConnectionMark::of(&request).authenticated();
         let query = query_from_wire(request.get_ref()).map_err(invalid)?;
-        // The engine's latest snapshot, and the partial totals of the committed rows, summed
-        // on this reader's own connection (at most every few seconds: see `SUMS_MAX_AGE`) so
-        // that a status poll never holds up the engine.
-        let run = RunSnapshot::clone(&self.snapshots.borrow());
-        let index = self.fleet.index(&run.workers);
-        // Off the blocking pool unless nothing was summed yet: on a busy runtime the hop back
-        // from it waits behind every connection's tasks (hundreds of ms at 10,000 workers).
-        // Sums read before the run's end are read again once, so that a finished run's
-        // partial totals are its result's.
-        let complete = run.progress.complete;
-        let summed = match self.reader.cached_sums() {
-            Some(sums) if !complete || sums.tally.jobs == run.progress.jobs_total => sums,
-            cached => {
-                let reader = self.reader.clone();
-                let stale = cached.is_some();
-                tokio::task::spawn_blocking(move || {
-                    if stale {
-                        reader.read_sums()
-                    } else {
-                        reader.first_sums()
-                    }
-                })
-                .await
-                .map_err(|e| Status::internal(format!("status: {e}")))?
-                .map_err(|e| Status::internal(format!("status: {e}")))?
-            }
-        };
-        let view = StatusView {
-            run,
-            source: Source::Coordinator(String::new()),
-            partial_total: summed.tally.total,
-            partial_sym180: summed.tally.sym180,
-            partial_sym90: summed.tally.sym90,
-            nodes: summed.tally.nodes,
-            evidence: Some(summed.evidence),
-            fleet: None,
-        };
-        let mut view = view;
-        // A page of the workers, and all of them counted: 10,000 rows are no answer to read.
-        view.show_workers(&index, &query);
-        let report = StatusReport { view, bad_rows: summed.bad_rows, checksums: true };
-        Ok(Response::new(report.to_response()))
+        // The engine's latest snapshot, a page of its workers (10,000 rows are no answer to
+        // read) and the partial totals of the committed rows as the status cache last read them.
+        let view =
+            self.status.view(&query).await.map_err(|e| Status::internal(format!("status: {e}")))?;
+        Ok(Response::new(view.to_response()))
     }
 }

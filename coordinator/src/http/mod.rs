@@ -4,7 +4,7 @@
 //! |----------------|---------------------------------------------------------------|
 //! | `/metrics`     | the Prometheus text of the run's snapshot ([`metrics::render`]) |
 //! | `/`            | the status page ([`page`]), one self-contained HTML document  |
-//! | `/status.json` | the page's data ([`PageStatus`]), polled by the page          |
+//! | `/status.json` | the page's data ([`PageView`]), polled by the page            |
 //!
 //! Anything else is 404, a method other than GET or HEAD 405. HTTP/1 served by hyper: one request
 //! per connection, its head at most [`MAX_REQUEST`] bytes (431 beyond; hyper answers a malformed
@@ -23,26 +23,22 @@
 //! loopback unless `--public-status`; without it the answer is 401 with `WWW-Authenticate: Bearer`.
 //! A viewer without the token sees the state file's name only, never its absolute path.
 //!
-//! Nothing here talks to the engine: every answer is a view of the [`RunSnapshot`] it last
-//! published (see `snapshot.rs`), and the held and failed jobs are read on the blocking pool
-//! through a read-only connection, so neither a slow client nor many of them can hold up leases
-//! and results.
+//! Nothing here talks to the engine or reads the state file: every answer is a view of the
+//! [`StatusCache`] (the [`RunSnapshot`] the engine last published, and the held and failed jobs
+//! its own thread read), so neither a slow client nor many of them can hold up leases and results.
 //!
 //! [`RunSnapshot`]: crate::snapshot::RunSnapshot
 
-mod history;
 mod page;
-mod snapshot;
 mod token;
+mod view;
 
-#[cfg(test)]
-use history::Sample;
-pub use history::{sample_every, History, HISTORY_SAMPLES, SAMPLE_EVERY};
 pub use page::{escape_html, render_page};
-pub use snapshot::StatusSource;
+pub use view::PageView;
 
 use crate::metrics;
 use crate::snapshot::fleet::WorkerQuery;
+use crate::status::StatusCache;
 use crate::waiting::Waiting;
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -81,8 +77,8 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'unsaf
 
 /// What the HTTP port serves from.
 pub struct HttpState {
-    /// The data of the page and of `/status.json`.
-    pub status: StatusSource,
+    /// The data of every answer: the page, `/status.json` and `/metrics`.
+    pub status: Arc<StatusCache>,
     /// Who may read it.
     pub access: HttpAccess,
 }
@@ -190,12 +186,13 @@ async fn answer(state: &HttpState, req: &Request<hyper::body::Incoming>) -> Resp
         (Route::Page, Some(viewer)) => (
             StatusCode::OK,
             "text/html; charset=utf-8",
-            render_page(&state.status.snapshot(&workers).await.for_viewer(viewer)).into_bytes(),
+            render_page(&PageView::read(&state.status, &workers).await.for_viewer(viewer))
+                .into_bytes(),
         ),
         (Route::StatusJson, Some(viewer)) => (
             StatusCode::OK,
             "application/json",
-            serde_json::to_vec(&state.status.snapshot(&workers).await.for_viewer(viewer))
+            serde_json::to_vec(&PageView::read(&state.status, &workers).await.for_viewer(viewer))
                 .expect("status serializes"),
         ),
         (Route::NotFound, _) => text(

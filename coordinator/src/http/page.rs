@@ -7,7 +7,7 @@
 //! format and separator characters (a state file written before they were refused may hold some)
 //! as visible `\u{...}` escapes, so none can reorder or hide the text around it.
 
-use super::snapshot::PageStatus;
+use super::view::PageView;
 use crate::snapshot::fleet::Fleet;
 use nqueens_result::hms;
 use std::fmt::Write as _;
@@ -49,7 +49,7 @@ fn seconds(s: Option<f64>) -> String {
 }
 
 /// The value of the template's `{{key}}` for `s`.
-fn fill(s: &PageStatus, key: &str) -> Fill {
+fn fill(s: &PageView, key: &str) -> Fill {
     use Fill::{Markup, Text};
     let p = &s.run.progress;
     match key {
@@ -146,7 +146,7 @@ fn fleet_tables(fleet: &Fleet) -> String {
                 g.workers,
                 g.slots,
                 g.jobs_leased,
-                rate(Some(g.counted_per_second), 1)
+                rate(Some(g.results_per_second), 1)
             );
         }
         out.push_str("</table>");
@@ -198,9 +198,9 @@ fn percent_encoded(text: &str) -> String {
     out
 }
 
-fn worker_rows(s: &PageStatus) -> String {
+fn worker_rows(s: &PageView) -> String {
     let mut out = String::new();
-    for v in s.run.workers.iter() {
+    for v in s.workers.iter() {
         let name = format!("{}{}", v.name, if v.untrusted { " (untrusted)" } else { "" });
         let _ = write!(
             out,
@@ -211,7 +211,7 @@ fn worker_rows(s: &PageStatus) -> String {
             escape_html(&v.host),
             v.slots,
             v.results,
-            rate(Some(v.counted_per_second), 2),
+            rate(Some(v.results_per_second), 2),
             v.jobs_leased,
             escape_html(&v.trust),
             v.lease_size,
@@ -222,7 +222,7 @@ fn worker_rows(s: &PageStatus) -> String {
     out
 }
 
-fn blocked(s: &PageStatus) -> String {
+fn blocked(s: &PageView) -> String {
     let mut out = String::new();
     let lists = [
         (
@@ -257,7 +257,7 @@ fn blocked(s: &PageStatus) -> String {
 }
 
 /// The status page showing `status`.
-pub fn render_page(status: &PageStatus) -> String {
+pub fn render_page(status: &PageView) -> String {
     let mut out = String::with_capacity(TEMPLATE.len() + 4096);
     let mut rest = TEMPLATE;
     while let Some(start) = rest.find("{{") {
@@ -280,7 +280,7 @@ mod tests {
     use nqueens_scheduler::JobState::{Done, Held, Leased, Pending};
     use nqueens_scheduler::JobsByState;
 
-    fn status_with_worker(name: &str, host: &str) -> PageStatus {
+    fn status_with_worker(name: &str, host: &str) -> PageView {
         let mut jobs = JobsByState::default();
         for (state, count) in [(Pending, 50), (Leased, 8), (Done, 40), (Held, 2)] {
             jobs.add(state, count);
@@ -291,7 +291,7 @@ mod tests {
         run.nodes_per_second = Some(2.0e9);
         run.uptime_seconds = Some(27.0);
         run.live_workers = Some(1);
-        run.workers = vec![WorkerView {
+        let workers: std::sync::Arc<[WorkerView]> = vec![WorkerView {
             worker_id: 7,
             name: name.into(),
             host: host.into(),
@@ -304,14 +304,15 @@ mod tests {
             untrusted: false,
             credential: "shared".into(),
             device: "cpu (2 threads)".into(),
-            counted_per_second: 1.5,
+            results_per_second: 1.5,
             trust: "trusted".into(),
             lease_size: 64,
         }]
         .into();
-        let (fleet, _) = crate::snapshot::fleet::select(&run.workers, &Default::default());
-        PageStatus {
+        let (fleet, _) = crate::snapshot::fleet::select(&workers, &Default::default());
+        PageView {
             eta_text: run.eta_text(),
+            workers,
             fleet,
             run,
             state_file: "/data/run <17>.db".into(),
@@ -385,7 +386,7 @@ mod tests {
     #[test]
     fn a_large_fleet_is_shown_in_aggregate_and_one_page_of_rows() {
         let mut status = status_with_worker("alpha", "node1");
-        let one = status.run.workers[0].clone();
+        let one = status.workers[0].clone();
         let workers: Vec<WorkerView> = (1..=2_500)
             .map(|i| WorkerView { worker_id: i, name: format!("w{i}"), ..one.clone() })
             .collect();
@@ -395,7 +396,7 @@ mod tests {
         assert_eq!(fleet.matching, 0);
         assert!(page.is_empty());
         let (fleet, page) = crate::snapshot::fleet::select(&workers, &Default::default());
-        (status.fleet, status.run.workers) = (fleet, page.into());
+        (status.fleet, status.workers) = (fleet, page.into());
         let html = render_page(&status);
         assert_eq!(html.matches("<tr><td>").count() - 4, 100, "100 worker rows, 4 group rows");
         assert!(html.contains("<span id=\"wn\">2500</span>"), "{html}");

@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::snapshot::RunSnapshot;
-use crate::status::StatusReader;
 use nqueens_core::{job_list, SplitParams};
 use nqueens_store::{RunKind, RunPolicy, Store};
 use parking_lot::Mutex;
@@ -88,12 +87,9 @@ async fn port_with(dir: &std::path::Path, access: HttpAccess) -> std::net::Socke
     .unwrap();
     let snapshot = Arc::new(RunSnapshot::from_store(&store, &store.summary().unwrap()).unwrap());
     drop(store);
-    let history = Arc::new(Mutex::new(History::new(HISTORY_SAMPLES)));
-    history.lock().push(Sample::of(&snapshot));
     // A receiver keeps the last value its sender sent, after the sender is gone too.
     let (_, snapshots) = tokio::sync::watch::channel(snapshot);
-    let reader = Arc::new(StatusReader::new(path.clone()));
-    let status = StatusSource::new(path, snapshots, history, reader, Default::default());
+    let status = StatusCache::start(path, snapshots);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let state = HttpState { status, access };

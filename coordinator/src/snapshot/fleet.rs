@@ -4,7 +4,6 @@
 //! this instead of every worker, so that 10,000 workers cost a page of rows, not 10,000.
 
 use super::WorkerView;
-use parking_lot::Mutex;
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -33,7 +32,7 @@ pub struct Group {
     /// Their counted results.
     pub results: u64,
     /// Their counted results per second, together.
-    pub counted_per_second: f64,
+    pub results_per_second: f64,
 }
 
 /// The fleet in aggregate, and which workers the page beside it holds.
@@ -159,7 +158,7 @@ pub fn attention_order(a: &WorkerView, b: &WorkerView) -> Ordering {
     let rank = |w: &WorkerView| STATES.iter().position(|s| *s == state_of(w));
     rank(a)
         .cmp(&rank(b))
-        .then(a.counted_per_second.total_cmp(&b.counted_per_second))
+        .then(a.results_per_second.total_cmp(&b.results_per_second))
         .then(a.worker_id.cmp(&b.worker_id))
 }
 
@@ -248,32 +247,15 @@ impl FleetIndex {
 }
 
 /// The fleet of `workers` in aggregate, and the page of them `query` asks for (an index built
-/// for one reading: see [`FleetCache`] for a live coordinator's).
+/// for one reading: a live coordinator's `StatusCache` keeps one per worker table).
 #[cfg(test)]
 pub fn select(workers: &[WorkerView], query: &WorkerQuery) -> (Fleet, Vec<WorkerView>) {
     FleetIndex::new(Arc::from(workers)).select(query)
 }
 
-/// The index of the last worker table a reader asked about, shared by every status reader of a
-/// live coordinator (the page, `/status.json`, gRPC `Status`).
-#[derive(Default)]
-pub struct FleetCache(Mutex<Option<Arc<FleetIndex>>>);
-
-impl FleetCache {
-    /// The index of `workers`: the cached one while the table is the same, else built (once,
-    /// however many readers ask at the same time).
-    pub fn index(&self, workers: &Arc<[WorkerView]>) -> Arc<FleetIndex> {
-        let mut cached = self.0.lock();
-        match &*cached {
-            Some(index) if Arc::ptr_eq(index.workers(), workers) => index.clone(),
-            _ => cached.insert(Arc::new(FleetIndex::new(workers.clone()))).clone(),
-        }
-    }
-}
-
 impl Group {
     fn empty(key: String) -> Group {
-        Group { key, workers: 0, slots: 0, jobs_leased: 0, results: 0, counted_per_second: 0.0 }
+        Group { key, workers: 0, slots: 0, jobs_leased: 0, results: 0, results_per_second: 0.0 }
     }
 
     fn add(&mut self, other: &Group) {
@@ -281,7 +263,7 @@ impl Group {
         self.slots += other.slots;
         self.jobs_leased += other.jobs_leased;
         self.results += other.results;
-        self.counted_per_second += other.counted_per_second;
+        self.results_per_second += other.results_per_second;
     }
 }
 
@@ -294,7 +276,7 @@ impl From<&WorkerView> for Group {
             slots: u64::from(w.slots),
             jobs_leased: w.jobs_leased,
             results: w.results,
-            counted_per_second: w.counted_per_second,
+            results_per_second: w.results_per_second,
         }
     }
 }
@@ -322,7 +304,7 @@ fn largest(mut groups: Vec<Group>) -> Vec<Group> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn worker(id: u64, rate: f64, device: &str) -> WorkerView {
@@ -339,13 +321,14 @@ mod tests {
             untrusted: false,
             credential: format!("host-{}", id % 20),
             device: device.into(),
-            counted_per_second: rate,
+            results_per_second: rate,
             trust: "trusted".into(),
             lease_size: 8,
         }
     }
 
-    fn fleet_of(n: u64) -> Vec<WorkerView> {
+    /// `n` working workers on the CPU, at rates that differ.
+    pub(crate) fn fleet_of(n: u64) -> Vec<WorkerView> {
         (1..=n).map(|i| worker(i, 100.0 + (i * 7919 % 1000) as f64, "cpu")).collect()
     }
 
@@ -355,7 +338,7 @@ mod tests {
         workers[5000].untrusted = true;
         workers[42].conflicts = 1;
         workers[7].jobs_leased = 0; // idle: last
-        workers[9000].counted_per_second = 0.5; // the slowest working one
+        workers[9000].results_per_second = 0.5; // the slowest working one
         let (fleet, page) = select(&workers, &WorkerQuery::default());
         assert_eq!(page.len(), DEFAULT_PAGE);
         let ids: Vec<u64> = page.iter().take(3).map(|w| w.worker_id).collect();
@@ -406,20 +389,5 @@ mod tests {
         let (fleet, page) = select(&workers, &past_end);
         assert!(page.is_empty());
         assert_eq!(fleet.offset, 500);
-    }
-
-    #[test]
-    fn the_cache_builds_one_index_per_table() {
-        let cache = FleetCache::default();
-        let table: Arc<[WorkerView]> = fleet_of(300).into();
-        let first = cache.index(&table);
-        assert!(Arc::ptr_eq(&first, &cache.index(&table.clone())), "the same table: reused");
-        let (fleet, page) = first.select(&WorkerQuery { limit: 300, ..Default::default() });
-        assert_eq!((fleet.workers, page.len()), (300, 300));
-        let mut changed = table.to_vec();
-        changed[0].untrusted = true;
-        let next = cache.index(&changed.into());
-        assert!(!Arc::ptr_eq(&first, &next), "another table: built anew");
-        assert_eq!(next.select(&WorkerQuery::default()).1[0].worker_id, 1, "untrusted first");
     }
 }

@@ -156,3 +156,40 @@ pub fn percent(done: u64, total: u64) -> f64 {
         done as f64 * 100.0 / total as f64
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eta_at_the_measured_rate() {
+        // 100 jobs left at 10 jobs/s, 50 of them pending: 10 s.
+        assert_eq!(eta(100, 50, 50, Some(10.0), 0.5), Eta::In(10.0));
+        // Jobs still pending: the rate holds even after a quiet spell.
+        assert_eq!(eta(100, 1, 99, Some(10.0), 60.0), Eta::In(10.0));
+        assert_eq!(eta(0, 0, 0, Some(10.0), 60.0), Eta::In(0.0));
+        assert_eq!(eta(0, 0, 0, None, 0.0), Eta::In(0.0));
+    }
+
+    #[test]
+    fn eta_unknown_without_a_rate() {
+        assert_eq!(eta(100, 100, 0, None, 5.0), Eta::Unknown);
+        assert_eq!(eta(100, 60, 40, Some(0.0), 5.0), Eta::Unknown);
+    }
+
+    #[test]
+    fn eta_waits_on_leases_when_nothing_arrives() {
+        // The last 2 jobs are leased to a worker that is gone: at 10 jobs/s they were due after
+        // 0.2 s, 30 s have passed. Not "00:00:00.200": waiting on 2 leases.
+        let e = eta(2, 0, 2, Some(10.0), 30.0);
+        assert_eq!(e, Eta::WaitingOnLeases(2));
+        assert_eq!(e.seconds(), None);
+        assert_eq!(e.waiting_on(), 2);
+        // Right after a restart: no rate yet, every job left is leased (a stored lease).
+        assert_eq!(eta(5, 0, 5, None, 1.0), Eta::WaitingOnLeases(5));
+        // All leased but results still arriving in time: the rate holds.
+        assert_eq!(eta(20, 0, 20, Some(10.0), 0.5), Eta::In(2.0));
+        // A held job is not leased: the run is blocked, not waiting on leases.
+        assert_eq!(eta(3, 0, 2, Some(10.0), 30.0), Eta::In(0.3));
+    }
+}

@@ -36,7 +36,7 @@ pub struct WorkerView {
     /// What it solves on, as it registered (empty offline for rows from before schema 7).
     pub device: String,
     /// Its counted results per second over the last lease period (live coordinators only).
-    pub counted_per_second: f64,
+    pub results_per_second: f64,
     /// Its credential's standing: `probation`, `trusted` or `untrusted` (live coordinators only,
     /// else empty or `untrusted`).
     pub trust: String,
@@ -61,7 +61,7 @@ impl From<WorkerRecord> for WorkerView {
             untrusted: r.untrusted,
             credential: Credential::from_stored(&r.row.credential).name,
             device: r.row.device,
-            counted_per_second: 0.0,
+            results_per_second: 0.0,
             trust: if r.untrusted { "untrusted".into() } else { String::new() },
             lease_size: 0,
         }

@@ -259,7 +259,7 @@ fn a_live_status_reports_a_row_damaged_while_the_coordinator_runs() {
     assert_eq!((v["bad_rows"].as_u64(), v["checksums"].as_bool()), (Some(0), Some(true)), "{v}");
 
     // A counted row is changed behind the running coordinator's back: a status call once the
-    // sums are read again (at most `SUMS_MAX_AGE`, 5 s, later), which checks every row as it
+    // sums are read again (at most `ROWS_MAX_AGE`, 5 s, later), which checks every row as it
     // sums them, names it.
     let row: i64 = {
         let c = rusqlite::Connection::open(&state).unwrap();

@@ -1,11 +1,11 @@
-//! The status call's side of the wire line: a [`StatusReport`] to and from its
+//! The status call's side of the wire line: a [`StatusView`] to and from its
 //! `StatusResponse`, exactly. A figure the report may not know is an `Option` there and an
 //! `optional` field on the wire, so "none" crosses as absent, never as a stand-in value; what
 //! comes off the wire is checked against the contract's bounds here, once.
 
 use crate::snapshot::fleet::{Fleet, Group, WorkerQuery};
 use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
-use crate::status::{Source, StatusReport, StatusView};
+use crate::status::StatusView;
 use nqueens_core::Classes;
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, CheckBounds, WireError};
@@ -117,7 +117,7 @@ fn fleet_to_wire(f: &Fleet) -> pb::Fleet {
                 slots: g.slots,
                 jobs_leased: g.jobs_leased,
                 results: g.results,
-                results_per_second: g.counted_per_second,
+                results_per_second: g.results_per_second,
             })
             .collect()
     };
@@ -145,7 +145,7 @@ fn fleet_from_wire(f: pb::Fleet) -> Fleet {
                 slots: g.slots,
                 jobs_leased: g.jobs_leased,
                 results: g.results,
-                counted_per_second: g.results_per_second,
+                results_per_second: g.results_per_second,
             })
             .collect()
     };
@@ -168,14 +168,14 @@ pub fn query_from_wire(asked: &pb::StatusRequest) -> Result<WorkerQuery, WireErr
     Ok(WorkerQuery::new(asked.workers_offset, asked.workers_limit.into(), &asked.workers_filter))
 }
 
-impl StatusReport {
+impl StatusView {
     /// The wire form of a live coordinator's status: the whole answer to a status call. The
     /// counters stay behind (they are on `/metrics`), and so do the two things the wire does not
     /// say because a live coordinator's answer is always so: where it was read (the caller knows
     /// whom it asked) and that the rows carry checksums (a live coordinator has opened its file
     /// for writing, which adds them).
     pub fn to_response(&self) -> pb::StatusResponse {
-        let view = &self.view;
+        let view = self;
         let (p, snap) = (&view.run.progress, &view.run);
         let (partial_total, partial_total_hi) = split_wide(view.partial_total);
         let (partial_sym180, partial_sym180_hi) = split_wide(view.partial_sym180);
@@ -212,7 +212,7 @@ impl StatusReport {
             uptime_seconds: snap.uptime_seconds,
             snapshot_seq: snap.snapshot_seq,
             taken_unix: snap.taken_unix,
-            workers: snap.workers.iter().map(worker_to_wire).collect(),
+            workers: view.workers.iter().map(worker_to_wire).collect(),
             fleet: view.fleet.as_ref().map(fleet_to_wire),
         }
     }
@@ -220,8 +220,8 @@ impl StatusReport {
     /// A live coordinator's answer to a status call, as answered by the coordinator at `source`:
     /// checked against the contract's bounds, then taken as answered, not recomputed (the ETA
     /// rests on the coordinator's own clock). Its rows carry checksums (see
-    /// [`StatusReport::to_response`]).
-    pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StatusReport, WireError> {
+    /// [`StatusView::to_response`]).
+    pub fn from_response(r: pb::StatusResponse, source: &str) -> Result<StatusView, WireError> {
         r.check_bounds()?;
         let run = r.run.ok_or(WireError::Missing("status run"))?;
         let progress = Progress {
@@ -252,20 +252,24 @@ impl StatusReport {
             lease_expiries: r.lease_expiries,
             leases_expire_in_seconds: r.leases_expire_in_seconds,
             uptime_seconds: r.uptime_seconds,
-            workers: r.workers.into_iter().map(worker_from_wire).collect(),
+            // The wire carries a page of them: the view's `workers`.
+            all_workers: std::sync::Arc::from([]),
             counters: None,
         };
-        let view = StatusView {
+        Ok(StatusView {
             run,
-            source: Source::Coordinator(source.to_owned()),
+            source: source.to_owned(),
+            state_file: None,
             partial_total: join_wide(r.partial_total, r.partial_total_hi),
             partial_sym180: join_wide(r.partial_sym180, r.partial_sym180_hi),
             partial_sym90: join_wide(r.partial_sym90, r.partial_sym90_hi),
             nodes: r.nodes,
             evidence: r.evidence.map(evidence_from_wire).transpose()?,
+            workers: r.workers.into_iter().map(worker_from_wire).collect(),
             fleet: r.fleet.map(fleet_from_wire),
-        };
-        Ok(StatusReport { view, bad_rows: r.bad_rows, checksums: true })
+            bad_rows: r.bad_rows,
+            checksums: true,
+        })
     }
 }
 
@@ -284,7 +288,7 @@ fn worker_to_wire(w: &WorkerView) -> pb::WorkerInfo {
         untrusted: w.untrusted,
         credential: w.credential.clone(),
         device: w.device.clone(),
-        results_per_second: w.counted_per_second,
+        results_per_second: w.results_per_second,
         trust: w.trust.clone(),
         lease_size: w.lease_size,
     }
@@ -305,7 +309,7 @@ fn worker_from_wire(w: pb::WorkerInfo) -> WorkerView {
         untrusted: w.untrusted,
         credential: w.credential,
         device: w.device,
-        counted_per_second: w.results_per_second,
+        results_per_second: w.results_per_second,
         trust: w.trust,
         lease_size: w.lease_size,
     }

@@ -1,7 +1,7 @@
 use super::*;
 use crate::snapshot::fleet::{Fleet, Group};
 use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
-use crate::status::{Source, StatusReport, StatusView};
+use crate::status::StatusView;
 use nqueens_core::SplitMix64;
 use nqueens_proto::bounds::{MAX_NAME, MAX_SECRET, MAX_TEXT};
 use nqueens_result::RunResult;
@@ -180,7 +180,7 @@ impl Draw {
             untrusted: self.coin(),
             credential: self.any_text(),
             device: self.any_text(),
-            counted_per_second: self.f64(),
+            results_per_second: self.f64(),
             trust: self.any_text(),
             lease_size: self.u64(),
         }
@@ -195,7 +195,7 @@ impl Draw {
                     slots: d.u64(),
                     jobs_leased: d.u64(),
                     results: d.u64(),
-                    counted_per_second: d.f64(),
+                    results_per_second: d.f64(),
                 })
                 .collect()
         };
@@ -224,26 +224,31 @@ impl Draw {
             lease_expiries: self.maybe(Self::u64),
             leases_expire_in_seconds: self.maybe(Self::f64),
             uptime_seconds: self.maybe(Self::f64),
-            workers: (0..self.below(4)).map(|_| self.worker()).collect(),
+            // Every worker stays behind: the wire carries the view's page of them.
+            all_workers: std::sync::Arc::from([]),
             // The counters are on `/metrics`, not on the status call.
             counters: None,
         }
     }
 
     /// A live coordinator's report, as read from `source`.
-    fn report(&mut self, source: &str) -> StatusReport {
-        let view = StatusView {
+    fn report(&mut self, source: &str) -> StatusView {
+        StatusView {
             run: self.snapshot(),
-            source: Source::Coordinator(source.into()),
+            source: source.into(),
+            // Not on the wire: where the file is, for the commands `status` suggests.
+            state_file: None,
             partial_total: self.u128(),
             partial_sym180: self.u128(),
             partial_sym90: self.u128(),
             nodes: self.u64(),
             evidence: self.maybe(Self::evidence),
+            workers: (0..self.below(4)).map(|_| self.worker()).collect(),
             fleet: self.maybe(Self::fleet),
-        };
-        // A live coordinator's rows carry checksums.
-        StatusReport { view, bad_rows: self.u64(), checksums: true }
+            bad_rows: self.u64(),
+            // A live coordinator's rows carry checksums.
+            checksums: true,
+        }
     }
 }
 
@@ -260,7 +265,7 @@ fn first_loss(mangle: impl Fn(&mut pb::StatusResponse)) -> Option<String> {
         let sent = draw.report(source);
         let mut wire = sent.to_response();
         mangle(&mut wire);
-        match StatusReport::from_response(wire, source) {
+        match StatusView::from_response(wire, source) {
             Ok(back) if back == sent => None,
             back => Some(format!("case {case}: sent {sent:#?}\ngot {back:#?}")),
         }
@@ -305,7 +310,7 @@ fn a_status_answer_past_a_bound_is_refused() {
     let sent = Draw(SplitMix64::new(SEED)).report("x");
     let mut wire = sent.to_response();
     wire.workers.push(pb::WorkerInfo { name: "x".repeat(MAX_NAME + 1), ..Default::default() });
-    let refused = StatusReport::from_response(wire, "x").unwrap_err();
+    let refused = StatusView::from_response(wire, "x").unwrap_err();
     assert!(matches!(refused, WireError::Invalid { field: "worker name", .. }), "{refused}");
     let asked =
         pb::StatusRequest { workers_filter: "x".repeat(MAX_NAME + 1), ..Default::default() };

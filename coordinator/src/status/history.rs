@@ -1,14 +1,12 @@
-//! The rate chart of a run: a ring of samples of the engine's snapshots, taken by a tokio task,
-//! from which the status page draws results/s and nodes/s over the last hours. (The rate behind the
-//! ETA is the snapshot's own, by the one rule of `snapshot/progress.rs`.)
+//! The rate chart of a run: a ring of samples of the engine's snapshots, taken by the status
+//! cache's thread (`cache.rs`), from which the status page draws results/s and nodes/s over the
+//! last hours. (The rate behind the ETA is the snapshot's own, by the one rule of
+//! `snapshot/progress.rs`.)
 
 use crate::snapshot::RunSnapshot;
-use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// How often the coordinator samples its counters.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(10);
@@ -122,22 +120,6 @@ impl History {
                 }
             })
             .collect()
-    }
-}
-
-/// Samples the latest of `snapshots` into `history` now and then every `every`, until the task is
-/// dropped.
-pub async fn sample_every(
-    snapshots: watch::Receiver<Arc<RunSnapshot>>,
-    history: Arc<Mutex<History>>,
-    every: Duration,
-) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tick.tick().await;
-        let sample = Sample::of(&snapshots.borrow());
-        history.lock().push(sample);
     }
 }
 
