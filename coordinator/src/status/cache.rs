@@ -3,7 +3,7 @@
 //! committed rows tell ([`Rows`]: the partial sums, what they rest on, the rows that fail their
 //! checksum, the first held and failed job ids), the chart's samples and the worker table's index.
 //!
-//! One refresh rule, kept by one thread (`status-cache`) off every caller: every half second it
+//! One refresh rule, kept by one thread (`nq-status`) off every caller: every half second it
 //! samples the snapshot for the chart when a sample is due ([`SAMPLE_EVERY`]), and reads the rows
 //! again when they are due ([`next_read`]) and the file changed since the last read (SQLite's
 //! `data_version`), on its one read-only connection, opened once
@@ -96,7 +96,7 @@ pub struct StatusCache {
 
 impl StatusCache {
     /// The cache of the run in `state_file` whose engine publishes on `snapshots`, and its thread
-    /// (`status-cache`), which makes the first read now, off every caller (opening a file of a
+    /// (`nq-status`), which makes the first read now, off every caller (opening a file of a
     /// million jobs and summing its results take seconds), and ends with the cache's last holder.
     pub fn start(
         state_file: PathBuf,
@@ -111,7 +111,7 @@ impl StatusCache {
             fleet: Mutex::default(),
         });
         let weak = Arc::downgrade(&cache);
-        let thread = std::thread::Builder::new().name("status-cache".into());
+        let thread = std::thread::Builder::new().name("nq-status".into());
         if let Err(e) = thread.spawn(move || keep_current(weak)) {
             tracing::warn!(error = %e, "status: cannot start the thread that keeps it current");
         }
