@@ -63,8 +63,10 @@ pub const DEFAULT_BUDGET: u64 = 200_000_000;
 
 /// A sampled job with more searched rows than this left below its pre-placed queens is too big to
 /// solve whole (at N = 27 a job takes hours): it is sampled down random paths of its parts instead.
-/// Fourteen rows take a few milliseconds at N = 18.
-pub const WHOLE_ROWS: usize = 14;
+/// A part of sixteen rows takes 2-3 ms at N = 24-25. Smaller parts run the batched
+/// search below capacity: parts of 14 rows put the cost per solution 3-11% above the whole jobs'
+/// (N = 22-24), parts of 16 rows within 3% (`docs/estimate.md`).
+pub const WHOLE_ROWS: usize = 16;
 
 /// Random paths sampled down a job too big to solve whole (see `estimate/paths.rs`).
 pub const PATHS: usize = 16;

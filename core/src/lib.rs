@@ -20,6 +20,7 @@
 //! ```
 
 mod board;
+pub mod breakdown;
 mod constellation;
 mod error;
 pub mod estimate;

@@ -16,7 +16,16 @@
 //! 60) of turns (drawing the paths included; the figures time the solving alone, in thread CPU
 //! time) and at least `--min-jobs` (default 8) jobs: a shared machine's speed drifts
 //! within minutes, and specs measured one after the other would each see another state of it.
+//!
+//! Under each spec's line a second one gives the AVX-512 search's time per part, in timestamp
+//! ticks per solution found by the search (before weights): the six-row count, the dead-state
+//! test of row `last`, rows `last - 1` to `last - 4`, and the depth-first search above them; and
+//! the states of rows `last` and `last - 1` tested and found dead, per solution. It needs the
+//! probes compiled in: `cargo bench -p nqueens-core --features breakdown --bench solver --
+//! --record-trend ...` (they cost a few percent; the ns/solution figures are for the build
+//! without them).
 
+use nqueens_core::breakdown::{self, Breakdown, Event, Part};
 use nqueens_core::estimate::draw_paths;
 use nqueens_core::{job_list, Job, SplitMix64, SplitParams};
 use std::collections::HashMap;
@@ -105,6 +114,7 @@ impl RecordTrend {
         );
         for m in &sizes {
             println!("{}", m.line(known));
+            println!("{}", m.probed.line());
         }
     }
 }
@@ -124,6 +134,59 @@ struct Measured {
     seconds: f64,
     /// Wall time of this spec's turns (drawing the paths included): what `--seconds` limits.
     spent: f64,
+    /// The probes' figures of the timed solves, scaled like their time.
+    probed: Probed,
+}
+
+/// Sums of the search's probes (`nqueens_core::breakdown`), each solve's figures scaled as its
+/// time is (over its path's probability and the paths drawn), and the solutions found by the
+/// search (before weights) scaled alike.
+#[derive(Default)]
+struct Probed {
+    ticks: [f64; 7],
+    events: [f64; 4],
+    solutions: f64,
+}
+
+impl Probed {
+    fn add(&mut self, b: &Breakdown, solutions: u64, scale: f64) {
+        for (sum, &t) in self.ticks.iter_mut().zip(&b.ticks) {
+            *sum += t as f64 * scale;
+        }
+        for (sum, &e) in self.events.iter_mut().zip(&b.events) {
+            *sum += e as f64 * scale;
+        }
+        self.solutions += solutions as f64 * scale;
+    }
+
+    /// `  ticks/solution 310: count 150, ... | dead states per solution: row last 7.1, ...`
+    fn line(&self) -> String {
+        if !breakdown::ENABLED {
+            return String::from("  (per part: build with --features breakdown)");
+        }
+        let per = |x: f64| x / self.solutions;
+        let ticks = |p: Part| per(self.ticks[p as usize]);
+        let inside = [Part::Count, Part::DeadLast, Part::Row1, Part::Row2, Part::Row3, Part::Row4];
+        let above = ticks(Part::Total) - inside.iter().map(|&p| ticks(p)).sum::<f64>();
+        let events = |e: Event| per(self.events[e as usize]);
+        format!(
+            "  ticks/solution {:.0}: count {:.0}, dead-state test of row last {:.0}, row last-1 \
+             {:.0}, last-2 {:.0}, last-3 {:.0}, last-4 {:.0}, search above {:.0} | per solution: \
+             row last {:.2} states tested, {:.2} dead; row last-1 {:.2} tested, {:.2} dead",
+            ticks(Part::Total),
+            ticks(Part::Count),
+            ticks(Part::DeadLast),
+            ticks(Part::Row1),
+            ticks(Part::Row2),
+            ticks(Part::Row3),
+            ticks(Part::Row4),
+            above,
+            events(Event::LastTested),
+            events(Event::LastDead),
+            events(Event::Row1Tested),
+            events(Event::Row1Dead),
+        )
+    }
 }
 
 impl Measured {
@@ -150,6 +213,7 @@ impl Measured {
             whole: 0,
             seconds: 0.0,
             spent: 0.0,
+            probed: Probed::default(),
         }
     }
 
@@ -170,10 +234,12 @@ impl Measured {
             drawn[drawn.len() - 1].0.solve().expect("solve");
         }
         let (mut seconds, mut solutions, mut nodes) = (0.0, 0.0, 0.0);
+        breakdown::take();
         for (part, scale) in &drawn {
             let before = thread_cpu();
             let counts = part.solve().expect("solve");
             let took = thread_cpu() - before;
+            self.probed.add(&breakdown::take(), counts.solutions, scale / paths);
             self.seconds += took;
             seconds += took * scale;
             solutions += (counts.solutions * u64::from(part.weight)) as f64 * scale;

@@ -11,10 +11,12 @@
 //! from the CPU's features:
 //! - [`x86_64::avx512`] (AVX-512 F, VL, BW, BITALG, VBMI2, VPOPCNTDQ and BMI2): the last six
 //!   searched rows, row `last` and the [`TAIL`] rows below it, are counted in closed form
-//!   ([`crate::tail6`]), one state of row `last` per evaluation, without a branch; the three rows
-//!   above them (`last - 3` to `last - 1`) are not searched depth first either: their states wait
-//!   in batches and are expanded sixteen at a time, the children stored without a branch. The
-//!   depth-first loop mispredicts about once per node, and these rows hold most of the nodes.
+//!   ([`crate::tail6`]), one state of row `last` per evaluation, without a branch; the four rows
+//!   above them (`last - 4` to `last - 1`) are not searched depth first either: their states wait
+//!   in batches and are expanded sixteen at a time, the children stored without a branch, and
+//!   states that surely have no completion are dropped before rows `last - 1` and `last` (the
+//!   survivors packed, so that vectors carry no dead lanes). The depth-first loop mispredicts
+//!   about once per node, and these rows hold most of the nodes.
 //! - [`x86_64::bmi2`] (BMI1/BMI2, POPCNT, AVX2) and [`portable`] (any CPU): the last [`TAIL`]
 //!   searched rows are counted in closed form ([`crate::tail`]); the queens of the row above them
 //!   (`last`) are queued, four slots written without a branch, and counted in batches (a loop over

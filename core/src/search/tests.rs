@@ -135,3 +135,33 @@ fn the_selected_build_is_the_widest_that_the_cpu_runs_unless_limited() {
         Err(_) => assert_eq!(selected, widest),
     }
 }
+
+/// The AVX-512 build's probes (`breakdown` feature): every part timed inside the count's total,
+/// the dead states among those tested, and a state of row `last` tested for each state of row
+/// `last - 1` that survives with a queen. Without the probes, or on a CPU that runs another build,
+/// they gather nothing.
+#[test]
+fn the_probes_time_each_part_inside_the_total() {
+    use crate::breakdown::{self, Breakdown, Event, Part};
+    let list = job_list(16, &SplitParams::default()).unwrap();
+    breakdown::take();
+    let solutions: u64 = list.jobs.iter().take(40).map(|j| j.solve().unwrap().solutions).sum();
+    let gathered = breakdown::take();
+    #[cfg(target_arch = "x86_64")]
+    let probed = breakdown::ENABLED && Detected::selected().build() == Build::Avx512;
+    #[cfg(not(target_arch = "x86_64"))]
+    let probed = false;
+    if !probed {
+        assert_eq!(gathered, Breakdown::default());
+        return;
+    }
+    assert!(solutions > 0);
+    let parts = [Part::Count, Part::DeadLast, Part::Row1, Part::Row2, Part::Row3, Part::Row4];
+    let inside: u64 = parts.iter().map(|&p| gathered.ticks(p)).sum();
+    assert!(parts.iter().all(|&p| gathered.ticks(p) > 0), "{gathered:?}");
+    assert!(inside < gathered.ticks(Part::Total), "{gathered:?}");
+    let (tested, dead) = (gathered.events(Event::LastTested), gathered.events(Event::LastDead));
+    assert!(0 < dead && dead < tested, "{gathered:?}");
+    let (tested1, dead1) = (gathered.events(Event::Row1Tested), gathered.events(Event::Row1Dead));
+    assert!(0 < dead1 && dead1 < tested1 && tested1 - dead1 <= tested, "{gathered:?}");
+}

@@ -1,7 +1,8 @@
-//! The AVX-512 build: the six-row closed form ([`crate::tail6`]), with the three rows above it
+//! The AVX-512 build: the six-row closed form ([`crate::tail6`]), with the four rows above it
 //! expanded in batches, sixteen states at a time, instead of searched depth first. Compiled for
 //! AVX-512 (F, VL, BW, BITALG, VBMI2, VPOPCNTDQ) and the BMI2/AVX2 build's features.
 
+use crate::breakdown::{self, Event, Part};
 use crate::search::{Found, Lanes, Layout, State, SLOT};
 use crate::tail::TAIL;
 use crate::tail6::{Conflicts6, PermSet6, ALLOWED_LEN, ROWS6};
@@ -25,7 +26,7 @@ cpu_features!($ avx512 = [
 impl Layout {
     avx512! {
         /// Counts the completions of `start` with the six-row closed form: depth first down to row
-        /// `last - 3`, whose states are expanded row by row in batches ([`Layout::drain6`]) and
+        /// `last - 4`, whose states are expanded row by row in batches ([`Layout::drain6`]) and
         /// whose descendants in row `last` are counted in closed form
         /// ([`Layout::count_children6`]). `six` is [`Layout::six_for`] of `start`.
         ///
@@ -34,9 +35,10 @@ impl Layout {
         /// Compiled for [`FEATURES`]: call it only where the CPU has them ([`detected`]), as
         /// [`crate::search::Detected`] does. On a CPU without them it is undefined behaviour.
         pub(in crate::search) fn count_avx512(&self, start: &State, six: &Conflicts6) -> Found {
-            // The batch arrays (about 220 KiB) are kept per thread: zeroing them for every count
+            // The batch arrays (about 1.6 MiB) are kept per thread: zeroing them for every count
             // cost a part of 0.1 ms (record sizes, a job's parts) several percent.
-            let mut batch = BATCH.take().unwrap_or_else(|| Box::new(Batch6::new()));
+            let started = breakdown::start();
+            let mut batch = BATCH.take().unwrap_or_else(Batch6::new);
             batch.clear();
             let last = self.last();
             let (cols, right, left, free) =
@@ -50,42 +52,58 @@ impl Layout {
                 1 => batch.above1.push(cols, right, left, free),
                 2 => batch.above2.push(cols, right, left, free),
                 3 => batch.above3.push(cols, right, left, free),
-                _ => self.search::<4>(start, &mut found, |found, cols, right, left, free| {
+                4 => batch.above4.push(cols, right, left, free),
+                _ => self.search::<5>(start, &mut found, |found, cols, right, left, free| {
                     // What the depth-first search checks before going down (see `search`).
-                    let s = self.shift[(last - 3) & SLOT];
+                    let s = self.shift[(last - 4) & SLOT];
                     let after =
-                        !(cols | (right << s) | (left >> s) | self.blocked[(last - 2) & SLOT]);
+                        !(cols | (right << s) | (left >> s) | self.blocked[(last - 3) & SLOT]);
                     let free = free & 0u32.wrapping_sub((after != 0) as u32);
-                    batch.above3.push(cols, right, left, free);
-                    if batch.above3.len >= ABOVE3_BATCH {
+                    batch.above4.push(cols, right, left, free);
+                    if batch.above4.len >= ABOVE4_BATCH {
                         self.drain6(&mut batch, six, found, false);
                     }
                 }),
             }
             self.drain6(&mut batch, six, &mut found, true);
             BATCH.set(Some(batch));
+            breakdown::stop(Part::Total, started);
             found
         }
     }
 
     avx512! {
-        /// Moves the waiting states down the last rows: those of row `last - 3` to row `last - 2`
-        /// always, those of row `last - 2` to row `last - 1` once enough wait, and those of row
-        /// `last - 1` to row `last`, counting these, once enough wait there (every row when `all`,
-        /// at the end of the search). Each row is expanded sixteen states at a time
-        /// ([`Layout::expand_all`], [`Layout::expand_last`]).
+        /// Moves the waiting states down the last rows: those of rows `last - 4` and `last - 3` to
+        /// row `last - 2` always, those of row `last - 2` to row `last - 1` once enough wait, and
+        /// those of row `last - 1` to row `last`, dropping the dead ones there and counting the
+        /// others, once enough wait there (every row when `all`, at the end of the search). Each
+        /// row is expanded sixteen states at a time ([`Layout::expand_all`],
+        /// [`Layout::expand_last`]).
         fn drain6(&self, batch: &mut Batch6, six: &Conflicts6, found: &mut Found, all: bool) {
             let last = self.last();
+            let started = breakdown::start();
+            found.nodes +=
+                self.expand_all::<true, _, _>(last - 4, &mut batch.above4, &mut batch.above3);
+            breakdown::stop(Part::Row4, started);
+            let started = breakdown::start();
             found.nodes +=
                 self.expand_all::<true, _, _>(last - 3, &mut batch.above3, &mut batch.above2);
+            breakdown::stop(Part::Row3, started);
             if !all && batch.above2.len < ABOVE2_BATCH {
                 return;
             }
+            let started = breakdown::start();
             found.nodes +=
                 self.expand_all::<false, _, _>(last - 2, &mut batch.above2, &mut batch.above1);
+            breakdown::stop(Part::Row2, started);
             if all || batch.above1.len >= ABOVE1_BATCH {
+                let started = breakdown::start();
                 found.nodes += self.expand_last(batch);
+                breakdown::stop(Part::Row1, started);
+                self.drop_dead(&mut batch.last);
+                let started = breakdown::start();
                 found.solutions += self.count_children6(&mut batch.last, six);
+                breakdown::stop(Part::Count, started);
             }
         }
     }
@@ -135,7 +153,9 @@ impl Layout {
                         );
                         ff = _mm512_maskz_mov_epi32(_mm512_test_epi32_mask(after, after), ff);
                     }
-                    to.append(some, cc, rr, ll, Some(ff));
+                    // A child with no free square places no queen and has no completion: it is
+                    // left out (its nodes, none, are counted alike).
+                    to.append(some & _mm512_test_epi32_mask(ff, ff), cc, rr, ll, Some(ff));
                 }
             }
             _mm512_reduce_add_epi32(nodes) as u32 as u64
@@ -151,14 +171,17 @@ impl Layout {
         /// dropped or not: its queens (`free`, F), and for each, the free squares it leaves in row
         /// `last`, those of B (row `last`'s free squares before the queen) less the queen's column
         /// and diagonals: |F| + |F||B| - |F & B| - |F & (B >> d)| - |F & (B << d)|, with d the
-        /// distance between the rows. The children are made a queen at a time for all sixteen
-        /// states (the lowest free square of each, then the next), and packed by `vpcompressd`;
-        /// they are tested in [`Layout::drop_dead`], not here.
+        /// distance between the rows. The live states are then packed to the front of the arrays
+        /// (as in [`Layout::drop_dead`]), and their children made sixteen live states at a time, a
+        /// queen per lane per step (the lowest free square of each, then the next), packed by
+        /// `vpcompressd`; the children are tested in [`Layout::drop_dead`], not here. Packing first
+        /// made the search 1.2x faster (N = 18 and 27): about 45% of these states are dead at
+        /// N = 27, and each vector of children used to carry them as empty lanes.
         fn expand_last(&self, batch: &mut Batch6) -> u64 {
             let test = DeadTest::<{ ROWS6 + 1 }>::new(self, self.last() - 1);
             let d = test.reach[1];
-            let (from, to) = (&batch.above1, &mut batch.last);
-            let states = from.len.min(ABOVE1_CAP - 16);
+            let from = &mut batch.above1;
+            let states = std::mem::take(&mut from.len).min(ABOVE1_CAP - 16);
             let mut nodes = _mm512_setzero_si512();
             for at in (0..states).step_by(16) {
                 let (c, r, l, f, valid) = from.slice(at, states);
@@ -177,7 +200,15 @@ impl Layout {
                     lost,
                 );
                 nodes = _mm512_mask_add_epi32(nodes, valid, nodes, these);
-                let mut rest = _mm512_maskz_mov_epi32(valid & alive, f);
+                // The live states go back into the same arrays, packed (as in `drop_dead`): the
+                // children are then made sixteen live states at a time.
+                from.append(valid & alive, c, r, l, Some(f));
+            }
+            let (from, to) = (&batch.above1, &mut batch.last);
+            let live = from.len;
+            for at in (0..live).step_by(16) {
+                let (c, r, l, f, valid) = from.slice(at, live);
+                let mut rest = _mm512_maskz_mov_epi32(valid, f);
                 loop {
                     let some = _mm512_test_epi32_mask(rest, rest);
                     if some == 0 {
@@ -191,21 +222,26 @@ impl Layout {
                     to.append(some, _mm512_or_si512(c, bit), rr, ll, None);
                 }
             }
+            breakdown::count(Event::Row1Tested, states as u64);
+            breakdown::count(Event::Row1Dead, (states - live) as u64);
             batch.above1.len = 0;
             _mm512_reduce_add_epi32(nodes) as u32 as u64
         }
     }
 
     avx512! {
-        /// Drops from the waiting states of row `last` those that surely have no completion
-        /// ([`DeadTest`] over the six rows), moves the others to the front of the arrays, and sets
-        /// the batch's length to their number.
+        /// Drops from the waiting states of row `last` those that surely have no completion,
+        /// moves the others to the front of the arrays, and sets the batch's length to their
+        /// number. Two passes: [`DeadTest::alive`] over the six rows (some 40 vector instructions
+        /// per sixteen states), then [`DeadTest::alive_forced`] (forced squares, some 200) over
+        /// what the first leaves.
         ///
-        /// About a third of the states go (a share that grows with N), for some 40 vector
-        /// instructions per sixteen states. The survivors are packed in place (`vpcompressd` of
-        /// every array, written at or behind where it was read), so that the count's loop reads
-        /// them in order.
+        /// The first drops three states in ten at N = 18 and one in two at N = 27, the second
+        /// as many again: three in five and three in four go in all, each costing a fraction of
+        /// the count it saves. The survivors are packed in place (`vpcompressd` of every array,
+        /// written at or behind where it was read), so that the count's loop reads them in order.
         fn drop_dead(&self, batch: &mut Waiting<LAST_CAP>) {
+            let started = breakdown::start();
             let test = DeadTest::<ROWS6>::new(self, self.last());
             let states = std::mem::take(&mut batch.len).min(LAST_CAP - 16);
             for at in (0..states).step_by(16) {
@@ -214,12 +250,21 @@ impl Layout {
                 // or behind the states just read, never on those not read yet.
                 batch.append(valid & test.alive(c, r, l).0, c, r, l, None);
             }
+            // The forced squares cost five times the plain test: only for its survivors.
+            let plain = std::mem::take(&mut batch.len);
+            for at in (0..plain).step_by(16) {
+                let (c, r, l, _, valid) = batch.slice(at, plain);
+                batch.append(valid & test.alive_forced(c, r, l), c, r, l, None);
+            }
+            breakdown::count(Event::LastTested, states as u64);
+            breakdown::count(Event::LastDead, (states - batch.len) as u64);
+            breakdown::stop(Part::DeadLast, started);
         }
     }
 
     avx512! {
         /// Counts the completions of every waiting state of row `last` through the last six rows,
-        /// and empties the batch. The states that surely have none are dropped first
+        /// and empties the batch. The caller drops first the states that surely have none
         /// ([`Layout::drop_dead`]); each other state costs about 75 instructions and no branch:
         /// - the six rows' free squares in one vector (`vpsllvd`, `vpsrlvd`), widened to 64-bit
         ///   lanes;
@@ -251,7 +296,6 @@ impl Layout {
                 (_mm512_loadu_si512(p as *const __m512i), _mm256_load_si256(high))
             };
             let mut sum = _mm512_setzero_si512();
-            self.drop_dead(batch);
             let children = std::mem::take(&mut batch.len).min(LAST_CAP);
             for i in 0..children {
                 let (cols, right, left) = (batch.cols[i], batch.right[i], batch.left[i]);
@@ -329,12 +373,16 @@ static IOTA: Iota = {
 };
 
 // Batch sizes of the six-row search. A state of searched row `d` has at most as many free
-// squares as there are open columns, one per searched row left: nine in row `last - 3`, eight in
-// `last - 2`, seven in `last - 1`. Each row's arrays hold what waits before it is drained, what
-// one drain of the row above adds, and one vector store past the end.
+// squares as there are open columns, one per searched row left: ten in row `last - 4`, nine in
+// `last - 3`, eight in `last - 2`, seven in `last - 1`. Each row's arrays hold what waits before it
+// is drained, what one drain of the row above adds, and one vector store past the end. The rows'
+// arrays together take about 1.6 MiB, allocated once per thread.
 
-/// States of row `last - 3` that wait before they are expanded.
-const ABOVE3_BATCH: usize = 16;
+/// States of row `last - 4` that wait before they are expanded.
+const ABOVE4_BATCH: usize = 16;
+const ABOVE4_CAP: usize = ABOVE4_BATCH + 16;
+/// States of row `last - 3`: the children of one batch of row `last - 4`, all expanded at once.
+const ABOVE3_BATCH: usize = ABOVE4_BATCH * (TAIL + 5);
 const ABOVE3_CAP: usize = ABOVE3_BATCH + 16;
 /// States of row `last - 2` that wait before the batch moves down (more rows of `last - 3` are
 /// expanded into it until it holds this many).
@@ -358,10 +406,6 @@ struct Waiting<const CAP: usize> {
 }
 
 impl<const CAP: usize> Waiting<CAP> {
-    fn new() -> Self {
-        Waiting { cols: [0; CAP], right: [0; CAP], left: [0; CAP], free: [0; CAP], len: 0 }
-    }
-
     /// Adds one state (a job that starts in this row).
     fn push(&mut self, cols: u32, right: u32, left: u32, free: u32) {
         let at = self.len.min(CAP - 1);
@@ -426,8 +470,9 @@ impl<const CAP: usize> Waiting<CAP> {
 type Lanes16 = __m512i;
 type Mask16 = __mmask16;
 
-/// The six-row search's waiting states of rows `last - 2`, `last - 1` and `last`.
+/// The six-row search's waiting states of rows `last - 4` to `last`.
 struct Batch6 {
+    above4: Waiting<ABOVE4_CAP>,
     above3: Waiting<ABOVE3_CAP>,
     above2: Waiting<ABOVE2_CAP>,
     above1: Waiting<ABOVE1_CAP>,
@@ -442,25 +487,27 @@ thread_local! {
 impl Batch6 {
     /// Empties every row (the arrays keep their stale contents; only the first `len` are read).
     fn clear(&mut self) {
-        (self.above3.len, self.above2.len, self.above1.len, self.last.len) = (0, 0, 0, 0);
+        (self.above4.len, self.above3.len) = (0, 0);
+        (self.above2.len, self.above1.len, self.last.len) = (0, 0, 0);
     }
 
-    fn new() -> Batch6 {
-        Batch6 {
-            above3: Waiting::new(),
-            above2: Waiting::new(),
-            above1: Waiting::new(),
-            last: Waiting::new(),
-        }
+    /// A batch with every row empty, made on the heap: it is too big for a thread's stack.
+    fn new() -> Box<Batch6> {
+        // SAFETY: every field is an array of `u32` or a `usize`, for which zero is a valid value.
+        unsafe { Box::<Batch6>::new_zeroed().assume_init() }
     }
 }
 
 /// A test that a state of searched row `first` has no completion for sure: one of the `ROWS`
 /// rows from `first` down (to the bottom) has no free square, or an open column is free in none
-/// of them. Sixteen states at once, their masks in the lanes of three vectors.
+/// of them ([`DeadTest::alive`]; [`DeadTest::alive_forced`] first takes from every row what the
+/// rows with one free square force). Sixteen states at once, their masks in the lanes of three
+/// vectors.
 struct DeadTest<const ROWS: usize> {
     /// Per row, the distance from row `first`, as a shift count.
     reach: [__m128i; ROWS],
+    /// Per pair of rows, their distance, as a shift count.
+    apart: [[__m128i; ROWS]; ROWS],
     /// Per row, its squares taken by the border queens, in every lane.
     blocked: [__m512i; ROWS],
     board: __m512i,
@@ -474,6 +521,11 @@ impl<const ROWS: usize> DeadTest<ROWS> {
                 |j: usize| layout.row_of[first & SLOT] - layout.row_of[(first + j) & SLOT];
             DeadTest {
                 reach: std::array::from_fn(|j| _mm_cvtsi32_si128(distance(j) as i32)),
+                apart: std::array::from_fn(|i| {
+                    std::array::from_fn(|j| {
+                        _mm_cvtsi32_si128(distance(i).abs_diff(distance(j)) as i32)
+                    })
+                }),
                 blocked: std::array::from_fn(|j| {
                     _mm512_set1_epi32(layout.blocked[(first + j) & SLOT] as i32)
                 }),
@@ -492,23 +544,67 @@ impl<const ROWS: usize> DeadTest<ROWS> {
             right: __m512i,
             left: __m512i,
         ) -> (__mmask16, __m512i) {
+            let free = self.free(cols, right, left);
             let mut alive = !0;
-            let (mut union, mut next) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-            for j in 0..ROWS {
-                let (reach, blocked) = (self.reach[j], self.blocked[j]);
-                let shifted = _mm512_or_si512(
-                    _mm512_sll_epi32(right, reach),
-                    _mm512_srl_epi32(left, reach),
-                );
-                let free = _mm512_ternarylogic_epi32::<0x01>(cols, shifted, blocked);
-                alive &= _mm512_test_epi32_mask(free, free);
-                union = _mm512_or_si512(union, free);
-                if j == 1 {
-                    next = free;
-                }
+            let mut union = _mm512_setzero_si512();
+            for row in free {
+                alive &= _mm512_test_epi32_mask(row, row);
+                union = _mm512_or_si512(union, row);
             }
             alive &= _mm512_cmpeq_epi32_mask(union, _mm512_andnot_si512(cols, self.board));
-            (alive, next)
+            (alive, free[1 % ROWS])
+        }
+    }
+
+    avx512! {
+        /// The lanes whose state may have a completion, by a stronger test than [`Self::alive`]:
+        /// a row with one free square must hold its queen there, so that square's column and
+        /// diagonals are taken from every other row before the rows are tested.
+        ///
+        /// It costs some 200 vector instructions per sixteen states (every pair of rows), and is
+        /// worth it only where each state it drops would cost more: before the six-row closed
+        /// form, on the states that [`Self::alive`] leaves, it drops about half of them (N = 18-27)
+        /// and the search runs 1.2x faster; over the seven rows of `last - 1` it cost more than it
+        /// saved (1.1x slower, there too after the plain test).
+        #[inline]
+        fn alive_forced(&self, cols: __m512i, right: __m512i, left: __m512i) -> __mmask16 {
+            let free = self.free(cols, right, left);
+            let one = _mm512_set1_epi32(1);
+            let forced: [__m512i; ROWS] = std::array::from_fn(|i| {
+                let single = _mm512_cmpeq_epi32_mask(_mm512_popcnt_epi32(free[i]), one);
+                _mm512_maskz_mov_epi32(single, free[i])
+            });
+            let mut alive = !0;
+            let mut union = _mm512_setzero_si512();
+            for j in 0..ROWS {
+                let mut taken = _mm512_setzero_si512();
+                for i in (0..ROWS).filter(|&i| i != j) {
+                    let d = self.apart[i][j];
+                    let diagonals = _mm512_or_si512(
+                        _mm512_sll_epi32(forced[i], d),
+                        _mm512_srl_epi32(forced[i], d),
+                    );
+                    taken = _mm512_ternarylogic_epi32::<0xfe>(taken, forced[i], diagonals);
+                }
+                let left = _mm512_andnot_si512(taken, free[j]);
+                alive &= _mm512_test_epi32_mask(left, left);
+                union = _mm512_or_si512(union, left);
+            }
+            alive & _mm512_cmpeq_epi32_mask(union, _mm512_andnot_si512(cols, self.board))
+        }
+    }
+
+    avx512! {
+        /// Every lane's free squares in each of the `ROWS` rows.
+        #[inline]
+        fn free(&self, cols: __m512i, right: __m512i, left: __m512i) -> [__m512i; ROWS] {
+            std::array::from_fn(|j| {
+                let shifted = _mm512_or_si512(
+                    _mm512_sll_epi32(right, self.reach[j]),
+                    _mm512_srl_epi32(left, self.reach[j]),
+                );
+                _mm512_ternarylogic_epi32::<0x01>(cols, shifted, self.blocked[j])
+            })
         }
     }
 }
