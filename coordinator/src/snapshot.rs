@@ -147,6 +147,23 @@ impl RunSnapshot {
 
 #[cfg(test)]
 impl RunSnapshot {
+    /// Creates a fresh N = 8 cluster state file at `path` and returns its snapshot as read
+    /// offline (for unit tests that serve a real file).
+    pub fn of_fresh_run_file(path: &std::path::Path) -> RunSnapshot {
+        use nqueens_core::{job_list, SplitParams};
+        use nqueens_store::{RunKind, RunPolicy};
+        let list = job_list(8, &SplitParams::default()).unwrap();
+        let store = Store::open_or_create(
+            path,
+            &list,
+            nqueens_proto::PROTOCOL_MAJOR,
+            RunPolicy::default(),
+            RunKind::Cluster,
+        )
+        .unwrap();
+        RunSnapshot::from_store(&store, &store.summary().unwrap()).unwrap()
+    }
+
     /// A live-looking snapshot showing `progress`, everything else empty (for unit tests).
     pub fn with_progress(progress: Progress) -> RunSnapshot {
         RunSnapshot {

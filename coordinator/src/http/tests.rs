@@ -2,8 +2,6 @@
 
 use super::*;
 use crate::snapshot::RunSnapshot;
-use nqueens_core::{job_list, SplitParams};
-use nqueens_store::{RunKind, RunPolicy, Store};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -76,17 +74,7 @@ async fn port(dir: &std::path::Path) -> std::net::SocketAddr {
 /// the file's snapshot as read offline.
 async fn port_with(dir: &std::path::Path, access: HttpAccess) -> std::net::SocketAddr {
     let path = dir.join("page.db");
-    let list = job_list(8, &SplitParams::default()).unwrap();
-    let store = Store::open_or_create(
-        &path,
-        &list,
-        nqueens_proto::PROTOCOL_MAJOR,
-        RunPolicy::default(),
-        RunKind::Cluster,
-    )
-    .unwrap();
-    let snapshot = Arc::new(RunSnapshot::from_store(&store, &store.summary().unwrap()).unwrap());
-    drop(store);
+    let snapshot = Arc::new(RunSnapshot::of_fresh_run_file(&path));
     // A receiver keeps the last value its sender sent, after the sender is gone too.
     let (_, snapshots) = tokio::sync::watch::channel(snapshot);
     let status = StatusCache::start(path, snapshots);

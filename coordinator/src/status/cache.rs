@@ -285,8 +285,6 @@ fn keep_current(cache: Weak<StatusCache>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nqueens_core::{job_list, SplitParams};
-    use nqueens_store::{RunKind, RunPolicy};
 
     /// A quick read is made again after 5 s; one that took seconds only after ten times as long,
     /// so that reading never takes more than a tenth of a core.
@@ -302,16 +300,7 @@ mod tests {
     /// others.
     fn run_file(dir: &Path) -> (PathBuf, watch::Sender<Arc<RunSnapshot>>) {
         let path = dir.join("cache.db");
-        let list = job_list(8, &SplitParams::default()).unwrap();
-        let store = Store::open_or_create(
-            &path,
-            &list,
-            nqueens_proto::PROTOCOL_MAJOR,
-            RunPolicy::default(),
-            RunKind::Cluster,
-        )
-        .unwrap();
-        let snapshot = RunSnapshot::from_store(&store, &store.summary().unwrap()).unwrap();
+        let snapshot = RunSnapshot::of_fresh_run_file(&path);
         (path, watch::channel(Arc::new(snapshot)).0)
     }
 
