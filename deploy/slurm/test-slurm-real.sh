@@ -4,7 +4,9 @@
 # file under one temp dir), with a Prometheus server scraping the coordinator's metrics port:
 #   1. N=12 submitted with sbatch: <state>.result.json must equal the row of
 #      reference/known-counts.tsv; submitting again only prints the finished result.
-#   2. N=16 with one solver thread: once part of the jobs is committed (`status --state`),
+#   2. A board that takes one solver thread 30 s to 3 min (N=18 on a slow core, 19 on a fast one:
+#      chosen from a timed `solve 16`, so the run outlasts the checks on any core): once a fifth
+#      of the jobs is committed (`status --state`),
 #      Prometheus must see rate(nqueens_results_total[30s]) > 0; the job is then scancel'ed,
 #      resubmitted with the same state file, and must resume (the coordinator reloads the done
 #      jobs and counts only the rest) and end with the exact counts. At the end Prometheus must
@@ -14,14 +16,15 @@
 # root or no apt-get: prints why and exits 0 (skipped), except under CI=true, where that fails.
 #
 # Needs: target/release/nqueens-{coordinator,worker} (cargo build --release; NQ_BIN_DIR
-# overrides), python3. Knobs: NQ_TEST_LONG_N (18), NQ_TEST_TIMEOUT (seconds per job, 600).
+# overrides), python3. Knobs: NQ_TEST_LONG_N (the board of part 2; chosen from the timed solve by
+# default), NQ_TEST_TIMEOUT (seconds per job, 600).
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="${NQ_BIN_DIR:-${CARGO_TARGET_DIR:-$root/target}/release}"
 KNOWN="${NQ_KNOWN_COUNTS:-$root/reference/known-counts.tsv}"
-LONG_N="${NQ_TEST_LONG_N:-18}"
+LONG_N="${NQ_TEST_LONG_N:-}"
 TIMEOUT="${NQ_TEST_TIMEOUT:-600}"
 T0=$SECONDS
 
@@ -101,6 +104,23 @@ trap 'exit 130' INT TERM
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 mkdir -p "$work/munge" "$work/log" "$work/state" "$work/spool" "$work/submit" "$work/runs" "$work/prom"
 chmod 0700 "$work/munge"
+
+# --- the board of part 2: long enough on this core -------------------------------------------------
+# Part 2 must still be running after a fifth of its jobs, the Prometheus checks and the scancel
+# (10-20 s). A fixed N does not do it: N=18 on one thread took 40 s on one CI host and 5 s on a
+# faster one, where the run ended before the scancel. Each N costs about 6.5x the one before.
+if [[ -z "$LONG_N" ]]; then
+    t0=$(date +%s.%N)
+    "$bin/nqueens-coordinator" solve 16 --threads 1 >/dev/null 2>&1 || fail "solve 16 failed"
+    read -r LONG_N t16 < <(python3 -c '
+import sys
+t16 = float(sys.argv[2]) - float(sys.argv[1])
+t, n = t16, 16
+while t < 30 and n < 21:  # 30 s to 3 min of one thread, whatever the core
+    t, n = t * 6.5, n + 1
+print(n, f"{t16:.2f}")' "$t0" "$(date +%s.%N)")
+    log "solve 16 on one thread took $t16 s: part 2 solves N=$LONG_N"
+fi
 
 # --- munge: its own key and socket -----------------------------------------------------------------
 (umask 077 && head -c 1024 /dev/urandom >"$work/munge/munge.key")
