@@ -23,8 +23,8 @@
 # libnvidia-opencl.so.1 and writes a vendor file into a private directory named by
 # OCL_ICD_VENDORS. For the CUDA path it finds the toolkit's NVRTC (NQ_NVRTC_LIB). It reports what
 # it found, tries our solver through OpenCL (`--gpu 0`) and CUDA (`--gpu cuda`), times the
-# smallest size with each working API, with and without the look-ahead, and runs the larger sizes
-# with the fastest. Then it compiles Yao & Li's solver with nvcc for sm_90 (configuration 3, 5
+# smallest size with each working API, with no look-ahead, one row of it (the default) and two,
+# and runs the larger sizes with the fastest. Then it compiles Yao & Li's solver with nvcc for sm_90 (configuration 3, 5
 # pre-placed rows: their README's best for one card up to N=22) and runs it. Each run has a time
 # cap that keeps the whole under 10 minutes (a capped run prints "over Ns" instead of a time).
 # Nothing is installed system-wide.
@@ -155,9 +155,12 @@ run() {
             >"$work/probe.out" 2>"$work/probe.err"; then
             echo "--gpu $way: $(grep -m1 '^GPU' "$work/probe.err" || true)"
             ways+=("$way")
-            # The same without the look-ahead: both kernels built (and cached) before the timing.
-            NQ_GPU_LOOKAHEAD=0 "$here/nqueens-coordinator" solve 12 --gpu "$way" --json --no-progress \
-                >/dev/null 2>&1 || true
+            # The same without the look-ahead and with two rows of it: every kernel built (and
+            # cached) before the timing.
+            for la in 0 2; do
+                NQ_GPU_LOOKAHEAD=$la "$here/nqueens-coordinator" solve 12 --gpu "$way" --json --no-progress \
+                    >/dev/null 2>&1 || true
+            done
         else
             echo "--gpu $way: does not work: $(tail -2 "$work/probe.err" | tr '\n' ' ')"
         fi
@@ -169,7 +172,7 @@ run() {
     # compute capability); 16 (more than that: a second, part-empty wave) is timed beside it.
     local first="${sizes%% *}" t setting settings=()
     for way in "${ways[@]}"; do
-        settings+=("$way:1:-" "$way:0:-")
+        settings+=("$way:1:-" "$way:0:-" "$way:2:-")
         settings+=("$way:1:16")
     done
     for setting in "${settings[@]}"; do

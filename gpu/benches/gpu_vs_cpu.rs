@@ -1,7 +1,7 @@
 //! GPU against CPU on the same job lists, side by side.
 //!
 //! cargo bench -p nqueens-gpu --bench gpu_vs_cpu -- [N ...] [--runs R] [--sample K] [--device I]
-//!         [--no-lookahead]
+//!         [--lookahead R | --no-lookahead]
 //!
 //! For each N (default 16; `A..B` names a range) it runs R rounds (default 3) of: the whole job
 //! list on all CPU cores (`parallel::solve_all`), then on the OpenCL device (the first GPU, else
@@ -10,7 +10,8 @@
 //! against each other. `--sample K` solves every K-th job only (boards too big to solve whole).
 //! The GPU time includes splitting jobs into items and the symmetric counts on the CPU (what
 //! `solve --gpu` pays), not the one kernel build per stack depth (done in an untimed warm-up).
-//! `--no-lookahead` builds the kernel without the check of the row after next. `GPU nodes` is the
+//! `--lookahead R` builds the kernel checking R rows below a child before it is searched (0, 1 or
+//! 2; default 1, the row after next; `--no-lookahead` is 0). `GPU nodes` is the
 //! queens the kernel placed (its steps) plus those placed by the host while splitting.
 
 use nqueens_core::{job_list, parallel, Job, SplitParams, Tally};
@@ -46,7 +47,8 @@ impl Args {
                 "--runs" => a.runs = number("--runs").max(1),
                 "--sample" => a.sample = number("--sample").max(1),
                 "--device" => a.device = DeviceSelector::Index(number("--device")),
-                "--no-lookahead" => a.options.lookahead = false,
+                "--no-lookahead" => a.options.lookahead_rows = 0,
+                "--lookahead" => a.options.lookahead_rows = number("--lookahead").min(2) as u32,
                 "--bench" => {}
                 other => match other.split_once("..") {
                     Some((x, y)) => {

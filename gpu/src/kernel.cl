@@ -5,8 +5,9 @@
  * the same text under `CUDA_PRELUDE` (lib.rs) instead of the OpenCL prelude below, as
  * gpu/tests/kernel_nvrtc.rs checks for Hopper (sm_90).
  *
- * (NQ_MAXL and NQ_WG come as -D options in both cases.) uint4 and uint2 are the only vector
- * types, used through .x/.y/.z/.w and the two constructor macros, which both languages share.
+ * (NQ_MAXL and NQ_WG come as -D options in both cases, NQ_LOOKAHEAD_ROWS too where not 1.)
+ * uint4 and uint2 are the only vector types, used through .x/.y/.z/.w and the two constructor
+ * macros, which both languages share.
  * No pointers to local memory (CUDA would make them 64-bit generic pointers), no recursion, no
  * goto, no built-ins outside the macros.
  *
@@ -42,6 +43,11 @@
 #define NQ_UINT4(a, b, c, d) ((uint4)((a), (b), (c), (d)))
 #define NQ_UINT2(a, b) ((uint2)((a), (b)))
 #define NQ_PRELUDE_DONE
+#endif
+
+/* Rows below the child checked for a free square before it is pushed (0, 1 or 2; -D option). */
+#ifndef NQ_LOOKAHEAD_ROWS
+#define NQ_LOOKAHEAD_ROWS 1
 #endif
 
 #define JOB_WORDS 36u
@@ -148,13 +154,21 @@ NQ_KERNEL nq_solve(NQ_GLOBAL const uint* table, NQ_GLOBAL const uint* items, uin
             const uint at_leaf = queens == leafq;
             if (at_leaf) part += NQ_POPCOUNT(free);
             uint push = !at_leaf && free != 0u;
-#ifndef NQ_NO_LOOKAHEAD
+#if NQ_LOOKAHEAD_ROWS >= 1
             {
                 /* The row after next, as the CPU search checks it: if the queens so far leave it
                    no free square, no queen in the next row can help: a dead state, not pushed.
                    (rowinfo[r + NQ_WG] is within the array even at the leaf, where it is unused.) */
                 const uint2 next = rowinfo[r + (int)NQ_WG];
-                if (~(cols | (dr << next.y) | (dl >> next.y) | next.x) == 0u) push = 0u;
+                const uint dr2 = dr << next.y, dl2 = dl >> next.y;
+                if (~(cols | dr2 | dl2 | next.x) == 0u) push = 0u;
+#if NQ_LOOKAHEAD_ROWS >= 2
+                /* And the row below that, where the board has one (its row data is read from
+                   this level's own where it has not: no read past the array). */
+                const uint has2 = queens + 2u <= leafq;
+                const uint2 next2 = rowinfo[has2 ? r + 2 * (int)NQ_WG : r];
+                if (has2 && ~(cols | (dr2 << next2.y) | (dl2 >> next2.y) | next2.x) == 0u) push = 0u;
+#endif
             }
 #endif
             if (rest == 0u) top -= (int)NQ_WG;

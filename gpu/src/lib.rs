@@ -106,9 +106,10 @@ pub struct GpuOptions {
     /// Most steps a lane takes in one dispatch, in units of 1024 (tests set 1 so that items stop
     /// and resume across many dispatches) [default: 2^20].
     pub max_chunks: u32,
-    /// Check the row after next before searching a row (prunes dead states; on by default,
-    /// off to measure what it brings).
-    pub lookahead: bool,
+    /// Rows below a child that must each keep a free square for it to be searched (0, 1 or 2;
+    /// 1 by default: the row after next, as the CPU search checks; 0 and 2 to measure what
+    /// each brings on a card).
+    pub lookahead_rows: u32,
     /// A fault to inject (tests; see [`Fault::from_env`]).
     pub fault: Option<Fault>,
 }
@@ -122,7 +123,7 @@ impl Default for GpuOptions {
             max_items: None,
             dispatch_ms: 100,
             max_chunks: 1 << 20,
-            lookahead: true,
+            lookahead_rows: 1,
             fault: None,
         }
     }
@@ -131,7 +132,7 @@ impl Default for GpuOptions {
 impl GpuOptions {
     /// The defaults, with these if set (for trying settings on a card without a rebuild):
     /// `NQ_GPU_ITEMS` ([`GpuOptions::target_items`]), `NQ_GPU_WG` ([`GpuOptions::work_group`]),
-    /// `NQ_GPU_LOOKAHEAD=0|1` ([`GpuOptions::lookahead`]), `NQ_GPU_GROUPS`
+    /// `NQ_GPU_LOOKAHEAD=0|1|2` ([`GpuOptions::lookahead_rows`]; more than 2 is 2), `NQ_GPU_GROUPS`
     /// ([`GpuOptions::groups_per_unit`]). Faults are never read from the
     /// environment here: a program that wants them asks [`Fault::from_env`].
     pub fn from_env() -> Self {
@@ -140,7 +141,8 @@ impl GpuOptions {
         GpuOptions {
             target_items: number("NQ_GPU_ITEMS"),
             work_group: number("NQ_GPU_WG").unwrap_or(defaults.work_group),
-            lookahead: number("NQ_GPU_LOOKAHEAD").map_or(defaults.lookahead, |v: usize| v != 0),
+            lookahead_rows: number("NQ_GPU_LOOKAHEAD")
+                .map_or(defaults.lookahead_rows, |v: usize| v.min(2) as u32),
             groups_per_unit: number("NQ_GPU_GROUPS"),
             ..defaults
         }
@@ -293,8 +295,8 @@ impl GpuSolver {
             source.push_str(KERNEL_SOURCE);
             let mut defines =
                 vec![format!("NQ_MAXL={maxl}u"), format!("NQ_WG={}u", self.options.work_group)];
-            if !self.options.lookahead {
-                defines.push("NQ_NO_LOOKAHEAD".to_owned());
+            if self.options.lookahead_rows != 1 {
+                defines.push(format!("NQ_LOOKAHEAD_ROWS={}", self.options.lookahead_rows.min(2)));
             }
             let kernel = self.device.build(&source, &defines)?;
             self.kernels.insert(maxl, kernel);

@@ -82,6 +82,27 @@ fn job_lists_with_prefixes_match_the_cpu_solver() {
     }
 }
 
+/// Each look-ahead depth counts every job exactly, and each deeper one takes fewer steps (it
+/// prunes dead children before they are pushed); the two-row one reads no row data past the last
+/// row (jobs of N = 5-14, whose last rows are all reached).
+#[test]
+fn every_lookahead_depth_counts_exactly_and_a_deeper_one_steps_less() {
+    let mut steps = Vec::new();
+    for lookahead_rows in 0..=2 {
+        let Some(mut gpu) = solver_with(GpuOptions { lookahead_rows, ..GpuOptions::default() })
+        else {
+            return;
+        };
+        for n in 5..=13 {
+            check_list(&mut gpu, n, &SplitParams::default());
+        }
+        check_list(&mut gpu, 14, &SplitParams::default());
+        steps.push(gpu.last_stats().steps);
+    }
+    eprintln!("N=14 kernel steps with 0, 1, 2 rows of look-ahead: {steps:?}");
+    assert!(steps[0] > steps[1] && steps[1] > steps[2], "{steps:?}");
+}
+
 #[test]
 fn resumed_items_count_the_same() {
     // Tiny batches and the shortest dispatches: many items stop and resume across dispatches.

@@ -87,18 +87,17 @@ fn the_kernel_compiles_under_nvrtc_without_spills() {
     };
     for arch in ["sm_80", "sm_90"] {
         for (maxl, wg) in [(16, 64), (24, 64), (16, 128), (20, 32)] {
-            for lookahead in [true, false] {
+            for lookahead in [0, 1, 2] {
                 let mut options = vec![
                     format!("--gpu-architecture={arch}"),
                     format!("-DNQ_MAXL={maxl}u"),
                     format!("-DNQ_WG={wg}u"),
                     "--ptxas-options=-v".to_owned(),
                 ];
-                if !lookahead {
-                    options.push("-DNQ_NO_LOOKAHEAD".to_owned());
-                }
+                options.push(format!("-DNQ_LOOKAHEAD_ROWS={lookahead}"));
                 let build = compile(&lib, &options);
-                let what = format!("{arch}, NQ_MAXL {maxl}, NQ_WG {wg}, lookahead {lookahead}");
+                let what =
+                    format!("{arch}, NQ_MAXL {maxl}, NQ_WG {wg}, lookahead rows {lookahead}");
                 assert_eq!(build.code, 0, "NVRTC refused the kernel ({what}):\n{}", build.log);
                 assert_eq!(
                     figure_before(&build.log, "bytes spill stores"),

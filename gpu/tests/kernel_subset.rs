@@ -31,16 +31,14 @@ fn the_kernel_compiles_as_cpp_under_a_cuda_like_prelude() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("kernel.cpp");
     std::fs::write(&file, format!("{HOST_PRELUDE}\n{}", nqueens_gpu::KERNEL_SOURCE)).unwrap();
-    for lookahead in [true, false] {
+    for lookahead in [0, 1, 2] {
         let mut cmd = Command::new("c++");
         cmd.args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"]);
-        if !lookahead {
-            cmd.arg("-DNQ_NO_LOOKAHEAD");
-        }
+        cmd.arg(format!("-DNQ_LOOKAHEAD_ROWS={lookahead}"));
         let out = cmd.arg(&file).output().unwrap();
         assert!(
             out.status.success(),
-            "c++ refused the kernel (lookahead {lookahead}):\n{}",
+            "c++ refused the kernel (lookahead rows {lookahead}):\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
