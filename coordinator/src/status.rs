@@ -79,14 +79,12 @@ impl StatusView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nqueens_scheduler::state::JobState;
 
     /// Synthetic counted rows (valid per-job counts, valid checksums) whose weighted sum passes
     /// 2^64: `status --state --json` writes every digit (the store's own test checks the sums).
     #[test]
     fn sums_past_u64_are_written_exactly() {
         use nqueens_core::{job_list, JobCounts, SplitParams};
-        use nqueens_scheduler::state::ResultKind;
         use nqueens_scheduler::Change;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wide.db");
@@ -111,24 +109,7 @@ mod tests {
         for job in &list.jobs {
             let counts = counts_of(job.weight, job.id.get());
             total += u128::from(job.weight) * u128::from(counts.solutions);
-            changes.push(Change::Result {
-                job_id: job.id,
-                worker_id: 1.into(),
-                credential: nqueens_scheduler::SHARED_CREDENTIAL,
-                lease_id: 1.into(),
-                counts,
-                seconds: 0.0,
-                counted: true,
-                kind: ResultKind::First,
-            });
-            changes.push(Change::JobState {
-                job_id: job.id,
-                state: JobState::Done,
-                lease_id: None,
-                worker_id: None,
-                errors: 0,
-                conflicts: 0,
-            });
+            changes.extend(Change::finished_on_one_answer(job.id, 1.into(), counts));
         }
         store.apply(&changes, &[]).unwrap();
         assert!(total > u128::from(u64::MAX) * 2, "the rows must add up past 2^64: {total}");

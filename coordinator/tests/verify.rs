@@ -4,7 +4,6 @@
 
 use nqueens_coordinator::{LocalCheckpoint, Store};
 use nqueens_core::{job_list, SplitParams};
-use nqueens_scheduler::state::{JobState, ResultKind};
 use nqueens_scheduler::Change;
 use nqueens_store::WorkerRow;
 use std::path::Path;
@@ -60,26 +59,10 @@ fn verify_agrees_on_a_correct_run_and_names_wrong_counts_and_bad_rows() {
         store
             .apply(
                 &[
-                    Change::Uncount { job_id: wrong_job.id },
-                    Change::Result {
-                        job_id: wrong_job.id,
-                        worker_id: 5.into(),
-                        credential: nqueens_scheduler::SHARED_CREDENTIAL,
-                        lease_id: 1.into(),
-                        counts: wrong,
-                        seconds: 0.0,
-                        counted: true,
-                        kind: ResultKind::First,
-                    },
-                    Change::JobState {
-                        job_id: wrong_job.id,
-                        state: JobState::Done,
-                        lease_id: None,
-                        worker_id: Some(5.into()),
-                        errors: 0,
-                        conflicts: 0,
-                    },
-                ],
+                    [Change::Uncount { job_id: wrong_job.id }].as_slice(),
+                    &Change::finished_on_one_answer(wrong_job.id, 5.into(), wrong),
+                ]
+                .concat(),
                 &[worker],
             )
             .unwrap();

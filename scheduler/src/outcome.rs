@@ -89,6 +89,39 @@ pub enum Change {
     },
 }
 
+impl Change {
+    /// The two rows that a job finished on one answer leaves in a run: its counted first result,
+    /// from `worker_id` under the shared credential (lease 1, no time), and its `Done` state. For
+    /// tools and tests that write the rows of a finished run without running one; the scheduler
+    /// writes its own through its decisions.
+    pub fn finished_on_one_answer(
+        job_id: JobId,
+        worker_id: WorkerId,
+        counts: JobCounts,
+    ) -> [Change; 2] {
+        [
+            Change::Result {
+                job_id,
+                worker_id,
+                credential: crate::SHARED_CREDENTIAL,
+                lease_id: LeaseId::new(1),
+                counts,
+                seconds: 0.0,
+                counted: true,
+                kind: ResultKind::First,
+            },
+            Change::JobState {
+                job_id,
+                state: JobState::Done,
+                lease_id: None,
+                worker_id: None,
+                errors: 0,
+                conflicts: 0,
+            },
+        ]
+    }
+}
+
 /// What a worker found for one job.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finding {

@@ -413,24 +413,7 @@ fn sums_past_u64_are_exact_through_the_store() {
         total += w * u128::from(counts.solutions);
         sym180 += w * u128::from(counts.sym180);
         sym90 += w * u128::from(counts.sym90);
-        changes.push(Change::Result {
-            job_id: job.id,
-            worker_id: 1.into(),
-            credential: nqueens_scheduler::SHARED_CREDENTIAL,
-            lease_id: 1.into(),
-            counts,
-            seconds: 0.0,
-            counted: true,
-            kind: nqueens_scheduler::state::ResultKind::First,
-        });
-        changes.push(Change::JobState {
-            job_id: job.id,
-            state: JobState::Done,
-            lease_id: None,
-            worker_id: None,
-            errors: 0,
-            conflicts: 0,
-        });
+        changes.extend(Change::finished_on_one_answer(job.id, 1.into(), counts));
     }
     store.apply(&changes, &[]).unwrap();
     assert!(total > u128::from(u64::MAX) * 2, "the rows must add up past 2^64: {total}");

@@ -297,7 +297,7 @@ fn a_token_reply_leaves_with_its_batch_after_the_commit() {
 /// in memory and in the file, and nothing is published as the run's end.
 #[test]
 fn a_final_tally_that_breaks_the_identities_is_solved_again_not_written() {
-    use nqueens_scheduler::state::{JobState, ResultKind};
+    use nqueens_scheduler::state::JobState;
     use nqueens_scheduler::Change;
     let dir = tempfile::tempdir().unwrap();
     let result_file = dir.path().join("result.json");
@@ -307,24 +307,7 @@ fn a_final_tally_that_breaks_the_identities_is_solved_again_not_written() {
     for job in &list.jobs {
         let mut counts = job.solve().unwrap();
         counts.solutions += u64::from(job.id == liar);
-        changes.push(Change::Result {
-            job_id: job.id,
-            worker_id: 1.into(),
-            credential: nqueens_scheduler::SHARED_CREDENTIAL,
-            lease_id: 1.into(),
-            counts,
-            seconds: 0.0,
-            counted: true,
-            kind: ResultKind::First,
-        });
-        changes.push(Change::JobState {
-            job_id: job.id,
-            state: JobState::Done,
-            lease_id: None,
-            worker_id: None,
-            errors: 0,
-            conflicts: 0,
-        });
+        changes.extend(Change::finished_on_one_answer(job.id, 1.into(), counts));
     }
     store.apply(&changes, &[]).unwrap();
     let Wired { mut engine, .. } =

@@ -12,7 +12,6 @@ use clap::Parser;
 use nqueens_coordinator::{RunKind, RunPolicy, Store, WorkerRow};
 use nqueens_core::{job_list, Job, JobCounts, SplitParams};
 use nqueens_proto as pb;
-use nqueens_scheduler::state::{JobState, ResultKind};
 use nqueens_scheduler::Change;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -111,24 +110,11 @@ fn prepare_state(args: &Args, list: &nqueens_core::JobList) -> Result<()> {
     for (i, chunk) in jobs.chunks(BATCH).enumerate() {
         let mut changes = Vec::with_capacity(2 * chunk.len());
         for job in chunk {
-            changes.push(Change::Result {
-                job_id: job.id,
-                worker_id: 1.into(),
-                credential: nqueens_scheduler::SHARED_CREDENTIAL,
-                lease_id: 0.into(),
-                counts: counts[job.id.index()],
-                seconds: 0.001,
-                counted: true,
-                kind: ResultKind::First,
-            });
-            changes.push(Change::JobState {
-                job_id: job.id,
-                state: JobState::Done,
-                lease_id: None,
-                worker_id: Some(1.into()),
-                errors: 0,
-                conflicts: 0,
-            });
+            changes.extend(Change::finished_on_one_answer(
+                job.id,
+                1.into(),
+                counts[job.id.index()],
+            ));
         }
         let workers = if i == 0 { vec![seed.clone()] } else { Vec::new() };
         store.apply(&changes, &workers)?;
