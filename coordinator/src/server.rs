@@ -192,6 +192,16 @@ pub enum ServeError {
     /// The engine thread panicked.
     #[error("the engine thread panicked")]
     EnginePanicked,
+    /// A thread the coordinator needs could not be started (the process's or the system's
+    /// thread limit).
+    #[error("cannot start the coordinator's {name} thread")]
+    Thread {
+        /// The thread's name.
+        name: &'static str,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
     /// The run's admin directory (for `token add|revoke` on the live run) cannot be used.
     #[error("the admin directory for token changes")]
     Admin(#[from] crate::admin::AdminError),
@@ -424,7 +434,8 @@ fn start_engine(
     }
     // Its thread opens its connection and reads the rows now, off every caller: the first status
     // call finds them ready.
-    let status = StatusCache::start(config.state.clone(), started.snapshots.clone());
+    let status = StatusCache::start(config.state.clone(), started.snapshots.clone())
+        .map_err(|source| ServeError::Thread { name: "nq-status", source })?;
     let running = Running {
         engine,
         snapshots: started.snapshots,

@@ -77,7 +77,7 @@ async fn port_with(dir: &std::path::Path, access: HttpAccess) -> std::net::Socke
     let snapshot = Arc::new(RunSnapshot::of_fresh_run_file(&path));
     // A receiver keeps the last value its sender sent, after the sender is gone too.
     let (_, snapshots) = tokio::sync::watch::channel(snapshot);
-    let status = StatusCache::start(path, snapshots);
+    let status = StatusCache::start(path, snapshots).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let state = HttpState { status, access };

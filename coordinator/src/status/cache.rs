@@ -98,10 +98,12 @@ impl StatusCache {
     /// The cache of the run in `state_file` whose engine publishes on `snapshots`, and its thread
     /// (`nq-status`), which makes the first read now, off every caller (opening a file of a
     /// million jobs and summing its results take seconds), and ends with the cache's last holder.
+    /// An error if that thread cannot be started: without it every status reader would see the
+    /// first figures forever, a coordinator that looks healthy and reports nothing new.
     pub fn start(
         state_file: PathBuf,
         snapshots: watch::Receiver<Arc<RunSnapshot>>,
-    ) -> Arc<StatusCache> {
+    ) -> std::io::Result<Arc<StatusCache>> {
         let cache = Arc::new(StatusCache {
             state_file: std::path::absolute(&state_file).unwrap_or(state_file),
             snapshots,
@@ -111,11 +113,8 @@ impl StatusCache {
             fleet: Mutex::default(),
         });
         let weak = Arc::downgrade(&cache);
-        let thread = std::thread::Builder::new().name("nq-status".into());
-        if let Err(e) = thread.spawn(move || keep_current(weak)) {
-            tracing::warn!(error = %e, "status: cannot start the thread that keeps it current");
-        }
-        cache
+        std::thread::Builder::new().name("nq-status".into()).spawn(move || keep_current(weak))?;
+        Ok(cache)
     }
 
     /// The run as the engine last published it.
@@ -310,7 +309,7 @@ mod tests {
     async fn rows_read_before_the_end_are_read_once_more_after_it() {
         let dir = tempfile::tempdir().unwrap();
         let (path, publish) = run_file(dir.path());
-        let cache = StatusCache::start(path, publish.subscribe());
+        let cache = StatusCache::start(path, publish.subscribe()).unwrap();
         let running = RunSnapshot::clone(&cache.latest());
         let first = cache.rows(&running).await.unwrap();
         assert!(!first.after_end);
@@ -330,7 +329,7 @@ mod tests {
     async fn the_thread_reads_once_then_only_what_changed_when_due() {
         let dir = tempfile::tempdir().unwrap();
         let (path, publish) = run_file(dir.path());
-        let cache = StatusCache::start(path, publish.subscribe());
+        let cache = StatusCache::start(path, publish.subscribe()).unwrap();
         let started = Instant::now();
         while cache.kept_rows(false).is_none() {
             assert!(started.elapsed() < Duration::from_secs(10), "the first read");
@@ -348,7 +347,7 @@ mod tests {
     async fn one_index_is_built_per_worker_table() {
         let dir = tempfile::tempdir().unwrap();
         let (path, publish) = run_file(dir.path());
-        let cache = StatusCache::start(path, publish.subscribe());
+        let cache = StatusCache::start(path, publish.subscribe()).unwrap();
         let table: Arc<[WorkerView]> = crate::snapshot::fleet::tests::fleet_of(300).into();
         let first = cache.fleet_index(&table);
         assert!(Arc::ptr_eq(&first, &cache.fleet_index(&table.clone())), "the same: reused");
