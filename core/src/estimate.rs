@@ -320,6 +320,7 @@ pub fn refined_costs(jobs: &[Job], budget: u64) -> Result<(Vec<u64>, usize), Cor
 pub fn estimate_list(list: &JobList, params: &EstimateParams) -> Result<Estimate, CoreError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(params.threads.max(1))
+        .thread_name(|i| format!("estimate-{i}"))
         .build()
         .map_err(|e| CoreError::Estimate { reason: format!("thread pool: {e}") })?;
     let started = Instant::now();
@@ -370,6 +371,7 @@ pub fn estimate_list(list: &JobList, params: &EstimateParams) -> Result<Estimate
 pub fn estimate(n: u32, params: &EstimateParams) -> Result<Estimate, CoreError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(params.threads.max(1))
+        .thread_name(|i| format!("estimate-{i}"))
         .build()
         .map_err(|e| CoreError::Estimate { reason: format!("thread pool: {e}") })?;
     // Timed alone, on this thread, before and after the sample (whose threads would share

@@ -403,14 +403,18 @@ const THREAD_STARTERS: [&str; 5] = [
     "Builder::new_current_thread()",
 ];
 
-/// The code the coordinator binary runs outside tests (`coordinator/src`, and `result/src` for
-/// `verify` and `export`), by file: each file's text up to its inline tests, test-only files
+/// The code the coordinator binary runs outside tests (`coordinator/src`, `result/src` for
+/// `verify` and `export`, and `core/src/estimate*` for `estimate`), by file: each file's text up to its inline tests, test-only files
 /// left out.
 fn coordinator_code(files: &[String]) -> Vec<(String, String)> {
     let root = repository();
     files
         .iter()
-        .filter(|f| f.starts_with("coordinator/src/") || f.starts_with("result/src/"))
+        .filter(|f| {
+            ["coordinator/src/", "result/src/", "core/src/estimate"]
+                .iter()
+                .any(|p| f.starts_with(p))
+        })
         .filter(|f| f.ends_with(".rs"))
         .filter(|f| !f.ends_with("/tests.rs") && !f.ends_with("_tests.rs"))
         .map(|f| {
