@@ -27,6 +27,7 @@ pub mod estimate;
 mod ids;
 mod job;
 pub mod parallel;
+mod published;
 pub mod reference;
 mod rng;
 mod search;
@@ -40,6 +41,7 @@ pub use constellation::{canonical_constellations, Constellation, Symmetry};
 pub use error::CoreError;
 pub use ids::{JobId, LeaseId, WorkerId};
 pub use job::{job_list, Job, JobCounts, JobList, SearchPlan, SplitParams, JOB_FORMAT_VERSION};
+pub use published::{published_counts, published_table, Mismatch, PublishedCounts};
 pub use rng::SplitMix64;
 pub use totals::{Classes, Tally, Totals};
 
