@@ -216,6 +216,7 @@ impl Layout {
             };
             let (board, clip) = (self.board, six.clip);
             let zero = _mm256_setzero_si256();
+            let six_rows = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
             let mut sum = zero;
             let children = std::mem::take(&mut batch.len).min(LAST_CAP);
             for i in 0..children {
@@ -228,17 +229,19 @@ impl Layout {
                         _mm256_srlv_epi32(q(left), reach),
                     ),
                 );
+                // The free squares of the six rows (lanes 6 and 7 left empty).
+                let free = _mm256_andnot_si256(taken, six_rows);
                 let mut rest = !cols & board;
                 let column: [u32; ROWS6] = std::array::from_fn(|_| {
                     let c = rest.trailing_zeros() & 31;
                     rest &= rest.wrapping_sub(1);
                     c
                 });
-                // The rows in which open column `k` is free (lanes 6 and 7 are taken whole).
+                // The rows in which open column `k` is free.
                 let rows_free = |k: usize| {
                     let count = _mm_cvtsi32_si128((31 - column[k]) as i32);
-                    let at_sign = _mm256_castsi256_ps(_mm256_sll_epi32(taken, count));
-                    !(_mm256_movemask_ps(at_sign) as usize) & 63
+                    let at_sign = _mm256_castsi256_ps(_mm256_sll_epi32(free, count));
+                    _mm256_movemask_ps(at_sign) as usize & 63
                 };
                 let mut alive = load(&by_column[0][rows_free(0)]);
                 for k in 1..ROWS6 {
