@@ -19,9 +19,11 @@
 //! surviving tail. The tables take 48 KiB (`ALLOWED`) and 192 KiB per pattern of rows (three
 //! conflict tables of 512 entries, of which `(span + 1)^3` are used).
 //!
-//! Compiled for AVX2 and BMI2 only (three 256-bit operations per set, scalar population counts),
-//! the same form measured no faster than the five-row build (N=16, 1.04x slower), so the builds
-//! without AVX-512 keep the five-row form.
+//! Compiled for AVX2 and BMI2 only, one state at a time under the depth-first search, the same
+//! form measured no faster than the five-row build (N=16, 1.04x slower). Under the batched
+//! search, which drops most states of row `last` before they are counted, it is: the AVX2 build
+//! counts with it (by columns, [`BY_COLUMN`], without `pext`), the BMI2 build and the portable
+//! one keep the five-row form.
 
 use parking_lot::Mutex;
 use std::sync::{Arc, LazyLock};
