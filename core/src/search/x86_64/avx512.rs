@@ -385,7 +385,10 @@ impl<const CAP: usize> Waiting<CAP> {
             // the states that can wait and one store more.
             let at = self.len.min(CAP - 16);
             let store = |a: &mut [u32; CAP], v: Lanes16| {
-                let packed = _mm512_maskz_compress_epi32(some, v);
+                // Merged into its own source, not zeroed: Zen 4 and 5 give the zero-masked form
+                // a false dependency on its destination (LLVM issue 206849), and the four stores
+                // here would wait on one another. The lanes past the packed ones are not read.
+                let packed = _mm512_mask_compress_epi32(v, some, v);
                 // SAFETY: lanes `at..at + 16` are inside the array (above).
                 unsafe { _mm512_storeu_si512(a.as_mut_ptr().add(at) as *mut _, packed) }
             };
