@@ -121,7 +121,8 @@ def read_export(path):
             if json.dumps(obj, separators=(",", ":")) != text:
                 raise NotAnExport(f"line {number}: not in canonical form")
             if rows and rows[-1]["job"] >= obj["job"] or obj["job"] >= header["jobs"]:
-                raise NotAnExport(f"line {number}: job {obj['job']} out of order or not in the list")
+                raise NotAnExport(f"line {number}: job {obj['job']} out of order or not in the "
+                                  f"list")
             sha.update(raw)
             rows.append(obj)
     if header is None or end is None:
@@ -461,8 +462,11 @@ def check_published(args, n, figures, fail):
     elif "Total" in known and figures["total"] > known["Total"]:
         fail("PUBLISHED", f"a partial Total of {figures['total']} is above the published "
              f"Total {known['Total']}")
-    print(f"published  {', '.join(known) or '-'} of N={n}: "
-          f"{'compared' if figures['complete'] else 'a partial Total against the Total'}")
+    if not known:
+        print(f"published  nothing published for N={n}: the Total rests on the rows")
+    else:
+        print(f"published  {', '.join(known)} of N={n}: "
+              f"{'compared' if figures['complete'] else 'a partial Total against the Total'}")
 
 
 def resolve(args, n, rows, fail):
@@ -511,7 +515,8 @@ def main():
     print(f"export     N={n}, {len(rows)} rows of {header['jobs']} jobs, run "
           f"{header['fingerprint']}{' PARTIAL' if partial else ''}")
     figures = check_sums(header, rows, end, digest, fail)
-    print(f"rows give  Total {figures['total']} Unique {'-' if figures['unique'] is None else figures['unique']}"
+    unique = "-" if figures["unique"] is None else figures["unique"]
+    print(f"rows give  Total {figures['total']} Unique {unique}"
           f"{PARTIAL_TOTAL if partial else ''}, rows_sha256 {digest}")
     if args.result:
         check_result(args.result, n, header, figures, fail)

@@ -38,17 +38,16 @@ pub enum RowSample {
     All,
 }
 
-/// A seed from the operating system's entropy (through the randomly keyed hasher of the standard
-/// library, whose keys come from the operating system): a draw nobody can predict.
+/// A seed from the operating system's entropy: a draw nobody can predict. (Should the system's
+/// generator fail, the standard library's randomly keyed hasher, whose keys come from the same
+/// source, gives it.)
 pub fn fresh_seed() -> u64 {
+    let mut seed = [0u8; 8];
+    if getrandom::getrandom(&mut seed).is_ok() {
+        return u64::from_le_bytes(seed);
+    }
     use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish()
+    std::collections::hash_map::RandomState::new().build_hasher().finish()
 }
 
 /// A row that solving its queens again does not reproduce (or that names no job).
@@ -183,6 +182,14 @@ impl ExportVerification {
             self.agreements,
             self.wrong.len()
         );
+        self.findings(&mut o);
+        let _ = writeln!(o, "{}", self.verdict());
+        let _ = writeln!(o, "{}", self.not_shown());
+        o
+    }
+
+    /// Each finding on a line of its own, tagged with its kind (the first few of each kind).
+    fn findings(&self, o: &mut String) {
         let wrong: Vec<String> =
             self.wrong.iter().map(|w| format!("job {}: {}", w.job, w.reason)).collect();
         for (tag, list) in [
@@ -200,9 +207,6 @@ impl ExportVerification {
                     writeln!(o, "  {tag} ... and {} more (--json lists all)", list.len() - SHOWN);
             }
         }
-        let _ = writeln!(o, "{}", self.verdict());
-        let _ = writeln!(o, "{}", self.not_shown());
-        o
     }
 
     fn verdict(&self) -> String {
