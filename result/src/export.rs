@@ -278,7 +278,7 @@ pub fn export_state(
         .ok_or_else(|| ExportError::Refused { path: to.into(), reason: "names no file".into() })?;
     let tmp = to.with_file_name(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
     let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io)?;
-    let written = write_file(&store, &list, file, is_gz(to)).and_then(|(header, end)| {
+    let written = write_file(&store, &list, file, to).and_then(|(header, end)| {
         refuse_target(state, to, force)?;
         std::fs::rename(&tmp, to).map_err(io)?;
         Ok((header, end))
@@ -322,17 +322,17 @@ fn write_file(
     store: &Store,
     list: &JobList,
     file: std::fs::File,
-    gz: bool,
+    to: &Path,
 ) -> Result<(ExportHeader, ExportEnd), ExportError> {
-    let io = |source| ExportError::Io { path: PathBuf::from("(export)"), source };
+    let io = |source| ExportError::Io { path: to.to_path_buf(), source };
     let mut out = BufWriter::new(file);
-    let written = if gz {
+    let written = if is_gz(to) {
         let mut encoder = flate2::write::GzEncoder::new(&mut out, flate2::Compression::new(6));
-        let written = write_export(store, list, &mut encoder)?;
+        let written = write_export(store, list, &mut encoder, to)?;
         encoder.finish().map_err(io)?;
         written
     } else {
-        write_export(store, list, &mut out)?
+        write_export(store, list, &mut out, to)?
     };
     let file = out.into_inner().map_err(|e| io(e.into_error()))?;
     file.sync_all().map_err(io)?;
@@ -348,8 +348,9 @@ fn write_export(
     store: &Store,
     list: &JobList,
     out: &mut dyn Write,
+    to: &Path,
 ) -> Result<(ExportHeader, ExportEnd), ExportError> {
-    let io = |source| ExportError::Io { path: PathBuf::from("(export)"), source };
+    let io = |source| ExportError::Io { path: to.to_path_buf(), source };
     let header = ExportHeader {
         format: EXPORT_FORMAT.into(),
         version: EXPORT_VERSION,
