@@ -1,7 +1,7 @@
 //! `export`: a run's counted jobs as a file that anyone can check without this project, and the
 //! digest that ties a published total to it.
 //!
-//! The file is JSON Lines (gzip-compressed when its name ends in `.gz`), version 1:
+//! The file is JSON Lines (gzip-compressed when its name ends in `.gz`), version 2:
 //! - line 1, the header: `{"format":"nqueens-export","version":2,"n":14,"fingerprint":"…","jobs":J,
 //!   "target_jobs":T,"depth":D}`: what rebuilds the run's job list (`target_jobs` picks `depth`,
 //!   the searched rows pre-placed in every job) and its fingerprint;
