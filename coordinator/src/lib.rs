@@ -29,9 +29,9 @@ pub use status::StatusView;
 // A run's result and its checks live in their own crate (no network); re-exported for the binary
 // and the tests.
 pub use nqueens_result::{
-    export_state, hms, read_export, verify_export, verify_state, ExportEnd, ExportError,
-    ExportHeader, ExportRow, ExportVerification, Exported, ReadExport, RowSample, RunResult,
-    Sample, Verification, VerifyError, WrongRow, EXPORT_FORMAT, EXPORT_VERSION,
+    export_state, fresh_seed, hms, read_export, verify_export, verify_state, ExportEnd,
+    ExportError, ExportHeader, ExportRow, ExportVerification, Exported, ReadExport, RowSample,
+    RunResult, Sample, Verification, VerifyError, WrongRow, EXPORT_FORMAT, EXPORT_VERSION,
 };
 // The store as the end-to-end tests and tools drive it.
 pub use nqueens_store::{

@@ -34,7 +34,7 @@
 //! shared machine, whose speed drifts by a third within minutes.
 //!
 //! The first line names the solver's build (`nqueens_core::solver_build`: the widest that the CPU
-//! runs; `NQ_SOLVER_BUILD=bmi` or `portable` limits it).
+//! runs; `NQ_SOLVER_BUILD=avx2`, `bmi` or `portable` limits it).
 //!
 //! After the table it prints the sizing estimate (`nqueens_core::estimate`, what
 //! `nqueens-coordinator estimate` prints) for N=20 and N=21 from a sample of 32 jobs each:

@@ -27,6 +27,7 @@ pub mod estimate;
 mod ids;
 mod job;
 pub mod parallel;
+mod published;
 pub mod reference;
 mod rng;
 mod search;
@@ -40,14 +41,15 @@ pub use constellation::{canonical_constellations, Constellation, Symmetry};
 pub use error::CoreError;
 pub use ids::{JobId, LeaseId, WorkerId};
 pub use job::{job_list, Job, JobCounts, JobList, SearchPlan, SplitParams, JOB_FORMAT_VERSION};
+pub use published::{published_counts, published_table, Mismatch, PublishedCounts};
 pub use rng::SplitMix64;
 pub use totals::{Classes, Tally, Totals};
 
 /// The search build that this process uses, chosen on first use from the CPU's features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SolverBuild {
-    /// `avx512`, `bmi` (BMI2/AVX2) or `portable`: what `NQ_SOLVER_BUILD=bmi` or `portable`
-    /// limits it to, to compare builds on one machine.
+    /// `avx512`, `avx2` (AVX2 without `pext`), `bmi` (BMI2/AVX2) or `portable`: what
+    /// `NQ_SOLVER_BUILD=avx2`, `bmi` or `portable` limits it to, to compare builds on one machine.
     pub name: &'static str,
     /// The CPU features it is compiled for (and that this CPU has).
     pub features: &'static [&'static str],

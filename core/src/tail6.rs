@@ -19,9 +19,11 @@
 //! surviving tail. The tables take 48 KiB (`ALLOWED`) and 192 KiB per pattern of rows (three
 //! conflict tables of 512 entries, of which `(span + 1)^3` are used).
 //!
-//! Compiled for AVX2 and BMI2 only (three 256-bit operations per set, scalar population counts),
-//! the same form measured no faster than the five-row build (N=16, 1.04x slower), so the builds
-//! without AVX-512 keep the five-row form.
+//! Compiled for AVX2 and BMI2 only, one state at a time under the depth-first search, the same
+//! form measured no faster than the five-row build (N=16, 1.04x slower). Under the batched
+//! search, which drops most states of row `last` before they are counted, it is: the AVX2 build
+//! counts with it (by columns, [`BY_COLUMN`], without `pext`), the BMI2 build and the portable
+//! one keep the five-row form.
 
 use parking_lot::Mutex;
 use std::sync::{Arc, LazyLock};
@@ -87,6 +89,25 @@ pub(crate) static ALLOWED: LazyLock<Box<[PermSet6; ALLOWED_LEN]>> = LazyLock::ne
             for free in 0..1usize << ROWS6 {
                 if free & (1 << col) != 0 {
                     table[(row << ROWS6) + free].set(p);
+                }
+            }
+        }
+    }
+    table
+});
+
+/// `BY_COLUMN[column][rows]`: the permutations that put the queen of the `column`-th open column
+/// in one of the rows of the six-bit set `rows`. ANDed over the six columns, each with the rows
+/// in which it is free, it gives what [`ALLOWED`] gives ANDed over the six rows (both are the
+/// permutations whose every queen stands on a free square): the AVX2 build's form, which finds
+/// a column's rows with `vmovmskps` where the rows' columns would need `pext`. 48 KiB.
+pub(crate) static BY_COLUMN: LazyLock<Box<[[PermSet6; 1 << ROWS6]; ROWS6]>> = LazyLock::new(|| {
+    let mut table = Box::new([[PermSet6::EMPTY; 1 << ROWS6]; ROWS6]);
+    for (p, perm) in PERMUTATIONS.iter().enumerate() {
+        for (row, &col) in perm.iter().enumerate() {
+            for (rows, set) in table[col].iter_mut().enumerate() {
+                if rows & (1 << row) != 0 {
+                    set.set(p);
                 }
             }
         }
@@ -247,4 +268,43 @@ pub(crate) fn gather6_portable(open: u32, free: &[u32; ROWS6]) -> [u32; ROWS6] {
         rest &= rest.wrapping_sub(1);
     }
     free.map(|f| column.iter().enumerate().fold(0, |out, (i, &c)| out | ((f >> c) & 1) << i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SplitMix64;
+
+    /// The permutations that the rows' free squares allow, found by rows (`ALLOWED`) and by
+    /// columns (`BY_COLUMN`): the same sets, for random rows over random open columns.
+    #[test]
+    fn the_table_by_columns_allows_what_the_table_by_rows_allows() {
+        let mut rng = SplitMix64::new(6);
+        let mut some = 0;
+        for _ in 0..2_000 {
+            let (free, open) = (rng.next_u64(), rng.next_u64());
+            let mut rows = [0u32; ROWS6];
+            for (i, r) in rows.iter_mut().enumerate() {
+                *r = (free >> (8 * i)) as u32 & 0xff;
+            }
+            // Six open columns of eight, where `open`'s two bits say which two are closed.
+            let closed = 1u32 << (open & 7) | 1 << ((open >> 3) & 7);
+            let open = if closed.count_ones() == 2 { 0xff & !closed } else { 0x3f };
+            let by_row = gather6_portable(open, &rows);
+            let mut want = [!0u64; WORDS];
+            let mut got = [!0u64; WORDS];
+            for row in 0..ROWS6 {
+                let entry = &ALLOWED[(row << ROWS6) | by_row[row] as usize];
+                want.iter_mut().zip(&entry.0).for_each(|(a, e)| *a &= e);
+            }
+            for column in 0..ROWS6 {
+                let in_rows = (0..ROWS6).fold(0, |m, row| m | ((by_row[row] >> column) & 1) << row);
+                let entry = &BY_COLUMN[column][in_rows as usize];
+                got.iter_mut().zip(&entry.0).for_each(|(a, e)| *a &= e);
+            }
+            assert_eq!(got, want, "rows {rows:?}, open {open:#b}");
+            some += want.iter().any(|&w| w != 0) as u32;
+        }
+        assert!(some > 100, "too few rows allow a permutation: {some}");
+    }
 }

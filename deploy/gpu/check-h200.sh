@@ -14,6 +14,8 @@
 #         n_queens/                        Yao & Li's source, from a checkout given as
 #                                          YAOLI_SRC=/path (default: git clone, if online)
 #         check-h200.sh                    this script
+#         check-cpu.sh                     every solver build the machine's CPU runs, timed
+#                                          side by side (`carry/check-cpu.sh`, a few minutes)
 #       and packs it as deploy/gpu/carry.tar.gz.
 #
 #   tar xzf carry.tar.gz && carry/check-h200.sh run    # there, on the card's machine
@@ -51,7 +53,7 @@ prepare() {
         git clone -q --depth 1 https://github.com/ygch/n_queens "$carry/n_queens"
     fi
     rm -rf "$carry/n_queens/.git"
-    cp "$here/check-h200.sh" "$carry/"
+    cp "$here/check-h200.sh" "$here/check-cpu.sh" "$carry/"
     tar czf "$here/carry.tar.gz" -C "$here" carry
     echo "packed $here/carry.tar.gz:"
     ls -l "$carry"

@@ -1,8 +1,10 @@
 //! `export`: a run's counted jobs as a file that anyone can check without this project, and the
 //! digest that ties a published total to it.
 //!
-//! The file is JSON Lines (gzip-compressed when its name ends in `.gz`), version 1:
-//! - line 1, the header: `{"format":"nqueens-export","version":1,"n":14,"fingerprint":"…","jobs":J}`;
+//! The file is JSON Lines (gzip-compressed when its name ends in `.gz`), version 2:
+//! - line 1, the header: `{"format":"nqueens-export","version":2,"n":14,"fingerprint":"…","jobs":J,
+//!   "target_jobs":T,"depth":D}`: what rebuilds the run's job list (`target_jobs` picks `depth`,
+//!   the searched rows pre-placed in every job) and its fingerprint;
 //! - one line per counted job, in job order: the job's id, its fixed queens as `[row, column]`
 //!   pairs in row order (the border queens and the pre-placed ones), the rows still to fill, the
 //!   orbit weight, the unweighted counts, and what the count rests on (the coordinator's own solve;
@@ -29,7 +31,7 @@ use thiserror::Error;
 /// The export's `format` field.
 pub const EXPORT_FORMAT: &str = "nqueens-export";
 /// The export's `version` field: bumped whenever a line would change.
-pub const EXPORT_VERSION: u32 = 1;
+pub const EXPORT_VERSION: u32 = 2;
 
 /// Why an export could not be written or read.
 #[derive(Debug, Error)]
@@ -41,12 +43,20 @@ pub enum ExportError {
     #[error(transparent)]
     Verify(#[from] crate::verify::VerifyError),
     /// Reading or writing the export file failed.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The export file.
         path: PathBuf,
         /// The error.
         source: std::io::Error,
+    },
+    /// `export` will not write there.
+    #[error("will not write the export to {path}: {reason}")]
+    Refused {
+        /// The export file named.
+        path: PathBuf,
+        /// Why.
+        reason: String,
     },
     /// A line of the export is not what the format says.
     #[error("{path}, line {line}: {reason}")]
@@ -77,6 +87,19 @@ pub struct ExportHeader {
     pub fingerprint: String,
     /// Jobs in the run's list (rows: those counted).
     pub jobs: u64,
+    /// The split's target job count in force (`SplitParams::target_for`): with `n` it rebuilds
+    /// the job list.
+    pub target_jobs: u64,
+    /// Searched rows pre-placed in every job of the list (fewer where a board runs out of rows).
+    pub depth: u64,
+}
+
+/// The first two fields of a header, read before the rest so that another version is named as
+/// such rather than as a missing field.
+#[derive(Deserialize)]
+struct Version {
+    format: String,
+    version: u32,
 }
 
 /// One counted job of an export.
@@ -238,22 +261,82 @@ pub struct Exported {
 }
 
 /// Writes the export of the run in the state file `state` (read-only: safe beside a running
-/// coordinator) to `to`, through a temporary file renamed at the end.
-pub fn export_state(state: &Path, to: &Path, protocol_major: u32) -> Result<Exported, ExportError> {
+/// coordinator) to `to`, through a temporary file beside it renamed at the end (removed if
+/// anything fails). `to` may not be the state file or one of its companions (`-wal`, `-shm`,
+/// `.lock`), and may not exist unless `force`.
+pub fn export_state(
+    state: &Path,
+    to: &Path,
+    protocol_major: u32,
+    force: bool,
+) -> Result<Exported, ExportError> {
+    refuse_target(state, to, force)?;
     let (store, list) = crate::verify::open_with_list(state, protocol_major)?;
     let io = |source| ExportError::Io { path: to.to_path_buf(), source };
-    let tmp = to.with_extension("tmp");
-    let file = std::fs::File::create(&tmp).map_err(io)?;
-    let mut out: Box<dyn Write> = if is_gz(to) {
-        Box::new(flate2::write::GzEncoder::new(BufWriter::new(file), flate2::Compression::new(6)))
-    } else {
-        Box::new(BufWriter::new(file))
-    };
-    let (header, end) = write_export(&store, &list, &mut out)?;
-    drop(out);
-    std::fs::rename(&tmp, to).map_err(io)?;
+    let name = to
+        .file_name()
+        .ok_or_else(|| ExportError::Refused { path: to.into(), reason: "names no file".into() })?;
+    let tmp = to.with_file_name(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io)?;
+    let written = write_file(&store, &list, file, to).and_then(|(header, end)| {
+        refuse_target(state, to, force)?;
+        std::fs::rename(&tmp, to).map_err(io)?;
+        Ok((header, end))
+    });
+    let (header, end) = written.inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
     let bytes = std::fs::metadata(to).map_err(io)?.len();
     Ok(Exported { header, end, bytes })
+}
+
+/// Refuses to write an export over the state file (or its companions), or over any existing
+/// file unless `force`.
+fn refuse_target(state: &Path, to: &Path, force: bool) -> Result<(), ExportError> {
+    use std::os::unix::fs::MetadataExt;
+    let refused = |reason: String| Err(ExportError::Refused { path: to.into(), reason });
+    let Ok(existing) = std::fs::metadata(to) else { return Ok(()) };
+    let same = |path: &Path| {
+        std::fs::metadata(path)
+            .is_ok_and(|m| (m.dev(), m.ino()) == (existing.dev(), existing.ino()))
+    };
+    if same(state) {
+        return refused(format!("it is the state file {}, left untouched", state.display()));
+    }
+    for suffix in ["-wal", "-shm", ".lock"] {
+        let mut companion = state.as_os_str().to_owned();
+        companion.push(suffix);
+        if same(Path::new(&companion)) {
+            return refused(format!("it is the state file's {suffix} file, left untouched"));
+        }
+    }
+    if !force {
+        return refused("it exists, left untouched (--force replaces it)".into());
+    }
+    Ok(())
+}
+
+/// Writes the export to `file`, compressed or not, to the end (the gzip trailer included) and
+/// onto the disk.
+fn write_file(
+    store: &Store,
+    list: &JobList,
+    file: std::fs::File,
+    to: &Path,
+) -> Result<(ExportHeader, ExportEnd), ExportError> {
+    let io = |source| ExportError::Io { path: to.to_path_buf(), source };
+    let mut out = BufWriter::new(file);
+    let written = if is_gz(to) {
+        let mut encoder = flate2::write::GzEncoder::new(&mut out, flate2::Compression::new(6));
+        let written = write_export(store, list, &mut encoder, to)?;
+        encoder.finish().map_err(io)?;
+        written
+    } else {
+        write_export(store, list, &mut out, to)?
+    };
+    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
+    Ok(written)
 }
 
 fn is_gz(path: &Path) -> bool {
@@ -265,14 +348,17 @@ fn write_export(
     store: &Store,
     list: &JobList,
     out: &mut dyn Write,
+    to: &Path,
 ) -> Result<(ExportHeader, ExportEnd), ExportError> {
-    let io = |source| ExportError::Io { path: PathBuf::from("(export)"), source };
+    let io = |source| ExportError::Io { path: to.to_path_buf(), source };
     let header = ExportHeader {
         format: EXPORT_FORMAT.into(),
         version: EXPORT_VERSION,
         n: list.n,
         fingerprint: store.meta().fingerprint.clone(),
         jobs: list.jobs.len() as u64,
+        target_jobs: list.params.target_for(list.n),
+        depth: list.depth as u64,
     };
     writeln!(out, "{}", serde_json::to_string(&header).expect("serializes")).map_err(io)?;
     let mut sums = RowSums::new(list.n)?;
@@ -316,17 +402,19 @@ pub fn read_export(path: &Path) -> Result<ReadExport, ExportError> {
     let mut lines = reader.lines();
     let mut number = 1;
     let first = lines.next().ok_or_else(|| bad(1, "empty file".into()))?.map_err(io)?;
-    let header: ExportHeader =
+    let version: Version =
         serde_json::from_str(&first).map_err(|e| bad(1, format!("not a header: {e}")))?;
-    if header.format != EXPORT_FORMAT || header.version != EXPORT_VERSION {
+    if version.format != EXPORT_FORMAT || version.version != EXPORT_VERSION {
         return Err(bad(
             1,
             format!(
                 "format {} version {}: this program reads {EXPORT_FORMAT} version {EXPORT_VERSION}",
-                header.format, header.version
+                version.format, version.version
             ),
         ));
     }
+    let header: ExportHeader =
+        serde_json::from_str(&first).map_err(|e| bad(1, format!("not a header: {e}")))?;
     let mut sums = RowSums::new(header.n)?;
     let mut rows = Vec::new();
     let mut end = None;

@@ -8,6 +8,7 @@
 //! one-machine commands (`solve`, `verify`, `export`) use it without a port or a runtime.
 
 mod export;
+mod export_checks;
 mod run_result;
 mod verify;
 mod verify_export;
@@ -18,4 +19,4 @@ pub use export::{
 };
 pub use run_result::{hms, RunResult};
 pub use verify::{verify_state, Sample, Verification, VerifyError};
-pub use verify_export::{verify_export, ExportVerification, RowSample, WrongRow};
+pub use verify_export::{fresh_seed, verify_export, ExportVerification, RowSample, WrongRow};

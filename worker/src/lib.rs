@@ -131,7 +131,9 @@ async fn start_lanes(config: WorkerConfig, state: Arc<State>) -> Result<Worker, 
         .unwrap_or(Ok(None))?;
     let threads = config.threads;
     let cpu = cpu::CpuLane::new(threads).map_err(WorkerError::Pool)?;
-    let (mut slots, mut device, mut gpu) = (threads, format!("cpu ({threads} threads)"), None);
+    let build = nqueens_core::solver_build().name;
+    let (mut slots, mut device, mut gpu) =
+        (threads, format!("cpu {build} ({threads} threads)"), None);
     if let Some(solver) = solver {
         // The coordinator sizes leases by the slots a worker declares: the GPU's, plus the CPU
         // threads that solve beside it.

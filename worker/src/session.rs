@@ -42,7 +42,8 @@ const HEALTHY_SESSION: Duration = Duration::from_secs(30);
 /// state, and the lanes it feeds.
 pub(crate) struct Worker {
     pub config: WorkerConfig,
-    /// What solves, as registered ("cpu (8 threads)", or the GPU's name).
+    /// What solves, as registered ("cpu avx2 (8 threads)": the solver build, which tells a slow
+    /// host; or the GPU's name).
     pub device: String,
     /// Lease slots declared to the coordinator (which sizes leases by them): the CPU threads, or
     /// with a GPU its slots plus the CPU threads that solve beside it.

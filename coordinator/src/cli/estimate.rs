@@ -69,12 +69,14 @@ impl CardRate {
     }
 }
 
-/// `estimate`'s JSON: the estimate and the card rate behind its card figures.
+/// `estimate`'s JSON: the estimate, the card rate behind its card figures, and the solver build
+/// that solved the sample (`avx512`, `avx2`, `bmi` or `portable`).
 #[derive(serde::Serialize)]
 struct Report<'a> {
     #[serde(flatten)]
     estimate: &'a Estimate,
     card: &'a CardRate,
+    build: &'static str,
 }
 
 #[derive(Args, Debug)]
@@ -227,7 +229,14 @@ pub fn run(args: EstimateArgs) -> Result<ExitCode> {
     let card = CardRate::of(&args, &e)?;
     e.set_hardware(args.host_cores, card.cores);
     if args.json {
-        println!("{}", serde_json::to_string(&Report { estimate: &e, card: &card })?);
+        println!(
+            "{}",
+            serde_json::to_string(&Report {
+                estimate: &e,
+                card: &card,
+                build: nqueens_core::solver_build().name
+            })?
+        );
     } else {
         print!("{}", text(&e, &card));
     }

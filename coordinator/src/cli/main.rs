@@ -96,24 +96,30 @@ struct VerifyArgs {
     /// The run's state file (opened read-only).
     #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
     state: std::path::PathBuf,
-    /// Check an export (from `export`) instead of a state file, from the file alone: its digest
-    /// and sums, and --sample of its rows solved again from their queens.
+    /// Check an export (from `export`) instead of a state file, from the file alone: its digest,
+    /// sums, coverage, published values and every row's bound, and --rows of its rows solved
+    /// again from their queens.
     #[arg(long, value_name = "FILE")]
     export: Option<std::path::PathBuf>,
     /// With --export: the published result file whose totals and export_sha256 the export must
     /// give.
     #[arg(long, value_name = "FILE", requires = "export")]
     result: Option<std::path::PathBuf>,
-    /// With --export: the seed of the rows' sampling order (anyone can choose one).
-    #[arg(long, default_value_t = 1, requires = "export")]
-    seed: u64,
+    /// With --export: the seed of the rows' sampling order [default: drawn from the operating
+    /// system's entropy and printed, so that nobody can know the rows in advance].
+    #[arg(long, requires = "export")]
+    seed: Option<u64>,
     /// How many counted jobs (or rows of an export) to solve again, chosen by a pseudo-random
     /// order.
-    #[arg(long, default_value_t = 64, conflicts_with = "all")]
+    #[arg(long, visible_alias = "rows", default_value_t = 64, conflicts_with = "all")]
     sample: usize,
     /// Solve every counted job (or every row of an export) again.
     #[arg(long)]
     all: bool,
+    /// With --export: solve every K-th row again, from row k-1 (k from 1 to K): K machines with
+    /// the shards 1/K to K/K re-solve every row once.
+    #[arg(long, value_name = "k/K", requires = "export", conflicts_with_all = ["all", "seed"])]
+    shard: Option<String>,
     /// Solver threads [default: all cores].
     #[arg(long, env = "NQ_THREADS")]
     threads: Option<usize>,
@@ -122,17 +128,32 @@ struct VerifyArgs {
     json: bool,
 }
 
+/// `k/K`, with 1 <= k <= K.
+fn shard(text: &str) -> anyhow::Result<(u64, u64)> {
+    let parsed = text.split_once('/').and_then(|(k, of)| Some((k.parse().ok()?, of.parse().ok()?)));
+    match parsed {
+        Some((index, of)) if 1 <= index && index <= of => Ok((index, of)),
+        _ => anyhow::bail!("--shard {text}: expected k/K with 1 <= k <= K, e.g. 3/10"),
+    }
+}
+
 fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     use nqueens_coordinator::{verify_state, Sample};
     let threads =
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     anyhow::ensure!(threads > 0, "--threads must be at least 1");
     if let Some(export) = &args.export {
-        use nqueens_coordinator::{verify_export, RowSample};
-        let sample = if args.all {
-            RowSample::All
-        } else {
-            RowSample::Rows { count: args.sample, seed: args.seed }
+        use nqueens_coordinator::{fresh_seed, verify_export, RowSample};
+        let sample = match (&args.shard, args.all, args.seed) {
+            (Some(text), _, _) => {
+                let (index, of) = shard(text)?;
+                RowSample::Shard { index, of }
+            }
+            (None, true, _) => RowSample::All,
+            (None, false, Some(seed)) => RowSample::Rows { count: args.sample, seed, drawn: false },
+            (None, false, None) => {
+                RowSample::Rows { count: args.sample, seed: fresh_seed(), drawn: true }
+            }
         };
         let report = verify_export(export, args.result.as_deref(), sample, threads)?;
         if args.json {
@@ -157,15 +178,23 @@ struct ExportArgs {
     /// The run's state file (opened read-only).
     #[arg(long, env = "NQ_STATE", default_value = "nqueens.db")]
     state: std::path::PathBuf,
-    /// Where to write the export (gzip-compressed if it ends in .gz).
+    /// Where to write the export (gzip-compressed if it ends in .gz). Never the state file; an
+    /// existing file only with --force.
     #[arg(long, value_name = "FILE")]
     to: std::path::PathBuf,
+    /// Replace an existing file at --to (never the state file or its -wal, -shm, .lock files).
+    #[arg(long)]
+    force: bool,
 }
 
 fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
-    let done =
-        nqueens_coordinator::export_state(&args.state, &args.to, nqueens_proto::PROTOCOL_MAJOR)?;
+    let done = nqueens_coordinator::export_state(
+        &args.state,
+        &args.to,
+        nqueens_proto::PROTOCOL_MAJOR,
+        args.force,
+    )?;
     let end = &done.end;
     println!(
         "exported N={} {} of {} jobs to {} ({} bytes) in {:.1}s: Total {} Unique {}, rows_sha256 {}{}",

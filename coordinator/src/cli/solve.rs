@@ -25,7 +25,8 @@ pub struct SolveArgs {
     #[arg(long, env = "NQ_THREADS")]
     pub threads: Option<usize>,
     /// Print one JSON object per N (fields n, total, unique, count2, count4, count8, jobs, seconds,
-    /// nodes).
+    /// nodes, and build: the CPU build that counted, `avx512`, `avx2`, `bmi` or `portable`, absent
+    /// with `--gpu`).
     #[arg(long)]
     pub json: bool,
     /// Wanted number of jobs per board size [default: 2^(N-5), at most 2^21 = 2,097,152, also the
@@ -98,7 +99,8 @@ pub fn run(args: SolveArgs) -> Result<ExitCode> {
         let state = args.state.as_deref();
         let record = solve_one_size(&pool, gpu.as_mut(), n, &params, !args.no_progress, state)?;
         if args.json {
-            println!("{}", record.json_line());
+            let build = gpu.is_none().then(|| nqueens_core::solver_build().name);
+            println!("{}", serde_json::to_string(&JsonLine { record: &record, build })?);
         } else if table {
             println!("{}", record.table_line());
         } else {
@@ -106,6 +108,15 @@ pub fn run(args: SolveArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A `solve --json` line: the result's fields, and the solver build that counted them.
+#[derive(serde::Serialize)]
+struct JsonLine<'a> {
+    #[serde(flatten)]
+    record: &'a RunResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    build: Option<&'static str>,
 }
 
 fn solve_one_size(

@@ -5,7 +5,7 @@
 //! [`Detected`] exists only for a build whose features were detected.
 
 #[cfg(target_arch = "x86_64")]
-use super::x86_64::{avx512, bmi2};
+use super::x86_64::{avx2, avx512, bmi2};
 use super::{Found, Layout, State};
 use std::sync::OnceLock;
 
@@ -14,9 +14,13 @@ use std::sync::OnceLock;
 pub(crate) enum Build {
     /// Plain Rust, for any CPU: the five-row form.
     Portable,
-    /// BMI1/BMI2, POPCNT and AVX2: the five-row form.
+    /// BMI1/BMI2, POPCNT and AVX2: the five-row form. Never detected on AMD's family 0x17,
+    /// whose `pext` is microcoded.
     #[cfg(target_arch = "x86_64")]
     Bmi2,
+    /// AVX2, BMI1 and POPCNT (no `pext`): the six-row form, batched eight lanes at a time.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
     /// AVX-512 (F, VL, BW, BITALG, VBMI2, VPOPCNTDQ) and BMI2/AVX2: the six-row form.
     #[cfg(target_arch = "x86_64")]
     Avx512,
@@ -25,17 +29,19 @@ pub(crate) enum Build {
 impl Build {
     /// Every build compiled for this target, the narrowest first.
     #[cfg(target_arch = "x86_64")]
-    pub const ALL: &'static [Build] = &[Build::Portable, Build::Bmi2, Build::Avx512];
+    pub const ALL: &'static [Build] = &[Build::Portable, Build::Bmi2, Build::Avx2, Build::Avx512];
     /// Every build compiled for this target, the narrowest first.
     #[cfg(not(target_arch = "x86_64"))]
     pub const ALL: &'static [Build] = &[Build::Portable];
 
-    /// The build's name, as `NQ_SOLVER_BUILD` takes it: `portable`, `bmi` or `avx512`.
+    /// The build's name, as `NQ_SOLVER_BUILD` takes it: `portable`, `bmi`, `avx2` or `avx512`.
     pub fn name(self) -> &'static str {
         match self {
             Build::Portable => "portable",
             #[cfg(target_arch = "x86_64")]
             Build::Bmi2 => "bmi",
+            #[cfg(target_arch = "x86_64")]
+            Build::Avx2 => "avx2",
             #[cfg(target_arch = "x86_64")]
             Build::Avx512 => "avx512",
         }
@@ -48,18 +54,23 @@ impl Build {
             #[cfg(target_arch = "x86_64")]
             Build::Bmi2 => bmi2::FEATURES,
             #[cfg(target_arch = "x86_64")]
+            Build::Avx2 => avx2::FEATURES,
+            #[cfg(target_arch = "x86_64")]
             Build::Avx512 => avx512::FEATURES,
         }
     }
 
-    /// This build, if this CPU has every feature it is compiled for. The AVX-512 build also
-    /// needs the BMI2/AVX2 build (its features are a superset): it hands that build the searches
-    /// it cannot take.
+    /// This build, if this CPU has every feature it is compiled for and runs it at full speed.
+    /// The AVX-512 build also needs the BMI2/AVX2 build (its features are a superset): it hands
+    /// that build the searches it cannot take. The BMI2/AVX2 build is not run where `pext` is
+    /// microcoded ([`bmi2::pext_is_slow`]).
     pub fn detect(self) -> Option<Detected> {
         let detected = match self {
             Build::Portable => true,
             #[cfg(target_arch = "x86_64")]
-            Build::Bmi2 => bmi2::detected(),
+            Build::Bmi2 => bmi2::detected() && !bmi2::pext_is_slow(),
+            #[cfg(target_arch = "x86_64")]
+            Build::Avx2 => avx2::detected(),
             #[cfg(target_arch = "x86_64")]
             Build::Avx512 => avx512::detected() && bmi2::detected(),
         };
@@ -74,8 +85,8 @@ pub(crate) struct Detected(Build);
 
 impl Detected {
     /// The build that every search of this process uses: the widest that the CPU runs and that
-    /// `NQ_SOLVER_BUILD` allows (`portable` or `bmi`, for comparing builds on one machine; unset
-    /// or anything else, the CPU decides). Chosen on the first call, then kept.
+    /// `NQ_SOLVER_BUILD` allows (`portable`, `bmi` or `avx2`, for comparing builds on one
+    /// machine; unset or anything else, the CPU decides). Chosen on the first call, then kept.
     pub fn selected() -> Detected {
         static SELECTED: OnceLock<Detected> = OnceLock::new();
         *SELECTED.get_or_init(|| {
@@ -105,6 +116,13 @@ impl Detected {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `self` exists, so the CPU has the build's features (`Build::detect`).
             Build::Bmi2 => unsafe { layout.count_bmi2(start) },
+            #[cfg(target_arch = "x86_64")]
+            Build::Avx2 => match layout.six_for(start) {
+                // SAFETY: `self` exists, so the CPU has the build's features (`Build::detect`).
+                Some(six) => unsafe { layout.count_avx2(start, six) },
+                // Too few rows, or a start below row `last`: a small search, counted plainly.
+                None => layout.count_portable(start),
+            },
             #[cfg(target_arch = "x86_64")]
             Build::Avx512 => match layout.six_for(start) {
                 // SAFETY: `self` exists, so the CPU has the build's features (`Build::detect`).

@@ -17,6 +17,9 @@
 //!   states that surely have no completion are dropped before rows `last - 1` and `last` (the
 //!   survivors packed, so that vectors carry no dead lanes). The depth-first loop mispredicts
 //!   about once per node, and these rows hold most of the nodes.
+//! - [`x86_64::avx2`] (AVX2, BMI1, POPCNT: no `pext`, which AMD's family 0x17 runs in
+//!   microcode): the same batched design eight lanes at a time, for the CPUs without AVX-512;
+//!   the waiting states and the walk that fills them are shared ([`x86_64::waiting`]).
 //! - [`x86_64::bmi2`] (BMI1/BMI2, POPCNT, AVX2) and [`portable`] (any CPU): the last [`TAIL`]
 //!   searched rows are counted in closed form ([`crate::tail`]); the queens of the row above them
 //!   (`last`) are queued, four slots written without a branch, and counted in batches (a loop over

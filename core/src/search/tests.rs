@@ -52,9 +52,9 @@ fn every_start_depth_and_every_build_match_a_plain_count() {
                     let portable6 = layout.count_portable6(state, six);
                     assert_eq!(found(portable6), expected, "six rows, portable, n={n}");
                     #[cfg(target_arch = "x86_64")]
-                    if let Some(avx512) = Build::Avx512.detect() {
-                        let fast6 = avx512.count(&layout, state);
-                        assert_eq!(found(fast6), expected, "six rows, AVX-512, n={n}");
+                    for batched in [Build::Avx2, Build::Avx512].iter().filter_map(|b| b.detect()) {
+                        let fast6 = batched.count(&layout, state);
+                        assert_eq!(found(fast6), expected, "six rows, {batched:?}, n={n}");
                     }
                 }
                 states = deeper;
@@ -64,42 +64,47 @@ fn every_start_depth_and_every_build_match_a_plain_count() {
 }
 
 /// Whole jobs, big enough that the six-row search's batches fill and drain many times: the
-/// same solutions and nodes as the five-row build, job by job.
+/// same solutions and nodes as the five-row build, job by job, for each batched build (sixteen
+/// lanes and eight) that this CPU runs.
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn six_row_batches_match_the_five_row_build_on_whole_jobs() {
-    let Some(avx512) = Build::Avx512.detect() else {
-        eprintln!("no AVX-512 on this CPU: the six-row build is checked by the portable form only");
-        return;
-    };
-    for n in [13u32, 14, 15] {
-        let (mut six_total, mut five_total, mut batched) = (0, 0, 0);
-        for job in job_list(n, &SplitParams::with_target(1)).unwrap().jobs {
-            let (layout, start) = job.prepare().unwrap();
-            if layout.six_for(&start).is_none() {
-                continue;
+    let batched: Vec<Detected> =
+        [Build::Avx2, Build::Avx512].iter().filter_map(|b| b.detect()).collect();
+    if batched.is_empty() {
+        eprintln!("no AVX2 on this CPU: the six-row build is checked by the portable form only");
+    }
+    for build in batched {
+        for n in [13u32, 14, 15] {
+            let (mut six_total, mut five_total, mut batches) = (0, 0, 0);
+            for job in job_list(n, &SplitParams::with_target(1)).unwrap().jobs {
+                let (layout, start) = job.prepare().unwrap();
+                if layout.six_for(&start).is_none() {
+                    continue;
+                }
+                let fast6 = build.count(&layout, &start);
+                let five = layout.count_portable(&start);
+                assert_eq!(fast6, five, "{build:?}, n={n} {job:?}");
+                six_total += fast6.solutions * job.weight as u64;
+                five_total += five.solutions * job.weight as u64;
+                // A few tens of nodes per state of row `last - 3`: above 1,000, the batch of
+                // that row (16 states) has drained at least twice.
+                batches += (fast6.nodes > 1_000) as u32;
             }
-            let fast6 = avx512.count(&layout, &start);
-            let five = layout.count_portable(&start);
-            assert_eq!(fast6, five, "n={n} {job:?}");
-            six_total += fast6.solutions * job.weight as u64;
-            five_total += five.solutions * job.weight as u64;
-            // A few tens of nodes per state of row `last - 3`: above 1,000, the batch of
-            // that row (16 states) has drained at least twice.
-            batched += (fast6.nodes > 1_000) as u32;
+            assert_eq!(six_total, five_total);
+            assert!(batches > 10, "n={n}: too few big jobs ({batches}) to fill the batches");
         }
-        assert_eq!(six_total, five_total);
-        assert!(batched > 10, "n={n}: too few big jobs ({batched}) to fill the batches");
     }
 }
 
 /// Each build's CPU features with whether this CPU has them, from the build's one list.
 #[cfg(target_arch = "x86_64")]
 fn detection(build: Build) -> Vec<(&'static str, bool)> {
-    use super::x86_64::{avx512, bmi2};
+    use super::x86_64::{avx2, avx512, bmi2};
     match build {
         Build::Portable => Vec::new(),
         Build::Bmi2 => bmi2::detection(),
+        Build::Avx2 => avx2::detection(),
         Build::Avx512 => avx512::detection(),
     }
 }
@@ -116,12 +121,39 @@ fn a_build_is_chosen_only_where_the_cpu_has_all_its_features() {
     for &build in Build::ALL {
         let listed: Vec<&str> = detection(build).into_iter().map(|(f, _)| f).collect();
         assert_eq!(listed, build.features(), "{build:?}: one list for both uses");
-        let runnable = missing(build).is_empty() && missing(Build::Bmi2).is_empty();
-        assert_eq!(build.detect().is_some(), runnable || build == Build::Portable, "{build:?}");
+        let runnable = match build {
+            Build::Portable => true,
+            Build::Bmi2 => missing(build).is_empty() && !super::x86_64::bmi2::pext_is_slow(),
+            Build::Avx2 => missing(build).is_empty(),
+            Build::Avx512 => missing(build).is_empty() && missing(Build::Bmi2).is_empty(),
+        };
+        assert_eq!(build.detect().is_some(), runnable, "{build:?}");
+    }
+    // Where AVX-512 is missing, AVX2 alone picks the batched eight-lane build over the BMI2 one.
+    if missing(Build::Avx2).is_empty() && std::env::var("NQ_SOLVER_BUILD").is_err() {
+        assert!(matches!(selected, Build::Avx2 | Build::Avx512), "{selected:?} chosen");
     }
     // The AVX-512 build hands the BMI2/AVX2 build the searches that it cannot take.
     let avx512 = Build::Avx512.features();
     assert!(Build::Bmi2.features().iter().all(|f| avx512.contains(f)));
+}
+
+/// `pext` is microcoded on AMD's family 0x17 only: CPUID signatures of real parts.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn the_bmi2_build_is_refused_where_pext_is_microcoded() {
+    use super::x86_64::bmi2::microcoded_pext;
+    let (amd, intel) = (b"AuthenticAMD", b"GenuineIntel");
+    // Zen 1 (EPYC 7601), Zen 2 (EPYC 7742): family 0x17.
+    assert!(microcoded_pext(amd, 0x0080_0f12));
+    assert!(microcoded_pext(amd, 0x0083_0f10));
+    // Zen 3 (EPYC 7763), Zen 4 (EPYC 9654), Zen 5 (family 0x1a): fast `pext`.
+    assert!(!microcoded_pext(amd, 0x00a0_0f11));
+    assert!(!microcoded_pext(amd, 0x00a1_0f11));
+    assert!(!microcoded_pext(amd, 0x00b0_0f00));
+    // An Intel part with the same signature bits, and a Sapphire Rapids.
+    assert!(!microcoded_pext(intel, 0x0083_0f10));
+    assert!(!microcoded_pext(intel, 0x0008_06f8));
 }
 
 #[test]

@@ -33,6 +33,8 @@ fn card_figures_come_from_a_named_rate_over_the_hosts_measured_rate() {
     let cores = card["cores"].as_f64().unwrap();
     assert!((cores - 1.49e10 / host).abs() < 1e-6 * cores, "{card}");
     assert_eq!(published["card_cores"].as_f64(), Some(cores));
+    let build = published["build"].as_str().unwrap_or_default();
+    assert!(["avx512", "avx2", "bmi", "portable"].contains(&build), "{published}");
 
     let given = json(&["--card-rate", "1e9"]);
     let host = given["card"]["host_solutions_per_core_second"].as_f64().unwrap();

@@ -52,6 +52,9 @@ fn solve_json_prints_one_exact_line_per_board_size() {
             [class("count2"), class("count4"), class("count8")],
         );
         assert!(v["jobs"].is_u64() && v["seconds"].is_f64() && v["nodes"].is_u64(), "{v}");
+        // The CPU build that counted: a user sees which hosts run a slow one.
+        let build = v["build"].as_str().unwrap_or_default();
+        assert!(["avx512", "avx2", "bmi", "portable"].contains(&build), "{v}");
     }
 }
 

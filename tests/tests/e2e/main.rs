@@ -25,6 +25,7 @@ mod docs;
 mod durability;
 mod estimate_cli;
 mod export;
+mod export_forgery;
 mod faulty_worker;
 mod fd_exhaustion;
 mod first_run;

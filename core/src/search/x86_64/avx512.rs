@@ -2,9 +2,9 @@
 //! expanded in batches, sixteen states at a time, instead of searched depth first. Compiled for
 //! AVX-512 (F, VL, BW, BITALG, VBMI2, VPOPCNTDQ) and the BMI2/AVX2 build's features.
 
+use super::waiting::{Batch6, Waiting, ABOVE1_BATCH, ABOVE1_CAP, ABOVE2_BATCH, LAST_CAP};
 use crate::breakdown::{self, Event, Part};
 use crate::search::{Found, Lanes, Layout, State, SLOT};
-use crate::tail::TAIL;
 use crate::tail6::{Conflicts6, PermSet6, ALLOWED_LEN, ROWS6};
 use std::arch::x86_64::*;
 
@@ -35,38 +35,12 @@ impl Layout {
         /// Compiled for [`FEATURES`]: call it only where the CPU has them ([`detected`]), as
         /// [`crate::search::Detected`] does. On a CPU without them it is undefined behaviour.
         pub(in crate::search) fn count_avx512(&self, start: &State, six: &Conflicts6) -> Found {
-            // The batch arrays (about 1.6 MiB) are kept per thread: zeroing them for every count
-            // cost a part of 0.1 ms (record sizes, a job's parts) several percent.
             let started = breakdown::start();
-            let mut batch = BATCH.take().unwrap_or_else(Batch6::new);
-            batch.clear();
-            let last = self.last();
-            let (cols, right, left, free) =
-                (start.cols, start.down_right, start.down_left, self.free(start));
-            let mut found = Found::default();
-            match last - start.depth {
-                0 => {
-                    batch.last.push(cols, right, left, free);
-                    found.nodes = free.count_ones() as u64;
-                }
-                1 => batch.above1.push(cols, right, left, free),
-                2 => batch.above2.push(cols, right, left, free),
-                3 => batch.above3.push(cols, right, left, free),
-                4 => batch.above4.push(cols, right, left, free),
-                _ => self.search::<5>(start, &mut found, |found, cols, right, left, free| {
-                    // What the depth-first search checks before going down (see `search`).
-                    let s = self.shift[(last - 4) & SLOT];
-                    let after =
-                        !(cols | (right << s) | (left >> s) | self.blocked[(last - 3) & SLOT]);
-                    let free = free & 0u32.wrapping_sub((after != 0) as u32);
-                    batch.above4.push(cols, right, left, free);
-                    if batch.above4.len >= ABOVE4_BATCH {
-                        self.drain6(&mut batch, six, found, false);
-                    }
-                }),
-            }
-            self.drain6(&mut batch, six, &mut found, true);
-            BATCH.set(Some(batch));
+            let mut batch = Batch6::take();
+            let found = self.count_batched(start, &mut batch, |batch, found, all| {
+                self.drain6(batch, six, found, all)
+            });
+            Batch6::give_back(batch);
             breakdown::stop(Part::Total, started);
             found
         }
@@ -372,47 +346,7 @@ static IOTA: Iota = {
     Iota(bytes)
 };
 
-// Batch sizes of the six-row search. A state of searched row `d` has at most as many free
-// squares as there are open columns, one per searched row left: ten in row `last - 4`, nine in
-// `last - 3`, eight in `last - 2`, seven in `last - 1`. Each row's arrays hold what waits before it
-// is drained, what one drain of the row above adds, and one vector store past the end. The rows'
-// arrays together take about 1.6 MiB, allocated once per thread.
-
-/// States of row `last - 4` that wait before they are expanded.
-const ABOVE4_BATCH: usize = 16;
-const ABOVE4_CAP: usize = ABOVE4_BATCH + 16;
-/// States of row `last - 3`: the children of one batch of row `last - 4`, all expanded at once.
-const ABOVE3_BATCH: usize = ABOVE4_BATCH * (TAIL + 5);
-const ABOVE3_CAP: usize = ABOVE3_BATCH + 16;
-/// States of row `last - 2` that wait before the batch moves down (more rows of `last - 3` are
-/// expanded into it until it holds this many).
-const ABOVE2_BATCH: usize = 64;
-const ABOVE2_CAP: usize = ABOVE2_BATCH - 1 + ABOVE3_BATCH * (TAIL + 4) + 16;
-/// States of row `last - 1` that wait before their children in row `last` are counted.
-const ABOVE1_BATCH: usize = 64;
-const ABOVE1_CAP: usize = ABOVE1_BATCH - 1 + (ABOVE2_CAP - 16) * (TAIL + 3) + 16;
-/// States of row `last`: every child of the states of row `last - 1`, and one 512-bit load more.
-const LAST_CAP: usize = (ABOVE1_CAP - 16) * (TAIL + 2) + 16;
-
-/// States of one searched row waiting in the six-row search: their masks and free squares, in
-/// separate arrays so that a vector of children is stored at once.
-#[repr(C, align(64))]
-struct Waiting<const CAP: usize> {
-    cols: [u32; CAP],
-    right: [u32; CAP],
-    left: [u32; CAP],
-    free: [u32; CAP],
-    len: usize,
-}
-
 impl<const CAP: usize> Waiting<CAP> {
-    /// Adds one state (a job that starts in this row).
-    fn push(&mut self, cols: u32, right: u32, left: u32, free: u32) {
-        let at = self.len.min(CAP - 1);
-        (self.cols[at], self.right[at], self.left[at], self.free[at]) = (cols, right, left, free);
-        self.len += 1;
-    }
-
     avx512! {
         /// The sixteen states from index `at` of the first `states` (masks, free squares), and the
         /// lanes that hold one of them.
@@ -451,7 +385,10 @@ impl<const CAP: usize> Waiting<CAP> {
             // the states that can wait and one store more.
             let at = self.len.min(CAP - 16);
             let store = |a: &mut [u32; CAP], v: Lanes16| {
-                let packed = _mm512_maskz_compress_epi32(some, v);
+                // Merged into its own source, not zeroed: Zen 4 and 5 give the zero-masked form
+                // a false dependency on its destination (LLVM issue 206849), and the four stores
+                // here would wait on one another. The lanes past the packed ones are not read.
+                let packed = _mm512_mask_compress_epi32(v, some, v);
                 // SAFETY: lanes `at..at + 16` are inside the array (above).
                 unsafe { _mm512_storeu_si512(a.as_mut_ptr().add(at) as *mut _, packed) }
             };
@@ -469,34 +406,6 @@ impl<const CAP: usize> Waiting<CAP> {
 /// Sixteen states' masks, one per 32-bit lane, and a mask of sixteen lanes.
 type Lanes16 = __m512i;
 type Mask16 = __mmask16;
-
-/// The six-row search's waiting states of rows `last - 4` to `last`.
-struct Batch6 {
-    above4: Waiting<ABOVE4_CAP>,
-    above3: Waiting<ABOVE3_CAP>,
-    above2: Waiting<ABOVE2_CAP>,
-    above1: Waiting<ABOVE1_CAP>,
-    last: Waiting<LAST_CAP>,
-}
-
-thread_local! {
-    /// This thread's batch arrays, between counts.
-    static BATCH: std::cell::Cell<Option<Box<Batch6>>> = const { std::cell::Cell::new(None) };
-}
-
-impl Batch6 {
-    /// Empties every row (the arrays keep their stale contents; only the first `len` are read).
-    fn clear(&mut self) {
-        (self.above4.len, self.above3.len) = (0, 0);
-        (self.above2.len, self.above1.len, self.last.len) = (0, 0, 0);
-    }
-
-    /// A batch with every row empty, made on the heap: it is too big for a thread's stack.
-    fn new() -> Box<Batch6> {
-        // SAFETY: every field is an array of `u32` or a `usize`, for which zero is a valid value.
-        unsafe { Box::<Batch6>::new_zeroed().assume_init() }
-    }
-}
 
 /// A test that a state of searched row `first` has no completion for sure: one of the `ROWS`
 /// rows from `first` down (to the bottom) has no free square, or an open column is free in none

@@ -42,5 +42,7 @@ macro_rules! cpu_features {
     };
 }
 
+pub(super) mod avx2;
 pub(super) mod avx512;
 pub(super) mod bmi2;
+mod waiting;
