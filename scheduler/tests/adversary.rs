@@ -3,10 +3,11 @@
 //! three honest ones, each holding ONE credential (the shared token, or a per-host token of its
 //! own), with as many identities as it registers. Events: registrations, forgetting floods (the
 //! engine's rule for unproven idle identities), leases, releases, heartbeats, time passing and
-//! expiry, honest answers and lies (the adversary's identities coordinate: the same wrong
-//! answer), late answers under leases that no longer hold the job, restarts from a model of the
-//! stored rows, the coordinator's referee rulings and spot-check answers. After every step the
-//! run is checked against the ground truth (which real party gave each stored row):
+//! expiry, honest answers and lies (of several values; one identity answering one job several
+//! ways; counts no solver gives), late answers under leases that no longer hold the job, spot
+//! checks, restarts from a model of the stored rows, the coordinator's referee rulings and
+//! spot-check answers. After every step the run is checked against the ground truth (which real
+//! party gave each stored row):
 //!
 //! 1. in a record run (replication 2) no job is counted unless two different real parties (or the
 //!    coordinator and one party) gave the counted answer, or the coordinator's own solve alone
@@ -33,7 +34,11 @@
 //! honest ones): its identities are parties of their own to the scheduler but one credential.
 //!
 //! After the events honest identities (one fresh one per honest party) finish the run where they
-//! can, checked the same way. A failing sequence is shrunk (delta debugging: events dropped while
+//! can, checked the same way, with the adversary silent: 5. *liveness*: a run promised to end
+//! (`docs/threat-model.md`, "The liveness promise": with the referee one honest credential in a
+//! plain run, two in a record run; without it two) must end counted within the finish's rounds,
+//! no job ever held on the way. `adversary_restart_at_random_points_changes_no_ruling` checks the
+//! restart property on the same sequences. A failing sequence is shrunk (delta debugging: events dropped while
 //! it still fails) and printed in the case format below, and written under
 //! `$CARGO_TARGET_TMPDIR`; keep it in `tests/testdata/adversary/*.txt`, where
 //! `adversary_kept_cases_stay_fixed` replays every case.
