@@ -126,8 +126,9 @@ impl Scheduler {
     }
 
     /// Whether job `id` wants the coordinator's own answer now: it is not done, and it is in
-    /// dispute or held, under review, drawn for verification (in a plain run: a record run
-    /// cannot be solved again whole), in doubt, or failed by a trusted worker. One predicate for
+    /// doubt, or failed by a trusted worker, or a live worker answered it and it is in dispute
+    /// or held, under review, or drawn for verification (in a plain run: a record run cannot be
+    /// solved again whole). One predicate for
     /// referring a job, handing it to the referee and asking again after a restart, so that a
     /// restart asks for the same rulings.
     pub(crate) fn wants_ruling(&self, id: JobId) -> bool {
@@ -139,6 +140,11 @@ impl Scheduler {
             return true;
         }
         let (review, verify) = (job.review, job.verify);
+        // A job nobody answered yet is the workers' to solve: the referee checks answers.
+        let answered = job.opinions.iter().any(|o| !self.is_untrusted(o.worker_id));
+        if !answered {
+            return false;
+        }
         let ruling = self.ruling_now(id);
         match ruling.standing {
             crate::ruling::Standing::Held => true,
