@@ -250,10 +250,30 @@ impl Scheduler {
                 })
                 .map(|o| o.worker_id)
         };
-        let Some(other) = other else { return false };
         if a.by_coordinator() {
+            // The coordinator's answer against every live worker that said otherwise.
+            let mut dissent: Vec<WorkerId> = job
+                .counted
+                .iter()
+                .chain(&job.opinions)
+                .filter(|o| !o.by_coordinator() && !o.agrees(&a.counts))
+                .filter(|o| !self.is_untrusted(o.worker_id))
+                .map(|o| o.worker_id)
+                .collect();
+            dissent.sort_unstable();
+            dissent.dedup();
+            for worker_b in dissent {
+                self.outbox.push(Change::Conflict {
+                    job_id: id,
+                    worker_a: COORDINATOR,
+                    worker_b,
+                    detail: format!("the coordinator's answer {:?}", a.counts),
+                });
+                self.conflicts_total += 1;
+            }
             return false;
         }
+        let Some(other) = other else { return false };
         self.outbox.push(Change::Conflict {
             job_id: id,
             worker_a: other,
