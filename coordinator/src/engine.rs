@@ -542,9 +542,13 @@ impl Engine {
         }
     }
 
-    /// Says loudly which workers the decisions in `changes` stopped trusting.
+    /// Says loudly which workers the decisions in `changes` stopped trusting, and which jobs
+    /// they held (two answers with equally strong independent evidence: no rule settles them).
     fn log_untrusted(&self, changes: &[Change]) {
         for change in changes {
+            if let Change::JobState { job_id, state: JobState::Held, conflicts, .. } = change {
+                tracing::error!(job = %job_id, conflicts, "job held: two answers each given by equally many credentials (a solver or hardware fault on honest hosts); nothing settles it but the coordinator's own answer (N <= 22) or more credentials after `requeue`");
+            }
             if let Change::Untrust { worker_id, job_id, detail, requeued } = change {
                 // Registered with this process, else a row of an earlier one (after a restart),
                 // else an identity forgotten since it answered.

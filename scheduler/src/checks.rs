@@ -5,10 +5,11 @@
 //! and counts no solver can give.
 
 use crate::answer::Answer;
-use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
+use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::jobs::Standing;
-use crate::outcome::{Change, Verdict};
-use crate::state::{ResultKind, Review};
+use crate::outcome::Change;
+use crate::settle::NewAnswer;
+use crate::state::Review;
 use crate::Scheduler;
 use nqueens_core::JobCounts;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -63,6 +64,9 @@ pub(crate) struct Checks {
     /// Jobs referred and not ruled yet: in the backlog or awaiting their ruling (a job is
     /// referred once until its ruling; a job opened again later may be referred again).
     pub(crate) refereed: HashSet<JobId>,
+    /// Jobs put in doubt by a broken final tally (see [`Scheduler::doubt`]): they want the
+    /// coordinator's answer until they are counted again.
+    pub(crate) doubted: HashSet<JobId>,
 }
 
 impl Checks {
@@ -110,11 +114,8 @@ impl Scheduler {
         let mut handed = Vec::new();
         while self.checks.awaiting_ruling.len() < self.config.max_referee_queue {
             let Some(id) = self.checks.referee_backlog.pop_front() else { break };
-            let settled = self.jobs.standing(id) == Standing::Done
-                && self.known_answer(id).is_some()
-                && self.jobs.entry(id).errors == 0;
-            if settled {
-                // Settled by workers meanwhile: a later dispute may refer it again.
+            if !self.wants_ruling(id) {
+                // Settled meanwhile: a later dispute may refer it again.
                 self.checks.refereed.remove(&id);
                 continue;
             }
@@ -122,6 +123,36 @@ impl Scheduler {
             handed.push(id);
         }
         handed
+    }
+
+    /// Whether job `id` wants the coordinator's own answer now: it is not done, and it is in
+    /// doubt, or failed by a trusted worker, or a live worker answered it and it is in dispute
+    /// or held, under review, or drawn for verification (in a plain run: a record run cannot be
+    /// solved again whole). One predicate for
+    /// referring a job, handing it to the referee and asking again after a restart, so that a
+    /// restart asks for the same rulings.
+    pub(crate) fn wants_ruling(&self, id: JobId) -> bool {
+        let job = self.jobs.entry(id);
+        if !matches!(job.standing(), Standing::Pending | Standing::Leased { .. } | Standing::Held) {
+            return false;
+        }
+        if job.errors > 0 || self.checks.doubted.contains(&id) {
+            return true;
+        }
+        let (review, verify) = (job.review, job.verify);
+        // A job nobody answered yet is the workers' to solve: the referee checks answers.
+        let answered = job.opinions.iter().any(|o| !self.is_untrusted(o.worker_id));
+        if !answered {
+            return false;
+        }
+        let ruling = self.ruling_now(id);
+        match ruling.standing {
+            crate::ruling::Standing::Held => true,
+            crate::ruling::Standing::Waiting(_) => {
+                ruling.dispute || review != Review::None || (verify && self.config.replication < 2)
+            }
+            crate::ruling::Standing::Counted { .. } => false,
+        }
     }
 
     /// Rulings the referee owes: jobs handed to it and not answered yet.
@@ -137,20 +168,6 @@ impl Scheduler {
         }
         self.checks.referee_backlog.push_back(job_id);
         true
-    }
-
-    /// Sends a job `worker_id` gave an opinion on to the coordinator, where it can solve jobs
-    /// itself: a job in dispute, under review (a probation answer, a re-check) or drawn for
-    /// verification (in a record run, where every job waits for a second credential, only
-    /// disputes and reviews: the coordinator cannot solve the whole run again).
-    pub(crate) fn ask_coordinator(&mut self, job_id: JobId) {
-        let job = self.jobs.entry(job_id);
-        let wanted = job.conflicts > 0
-            || job.review != Review::None
-            || (job.verify && self.config.replication < 2);
-        if wanted {
-            self.refer(job_id);
-        }
     }
 
     /// Puts a job under review (durably): it now needs another party's answer, and the
@@ -177,88 +194,29 @@ impl Scheduler {
             || job.opinions.iter().any(|o| o.worker_id == worker_id)
     }
 
-    /// A worker contradicted the coordinator's own answer: it is untrusted at once (everything it
-    /// counted is solved again), and the job keeps its answer.
-    pub(crate) fn failed_check(
-        &mut self,
-        job_id: JobId,
-        wrong: Answer,
-        row: Change,
-        known: JobCounts,
-    ) -> Verdict {
-        self.outbox.push(row);
-        self.jobs.entry_mut(job_id).opinions.push(wrong);
-        self.refuted(job_id, &wrong, known);
-        Verdict::Conflict
-    }
-
-    /// `worker_id` answered `wrong` where the coordinator's own answer is `known`: the conflict
-    /// is recorded and the worker untrusted.
-    fn refuted(&mut self, job_id: JobId, wrong: &Answer, known: JobCounts) {
-        let (worker_id, counts) = (wrong.worker_id, wrong.counts);
-        self.outbox.push(Change::Conflict {
-            job_id,
-            worker_a: COORDINATOR,
-            worker_b: worker_id,
-            detail: format!("the coordinator's answer {known:?}, got {counts:?}"),
-        });
-        self.conflicts_total += 1;
-        let detail = format!("reported {counts:?}, the coordinator's own answer {known:?}");
-        self.untrust_party(wrong.party(), worker_id, job_id, detail);
-    }
-
     /// Records the coordinator's own answer for a job at `now` (kept in the state file, as a
-    /// reference row or as the job's counted row), to check workers against. A worker that gave
-    /// another answer for it is untrusted at once (its counted jobs are solved again); one that
-    /// gave the same is credited with a verified answer. A job handed to the referee (in
-    /// dispute, under review, in doubt), or one a live worker already gave the same answer for,
-    /// is settled: counted under the coordinator's name, whoever was right. Other reference jobs
-    /// stay as they are: they are spot checks.
+    /// reference row or as the job's counted row), to check workers against, and rules the job
+    /// again (see [`Scheduler::settle`]): every party that gave another answer is untrusted at
+    /// once (its counted jobs are ruled again); a job handed to the referee (in dispute, under
+    /// review, in doubt) is settled by it, counted under the coordinator's name where no live
+    /// worker gave the same answer; a job a live worker already gave the same answer for is
+    /// counted on the two. Other reference jobs stay as they are: they are spot checks.
     pub fn add_reference(&mut self, job_id: JobId, answer: JobCounts, now: Instant) {
         if job_id.get() >= self.jobs.len() {
             return;
         }
-        let ruling = self.checks.awaiting_ruling.remove(&job_id);
+        let asked = self.checks.awaiting_ruling.remove(&job_id);
         self.checks.refereed.remove(&job_id);
-        self.checks.reference.insert(job_id, answer);
-        let job = self.jobs.entry(job_id);
-        let mut answers: Vec<Answer> = job.counted.iter().chain(&job.opinions).copied().collect();
-        answers.sort_by_key(|a| (a.worker_id, !a.agrees(&answer)));
-        answers.dedup_by_key(|a| a.worker_id);
-        for given in answers {
-            if given.by_coordinator() || self.is_untrusted(given.worker_id) {
-                continue;
-            }
-            if given.agrees(&answer) {
-                self.trust.agreed_party(given.party(), given.worker_id);
-                self.learn_duration(job_id, given.worker_id, None, now);
-            } else {
-                self.refuted(job_id, &given, answer);
-            }
-        }
-        // Settled: a ruling the referee was asked for, or the coordinator's answer beside a
-        // live worker's equal one (two independent answers). A reference nobody answered yet
-        // stays a spot check.
-        let job = self.jobs.entry(job_id);
-        let seconded = job
-            .opinions
-            .iter()
-            .any(|o| !o.by_coordinator() && !self.is_untrusted(o.worker_id) && o.agrees(&answer));
-        let settle = (ruling || seconded) && job.standing() != Standing::Done;
-        self.outbox.push(Change::Result {
+        let new = NewAnswer {
             job_id,
-            worker_id: COORDINATOR,
-            credential: crate::COORDINATOR_CREDENTIAL,
+            answer: Answer::coordinator(answer),
             lease_id: LeaseId::new(0),
-            counts: answer,
             seconds: 0.0,
-            counted: settle,
-            kind: if settle { ResultKind::Verified } else { ResultKind::Reference },
-        });
-        if settle {
-            self.jobs.entry_mut(job_id).counted = Some(Answer::coordinator(answer));
-            self.move_job(job_id, Standing::Done);
-        }
+            measured: None,
+            now: Some(now),
+        };
+        self.settle(job_id, Some(new), asked);
+        self.untrust_found();
         self.pool(job_id);
         self.checked("add_reference");
     }
@@ -345,6 +303,7 @@ impl Scheduler {
         job.verify = true;
         self.checks.reference.remove(&job_id);
         self.checks.refereed.remove(&job_id);
+        self.checks.doubted.insert(job_id);
         self.move_job(job_id, Standing::Pending);
         self.refer(job_id);
         self.checked("doubt");

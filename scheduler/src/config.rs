@@ -12,8 +12,6 @@ pub const MIN_ERROR_PARTIES: usize = 2;
 /// A worker that reported at least this many solver errors, and errors on more than a quarter of
 /// what it answered, is untrusted: honest solvers all but never fail.
 pub const ERROR_UNTRUST_MIN: u32 = 8;
-/// After this many conflicting results a job is held for a human to look at.
-pub const MAX_CONFLICTS: u32 = 3;
 /// Spot checks per leased job: about one job in this many that a worker is given has an answer
 /// the coordinator already knows. The worker cannot tell it from the others; a wrong answer
 /// untrusts it. (Each worker's first lease carries one as well: the check at registration.)
@@ -56,8 +54,6 @@ pub struct SchedulerConfig {
     pub min_error_parties: usize,
     /// See [`ERROR_UNTRUST_MIN`].
     pub error_untrust_min: u32,
-    /// See [`MAX_CONFLICTS`].
-    pub max_conflicts: u32,
     /// See [`SPOT_CHECK_RATE`].
     pub spot_check_rate: f64,
     /// See [`OVERDUE_FACTOR`].
@@ -100,7 +96,6 @@ impl Default for SchedulerConfig {
             max_errors: MAX_ERRORS,
             min_error_parties: MIN_ERROR_PARTIES,
             error_untrust_min: ERROR_UNTRUST_MIN,
-            max_conflicts: MAX_CONFLICTS,
             spot_check_rate: SPOT_CHECK_RATE,
             overdue_factor: OVERDUE_FACTOR,
             max_copies: MAX_COPIES,

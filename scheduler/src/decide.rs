@@ -5,6 +5,7 @@
 use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::jobs::{Pick, Standing};
 use crate::outcome::Change;
+use crate::ruling::Need;
 use crate::Scheduler;
 use std::cmp::Reverse;
 use std::time::Instant;
@@ -71,10 +72,9 @@ impl Scheduler {
     /// cheapest first for a party on probation (every answer it gives is checked, by the referee
     /// or another party: cheap ones keep those checks cheap and the probation short; a lone
     /// worker then reaches full speed within its first second or so). A job on which
-    /// `worker_id`'s party already gave an opinion is left for another party where it needs a
-    /// second one, or the party is on probation: its second answer would prove nothing (in a
-    /// record run, and for a dispute the coordinator settles, another party means another
-    /// credential). A job the referee is also solving is leased all the
+    /// `worker_id`'s party already gave an opinion is left for another party where it waits for
+    /// one (another credential, where it waits for that: see `ruling.rs`): its second answer
+    /// would prove nothing. A job the referee is also solving is leased all the
     /// same: the second answer is one more cross-check on its party (leasing such jobs last saved
     /// under half a percent of the work, but cut the checks on a worker with a small share so far
     /// that a one-in-fifty faulty worker ended a test run with a wrong total).
@@ -83,19 +83,9 @@ impl Scheduler {
         let end = if probation { Pick::Cheapest } else { Pick::Longest };
         let mut picked = Vec::new();
         let mut set_aside = Vec::new();
-        let me = self.live_answer(worker_id);
         while picked.len() < max_jobs {
             let Some(id) = self.jobs.pop_queued(end) else { break };
-            let gave = self
-                .jobs
-                .entry(id)
-                .opinions
-                .iter()
-                .any(|o| o.worker_id == worker_id || !self.distinct_parties(id, o, &me));
-            // A trusted party may answer again a job that needs no second party (its earlier
-            // answer only confirmed one since taken away): that answer counts on its word, as
-            // it would have first.
-            if gave && (probation || self.needs_witness(id)) {
+            if self.gave_what_it_needs(worker_id, id) {
                 set_aside.push(id);
                 continue;
             }
@@ -103,6 +93,35 @@ impl Scheduler {
         }
         self.jobs.requeue(set_aside);
         picked
+    }
+
+    /// Whether `worker_id`'s answer to job `id` would be no evidence the job waits for: its
+    /// party already answered it, or the job waits for another credential and `worker_id`'s
+    /// credential already backs every answer it has. Where it waits for anyone (nobody answered
+    /// it under a live lease), a party may answer it again.
+    fn gave_what_it_needs(&self, worker_id: WorkerId, id: JobId) -> bool {
+        let job = self.jobs.entry(id);
+        if job.counted.is_none() && job.opinions.is_empty() {
+            return false;
+        }
+        let (party, credential) = (self.party(worker_id), self.credential(worker_id));
+        let answered = |by: &dyn Fn(&crate::Answer) -> bool| {
+            job.counted
+                .iter()
+                .chain(&job.opinions)
+                .any(|o| !self.is_untrusted(o.worker_id) && by(o))
+        };
+        match self.need(id) {
+            Need::Anyone => false,
+            Need::OtherParty => answered(&|o| o.party() == party),
+            // Its credential adds evidence only to an answer it does not back yet.
+            Need::OtherCredential => {
+                answered(&|o| o.party() == party)
+                    || !answered(&|o| {
+                        !answered(&|p| p.credential == credential && p.agrees(&o.counts))
+                    })
+            }
+        }
     }
 
     /// Adds a spot check to a lease when one is due: on the worker's first lease, then at about

@@ -93,11 +93,11 @@ impl JobEntry {
     pub(crate) fn standing(&self) -> Standing {
         self.standing
     }
-    /// Whether one trusted party's word cannot count this job: it was drawn for verification,
-    /// it is under review, or it was in conflict. (A record run asks this of every job, see
-    /// `Scheduler::needs_witness`.)
+    /// Whether one party's lone answer cannot count this job: it was drawn for verification, or
+    /// it is under review. (A record run asks more of every job, and a dispute more of this one:
+    /// see `Scheduler::needs_witness`.)
     pub(crate) fn needs_witness(&self) -> bool {
-        self.verify || self.review != Review::None || self.conflicts > 0
+        self.verify || self.review != Review::None
     }
     /// Whether `worker_id` holds the job under `lease_id`.
     pub(crate) fn held_by(&self, lease_id: LeaseId, worker_id: WorkerId) -> bool {

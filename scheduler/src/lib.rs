@@ -12,8 +12,10 @@
 //!
 //! One concern a module: the job table (`jobs`), the lease book (`leases`), trust and probation
 //! (`trust`), checks on answers (`checks`), pace and lease sizes (`pace`); the decisions on
-//! leases (`decide`) and on results (`result`); the restart from stored rows (`stored`); and the
-//! invariants every decision keeps (`invariants`).
+//! leases (`decide`) and on results (`result`); where a job stands, one pure function of what is
+//! stored for it (`ruling`), and doing what it says on every path that counts, un-counts or
+//! holds a job (`settle`); the restart from stored rows (`stored`); and the invariants every
+//! decision keeps (`invariants`).
 
 mod answer;
 mod checks;
@@ -27,6 +29,8 @@ mod leases;
 mod outcome;
 mod pace;
 mod result;
+pub mod ruling;
+mod settle;
 pub mod state;
 mod stored;
 mod trust;
@@ -34,9 +38,9 @@ mod trust;
 pub use answer::{Answer, COORDINATOR_CREDENTIAL, UNKNOWN_CREDENTIAL};
 pub use checks::{implausible, MAX_JOB_NODES, MAX_SOLUTIONS_PER_NODE};
 pub use config::{
-    SchedulerConfig, ERROR_UNTRUST_MIN, LEASE_DURATION, MAX_CONFLICTS, MAX_COPIES, MAX_ERRORS,
-    MAX_LEASE, MAX_REFEREE_QUEUE, MIN_ERROR_PARTIES, OVERDUE_FACTOR, PROBATION_HOLD,
-    PROBATION_RESULTS, SPOT_CHECK_RATE,
+    SchedulerConfig, ERROR_UNTRUST_MIN, LEASE_DURATION, MAX_COPIES, MAX_ERRORS, MAX_LEASE,
+    MAX_REFEREE_QUEUE, MIN_ERROR_PARTIES, OVERDUE_FACTOR, PROBATION_HOLD, PROBATION_RESULTS,
+    SPOT_CHECK_RATE,
 };
 pub use ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 pub use outcome::{Change, Finding, Verdict};
@@ -74,6 +78,9 @@ pub struct Scheduler {
     /// Jobs held now per party (party), kept with every move, so that a lease's room under its
     /// party's cap costs the same with ten workers or ten thousand.
     party_holds: std::collections::HashMap<u64, u64>,
+    /// Parties a ruling found wrong, to untrust once the ruling is done (see
+    /// [`Scheduler::settle`]), with the answer that showed it and the job.
+    untrust_queue: Vec<(Answer, ruling::Wrong, JobId)>,
 }
 
 impl Scheduler {
@@ -140,14 +147,15 @@ impl Scheduler {
     pub fn by_state(&self) -> JobsByState {
         self.jobs.by_state()
     }
-    /// Whether the run is complete: every job done, and no check it drew still open (no ruling
-    /// of the coordinator's referee owed or waiting to be asked: a ruling can still untrust a
-    /// worker and un-count its answers). Reviews need nothing here: a job under review is not
-    /// done before its second answer.
+    /// Whether the run is complete: every job done, and no ruling of the coordinator's referee
+    /// owed (a ruling can still untrust a worker and un-count its answers). Reviews need nothing
+    /// here: a job under review is not done before its second answer, and a done job wants no
+    /// ruling.
     pub fn is_complete(&self) -> bool {
+        // A done job wants no ruling (see `Scheduler::wants_ruling`): what is left in the
+        // referee's backlog once every job is done is skipped when it is taken.
         self.jobs.by_state().get(JobState::Done) == self.jobs.len()
             && self.checks.awaiting_ruling.is_empty()
-            && self.checks.referee_backlog.is_empty()
     }
     /// How many jobs `worker_id` holds under its leases.
     pub fn leased_by(&self, worker_id: WorkerId) -> u64 {
@@ -172,6 +180,12 @@ impl Scheduler {
     /// The answer counted for job `job_id`, with the credential it was given under.
     pub fn counted_answer(&self, job_id: JobId) -> Option<Answer> {
         self.jobs.get(job_id).and_then(|job| job.counted)
+    }
+    /// Where job `job_id` stands by the ruling on what is stored for it (see [`ruling::rule`]):
+    /// what the scheduler holds it to be, recomputed.
+    pub fn ruling(&self, job_id: JobId) -> Option<ruling::Ruling> {
+        self.jobs.get(job_id)?;
+        Some(self.ruling_now(job_id))
     }
     /// Every answer job `job_id` holds now: the counted one first, then the opinions.
     pub fn answers(&self, job_id: JobId) -> Vec<Answer> {

@@ -12,10 +12,11 @@ use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::jobs::{JobEntry, JobTable, Standing};
 use crate::leases::{LeaseBook, LeaseRecord};
 use crate::pace::Pace;
+use crate::settle::credited;
 use crate::state::{JobState, Review};
 use crate::trust::Trust;
 use crate::Scheduler;
-use nqueens_core::{JobCounts, SplitMix64};
+use nqueens_core::SplitMix64;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -106,11 +107,6 @@ impl Scheduler {
             conflicts_total += job.conflicts as u64;
             entries.push(job);
         }
-        // A credential one of whose identities was caught earns its trust again from nothing.
-        let caught: Vec<u64> = trust.untrusted.iter().map(|&w| trust.party(w)).collect();
-        for party in caught {
-            trust.verified.remove(&party);
-        }
         let rng = SplitMix64::new(config.seed);
         let mut scheduler = Scheduler {
             jobs: JobTable::new(entries),
@@ -123,6 +119,7 @@ impl Scheduler {
             config,
             outbox: Vec::new(),
             party_holds: HashMap::new(),
+            untrust_queue: Vec::new(),
         };
         scheduler.party_holds = scheduler.recount_party_holds();
         scheduler.pool_and_refer_stored();
@@ -131,18 +128,12 @@ impl Scheduler {
     }
 
     /// After a restart: every job whose answer is known joins the spot-check pool, and every
-    /// open check is asked of the referee again (where the coordinator solves jobs): a job not
-    /// done that needs a second answer and has a live opinion, or that trusted workers failed.
+    /// open check is asked of the referee again (where the coordinator solves jobs): every job
+    /// that wants its ruling (see [`Scheduler::wants_ruling`]), as it did before the restart.
     fn pool_and_refer_stored(&mut self) {
         for id in self.jobs.ids() {
             self.pool(id);
-            let job = self.jobs.entry(id);
-            let open = matches!(
-                job.standing(),
-                Standing::Pending | Standing::Leased { .. } | Standing::Held
-            );
-            let opinion = job.opinions.iter().any(|o| !self.is_untrusted(o.worker_id));
-            if open && ((self.needs_witness(id) && opinion) || job.errors > 0) {
+            if self.wants_ruling(id) {
                 self.refer(id);
             }
         }
@@ -212,29 +203,10 @@ fn restored_job(
     if let Some(counted) = job.counted.filter(Answer::by_coordinator) {
         checks.reference.insert(row.id, counted.counts);
     }
-    credit_stored_agreement(trust, &job, checks.reference.get(&row.id));
-    job
-}
-
-/// Credits, once per party, the parties whose stored answers to `job` agree with its counted
-/// answer, when at least two parties (the coordinator's `reference` counting as one) gave it.
-fn credit_stored_agreement(trust: &mut Trust, job: &JobEntry, reference: Option<&JobCounts>) {
-    let Some(counted) = job.counted else { return };
-    let mut agreeing: Vec<u64> = job
-        .opinions
-        .iter()
-        .chain(std::iter::once(&counted))
-        .filter(|a| !a.by_coordinator() && a.agrees(&counted.counts))
-        .map(Answer::party)
-        .collect();
-    agreeing.sort_unstable();
-    agreeing.dedup();
-    let coordinator_agrees =
-        counted.by_coordinator() || reference.is_some_and(|r| r.same_answer(&counted.counts));
-    if agreeing.len() + usize::from(coordinator_agrees) < 2 {
-        return;
-    }
-    for party in agreeing {
+    let reference = checks.reference.get(&row.id);
+    let untrusted = |w: WorkerId| trust.untrusted.contains(&w);
+    for (party, _) in credited(job.counted.iter().chain(&job.opinions), reference, untrusted) {
         *trust.verified.entry(party).or_default() += 1;
     }
+    job
 }

@@ -16,14 +16,11 @@
 //! Solver errors are recorded here too: a job fails only when the coordinator's own attempt fails
 //! as well, or trusted workers of two per-host credentials failed it.
 
-use crate::answer::{party_of, Answer};
-use crate::evidence::{basis, Basis};
-use crate::ids::{JobId, LeaseId, WorkerId, COORDINATOR};
+use crate::answer::party_of;
+use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::jobs::Standing;
 use crate::outcome::{Change, Verdict};
-use crate::state::ResultKind;
 use crate::Scheduler;
-use nqueens_core::JobCounts;
 use std::collections::{HashMap, HashSet};
 
 /// Credential numbers at and above this are per-host credentials (the coordinator numbers them
@@ -63,10 +60,6 @@ impl Trust {
     /// The party (party) of `worker_id`: its per-host credential, else itself.
     pub(crate) fn party(&self, worker_id: WorkerId) -> u64 {
         party_of(worker_id, self.credential(worker_id))
-    }
-    /// One more answer of `worker_id`'s party was verified.
-    pub(crate) fn agreed(&mut self, worker_id: WorkerId) {
-        self.agreed_party(self.party(worker_id), worker_id);
     }
     /// One more answer of `party` (given by `worker_id`) was verified.
     pub(crate) fn agreed_party(&mut self, party: u64, worker_id: WorkerId) {
@@ -165,85 +158,20 @@ impl Scheduler {
     pub fn credential(&self, worker_id: WorkerId) -> u64 {
         self.trust.credential(worker_id)
     }
-    /// What an answer `worker_id` gave now would be (no counts): its credential as it stands.
-    pub(crate) fn live_answer(&self, worker_id: WorkerId) -> Answer {
-        let counts = JobCounts { solutions: 0, sym180: 0, sym90: 0, nodes: 0 };
-        Answer { worker_id, credential: self.credential(worker_id), counts, late: false }
-    }
-
-    /// The party of every trusted answer to the job that agrees with `given` (the answer that
-    /// just counted) is credited, once per party, when at least two parties agree.
-    pub(crate) fn credit_agreement(&mut self, job_id: JobId, given: &Answer) {
-        let mut agreeing: Vec<(u64, WorkerId)> = self
-            .jobs
-            .entry(job_id)
-            .opinions
-            .iter()
-            .filter(|o| o.agrees(&given.counts) && !self.is_untrusted(o.worker_id))
-            .chain([given])
-            .filter(|o| !o.by_coordinator())
-            .map(|o| (o.party(), o.worker_id))
-            .collect();
-        agreeing.sort_unstable();
-        agreeing.dedup_by_key(|(party, _)| *party);
-        if agreeing.len() < 2 {
-            return; // a worker (or a credential) confirming itself proves nothing
-        }
-        for (party, w) in agreeing {
-            self.trust.agreed_party(party, w);
-        }
-    }
-
-    /// A verification settled on `settled`: every worker that reported something else is no
-    /// longer trusted, so its counted results elsewhere are in doubt too. They are un-counted
-    /// and solved again by others; its active leases are taken back. Where the agreement is not
-    /// `independent` (identities of one credential), only that credential's dissenters are:
-    /// one credential's word never frames another.
-    ///
-    /// A worker that also gave the agreed answer (`settled` may be its) is not a dissenter: it
-    /// was right this time, and only repeated answers tell a faulty solver from a passing fault.
-    pub(crate) fn untrust_dissenters(
-        &mut self,
-        job_id: JobId,
-        settled: &Answer,
-        independent: bool,
-    ) {
-        let opinions = &self.jobs.entry(job_id).opinions;
-        let gave_agreed = |w: WorkerId| {
-            w == settled.worker_id
-                || opinions.iter().any(|o| o.worker_id == w && o.agrees(&settled.counts))
-        };
-        let mut dissenters: Vec<Answer> = opinions
-            .iter()
-            .filter(|o| {
-                !o.agrees(&settled.counts)
-                    && !o.by_coordinator()
-                    && (independent || o.credential == settled.credential)
-                    && !gave_agreed(o.worker_id)
-                    && !self.is_untrusted(o.worker_id)
-            })
-            .copied()
-            .collect();
-        dissenters.sort_by_key(|o| o.worker_id);
-        dissenters.dedup_by_key(|o| o.worker_id);
-        for wrong in dissenters {
-            let detail = format!("reported {:?}, agreed {:?}", wrong.counts, settled.counts);
-            self.untrust_party(wrong.party(), wrong.worker_id, job_id, detail);
-        }
-    }
-
     /// Untrusts `worker_id` (a registered identity) for the reason `detail` (found on `job_id`):
     /// see [`Scheduler::untrust_party`], for its party now.
     pub(crate) fn untrust(&mut self, worker_id: WorkerId, job_id: JobId, detail: String) {
         self.untrust_party(self.party(worker_id), worker_id, job_id, detail);
+        self.untrust_found();
     }
 
     /// Untrusts `worker_id` of `party`, and with it every other identity of its per-host
     /// credential (one party), those forgotten since they answered included: they are refused
-    /// from now on, every answer they gave stops counting (counted ones, and confirmations a
-    /// count stood on: those jobs are counted again from what is left, or solved again by
-    /// others), their leases are taken back, and the credential is on probation again for any
-    /// identity it registers later.
+    /// from now on, their leases are taken back, and every job they answered is ruled again
+    /// without their answers (see [`Scheduler::settle`]): a job that stood on them is counted
+    /// again from what is left, or solved again by others. The credential is on probation
+    /// again for any identity it registers later (its verified answers were its untrusted
+    /// identities').
     pub(crate) fn untrust_party(
         &mut self,
         party: u64,
@@ -255,13 +183,40 @@ impl Scheduler {
             if party >= PER_HOST_CREDENTIALS { self.identities_of(party) } else { vec![] };
         let members = self.trust.members(party, worker_id, answered);
         self.trust.verified.remove(&party);
+        let members: Vec<WorkerId> =
+            members.into_iter().filter(|m| self.trust.untrusted.insert(*m)).collect();
+        if members.is_empty() {
+            return;
+        }
+        let mut to_rule = Vec::new();
+        for id in self.jobs.ids() {
+            let job = self.jobs.entry(id);
+            if let Standing::Leased { worker_id: w, .. } = job.standing() {
+                if members.contains(&w) {
+                    self.move_job(id, Standing::Pending);
+                }
+            }
+            let job = self.jobs.entry(id);
+            if job.counted.iter().chain(&job.opinions).any(|a| members.contains(&a.worker_id)) {
+                to_rule.push(id);
+            }
+        }
+        let mut requeued = 0;
+        for id in to_rule {
+            let was_counted = self.jobs.entry(id).counted.is_some();
+            self.rule_again(id);
+            if was_counted && self.jobs.entry(id).counted.is_none() {
+                requeued += 1;
+            }
+        }
         for member in members {
-            let detail = if member == worker_id {
-                detail.clone()
+            self.leases.end_all_of(member);
+            let (detail, requeued) = if member == worker_id {
+                (detail.clone(), requeued)
             } else {
-                format!("same credential as worker {worker_id}, which {detail}")
+                (format!("same credential as worker {worker_id}, which {detail}"), 0)
             };
-            self.untrust_one(member, job_id, detail);
+            self.outbox.push(Change::Untrust { worker_id: member, job_id, detail, requeued });
         }
     }
 
@@ -280,118 +235,6 @@ impl Scheduler {
         ids.sort_unstable();
         ids.dedup();
         ids
-    }
-
-    fn untrust_one(&mut self, worker_id: WorkerId, job_id: JobId, detail: String) {
-        if !self.trust.untrusted.insert(worker_id) {
-            return;
-        }
-        let mut requeued = 0;
-        for id in self.jobs.ids() {
-            let job = self.jobs.entry(id);
-            let counted_by_it = job.counted.is_some_and(|c| c.worker_id == worker_id);
-            let confirmed_by_it = job.standing() == Standing::Done
-                && job.counted.is_some_and(|c| {
-                    !c.by_coordinator()
-                        && job
-                            .opinions
-                            .iter()
-                            .any(|o| o.worker_id == worker_id && o.agrees(&c.counts))
-                })
-                && !self.stands_without(id);
-            if counted_by_it || confirmed_by_it {
-                let job = self.jobs.entry_mut(id);
-                self.outbox.push(Change::Uncount { job_id: id });
-                if let Some(counted) = job.counted.take() {
-                    // Kept as an opinion, the same as a reload sees the un-counted row.
-                    job.opinions.push(counted);
-                }
-                requeued += 1;
-                self.reopen(id);
-            } else if let Standing::Leased { worker_id: w, .. } = job.standing() {
-                if w == worker_id {
-                    self.move_job(id, Standing::Pending);
-                }
-            }
-        }
-        self.leases.end_all_of(worker_id);
-        self.outbox.push(Change::Untrust { worker_id, job_id, detail, requeued });
-    }
-
-    /// Whether job `id`'s counted answer still stands on two parties (or the coordinator) among
-    /// the answers of workers still trusted.
-    fn stands_without(&self, id: JobId) -> bool {
-        let job = self.jobs.entry(id);
-        let Some(counted) = job.counted else { return false };
-        let reference = self.checks.reference.get(&id).map(|r| Answer::coordinator(*r));
-        let answers = job.counted.iter().chain(&job.opinions).chain(reference.as_ref());
-        basis(answers, &counted.counts, |w| self.is_untrusted(w)) != Basis::OneParty
-    }
-
-    /// A done job whose counted answer was just taken away: counted again at once from the
-    /// coordinator's own answer where it has one, or from two other parties' live answers that
-    /// agree; else pending again, and asked of the referee where it waits for a second party.
-    fn reopen(&mut self, id: JobId) {
-        if let Some(truth) = self.checks.reference.get(&id).copied() {
-            self.outbox.push(Change::Result {
-                job_id: id,
-                worker_id: COORDINATOR,
-                credential: crate::COORDINATOR_CREDENTIAL,
-                lease_id: LeaseId::new(0),
-                counts: truth,
-                seconds: 0.0,
-                counted: true,
-                kind: ResultKind::Verified,
-            });
-            self.jobs.entry_mut(id).counted = Some(Answer::coordinator(truth));
-            self.ensure_done(id);
-            return;
-        }
-        if let Some(by) = self.live_agreement(id) {
-            self.outbox.push(Change::Result {
-                job_id: id,
-                worker_id: by.worker_id,
-                credential: by.credential,
-                lease_id: LeaseId::new(0),
-                counts: by.counts,
-                seconds: 0.0,
-                counted: true,
-                kind: ResultKind::Verified,
-            });
-            self.jobs.entry_mut(id).counted = Some(by);
-            self.ensure_done(id);
-            return;
-        }
-        if self.jobs.standing(id) == Standing::Done {
-            self.move_job(id, Standing::Pending);
-        }
-        self.ask_coordinator(id);
-    }
-
-    /// A job counted again by [`Scheduler::reopen`] is done (it was, unless it was pending).
-    fn ensure_done(&mut self, id: JobId) {
-        if self.jobs.standing(id) != Standing::Done {
-            self.move_job(id, Standing::Done);
-        }
-    }
-
-    /// An answer of job `id` that two live parties gave (as the job's rules count parties), if
-    /// there is one: the later of the two, which counts.
-    fn live_agreement(&self, id: JobId) -> Option<Answer> {
-        let live: Vec<Answer> = self
-            .jobs
-            .entry(id)
-            .opinions
-            .iter()
-            .filter(|o| !self.is_untrusted(o.worker_id) && !o.by_coordinator())
-            .copied()
-            .collect();
-        live.iter().enumerate().find_map(|(i, b)| {
-            live[..i]
-                .iter()
-                .any(|a| a.agrees(&b.counts) && self.distinct_parties(id, a, b))
-                .then_some(*b)
-        })
     }
 
     /// A solver error from `worker_id`. From a party on probation it only gives the job back.

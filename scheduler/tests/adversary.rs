@@ -3,10 +3,11 @@
 //! three honest ones, each holding ONE credential (the shared token, or a per-host token of its
 //! own), with as many identities as it registers. Events: registrations, forgetting floods (the
 //! engine's rule for unproven idle identities), leases, releases, heartbeats, time passing and
-//! expiry, honest answers and lies (the adversary's identities coordinate: the same wrong
-//! answer), late answers under leases that no longer hold the job, restarts from a model of the
-//! stored rows, the coordinator's referee rulings and spot-check answers. After every step the
-//! run is checked against the ground truth (which real party gave each stored row):
+//! expiry, honest answers and lies (of several values; one identity answering one job several
+//! ways; counts no solver gives), late answers under leases that no longer hold the job, spot
+//! checks, restarts from a model of the stored rows, the coordinator's referee rulings and
+//! spot-check answers. After every step the run is checked against the ground truth (which real
+//! party gave each stored row):
 //!
 //! 1. in a record run (replication 2) no job is counted unless two different real parties (or the
 //!    coordinator and one party) gave the counted answer, or the coordinator's own solve alone
@@ -33,7 +34,11 @@
 //! honest ones): its identities are parties of their own to the scheduler but one credential.
 //!
 //! After the events honest identities (one fresh one per honest party) finish the run where they
-//! can, checked the same way. A failing sequence is shrunk (delta debugging: events dropped while
+//! can, checked the same way, with the adversary silent: 5. *liveness*: a run promised to end
+//! (`docs/threat-model.md`, "The liveness promise": with the referee one honest credential in a
+//! plain run, two in a record run; without it two) must end counted within the finish's rounds,
+//! no job ever held on the way. `adversary_restart_at_random_points_changes_no_ruling` checks the
+//! restart property on the same sequences. A failing sequence is shrunk (delta debugging: events dropped while
 //! it still fails) and printed in the case format below, and written under
 //! `$CARGO_TARGET_TMPDIR`; keep it in `tests/testdata/adversary/*.txt`, where
 //! `adversary_kept_cases_stay_fixed` replays every case.
@@ -94,6 +99,8 @@ use world::*;
 
 const LEASE: Duration = Duration::from_secs(10);
 const DEFAULT_SEQUENCES: u64 = 10_000;
+/// Rounds of honest leases the finish of a run promised to end gets.
+const FINISH_ROUNDS: usize = 60;
 /// The adversary's name in cases.
 const ADVERSARY: &str = "adv";
 
@@ -102,12 +109,22 @@ fn truth(job: u64) -> JobCounts {
     JobCounts { solutions: job * 3 + 1, sym180: 0, sym90: 0, nodes: 1_000 + job }
 }
 
-/// The adversary's lie `k` (the same wrong answer from all its identities for one `k`).
+/// The adversary's lie `k` (the same wrong answer from all its identities for one `k`; its
+/// lies take several values); [`IMPOSSIBLE`]: counts no solver gives.
 fn lie(job: u64, k: u64) -> JobCounts {
     let mut counts = truth(job);
-    counts.solutions += k;
+    if k == IMPOSSIBLE {
+        counts.sym180 = 1;
+        counts.sym90 = 2;
+    } else {
+        counts.solutions += k;
+    }
     counts
 }
+
+/// The lie "counts no solver gives" (`answer wN job=J impossible`): refused, and its party
+/// untrusted.
+const IMPOSSIBLE: u64 = u64::MAX;
 
 /// `NQ_ADVERSARY_TRACE=1`: every event applied, with the changes it made (for replaying one case).
 fn trace() -> bool {
@@ -153,6 +170,11 @@ fn expectations(w: &World, expects: &[Expect]) -> Result<(), String> {
                     return Err(format!("expectation: w{id} is untrusted"));
                 }
             }
+            Expect::Finished => {
+                if !w.scheduler.is_complete() || w.stats.contains_key("held job seen") {
+                    return Err("expectation: the honest finish did not end the run".into());
+                }
+            }
         }
     }
     Ok(())
@@ -163,7 +185,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 #[test]
-fn adversary_random_sequences_keep_the_trust_rules() {
+fn adversary_random_sequences_keep_the_trust_rules_and_liveness() {
     let sequences = env_u64("NQ_ADVERSARY_SEQUENCES", DEFAULT_SEQUENCES);
     let first = env_u64("NQ_ADVERSARY_SEED", 0);
     let threads = if sequences > DEFAULT_SEQUENCES {
@@ -220,6 +242,109 @@ fn adversary_random_sequences_keep_the_trust_rules() {
         texts.push(format!("seed {seed}: {violation}\n{}", report(*seed, case, violation)));
     }
     assert!(texts.is_empty(), "adversary: the trust rules broke:\n{}", texts.join("\n"));
+}
+
+/// Where a run stands, ruling by ruling: each job's state and counted answer, the untrusted
+/// identities, and whether the run is complete.
+fn rulings(w: &World) -> String {
+    let s = &w.scheduler;
+    let mut out = String::new();
+    for i in 0..w.setup.jobs {
+        let job = JobId::new(i);
+        let counted = s.counted(job).map(|(_, c)| (c.solutions, c.sym180, c.sym90));
+        let _ = write!(out, "{i}:{:?}:{counted:?} ", s.state(job).unwrap());
+    }
+    let untrusted: Vec<u64> =
+        w.idents.keys().copied().filter(|&id| s.is_untrusted(WorkerId::new(id))).collect();
+    let _ = write!(out, "untrusted {untrusted:?} complete {}", s.is_complete());
+    out
+}
+
+/// The restart property of one case: a run of its events, and the same run restarted (stored
+/// and restored from its rows) before event `at`, must stand the same after every later event:
+/// the same rulings and verdicts. The comparison ends, without a verdict, where the two runs no
+/// longer see the same events: a lease of other jobs, a lease that expired in one run only (a
+/// restart gives every lease a fresh grace period), an identity forgotten in one only (the
+/// engine forgets only identities its own process registered), an answer late in one only.
+/// How many events were compared, or the first difference.
+fn restart_property(case: &Case, at: usize) -> Result<usize, String> {
+    let mut plain = World::new(&case.setup);
+    let mut restarted = World::new(&case.setup);
+    plain.same_seed = true;
+    restarted.same_seed = true;
+    let mut compared = 0;
+    for (i, ev) in case.events.iter().enumerate() {
+        if i == at {
+            restarted.restart();
+            if rulings(&plain) != rulings(&restarted) {
+                return Err(format!(
+                    "restart before event {i} changed where the run stands:\n  {}\n  {}",
+                    rulings(&plain),
+                    rulings(&restarted)
+                ));
+            }
+        }
+        let a = plain.apply(ev);
+        let b = restarted.apply(ev);
+        if a.is_err() || b.is_err() {
+            // A violation of the rules themselves: the random sequences report it.
+            return Ok(compared);
+        }
+        if i < at {
+            continue;
+        }
+        if plain.effect != restarted.effect {
+            return Ok(compared);
+        }
+        let (x, y) = (rulings(&plain), rulings(&restarted));
+        if x != y || plain.verdict != restarted.verdict {
+            return Err(format!(
+                "after event {i} ({}), restarted before event {at}:\n  without: {x} {:?}\n  with:    {y} {:?}",
+                case.event_text(ev),
+                plain.verdict,
+                restarted.verdict
+            ));
+        }
+        compared += 1;
+    }
+    Ok(compared)
+}
+
+/// Issue 51, "restarts change nothing": at random points of the adversary model's sequences
+/// the scheduler is stored and restored (rebuilt from the rows its changes left, as a restarted
+/// coordinator is), then goes on with the same events; every ruling from there on must be the
+/// same as without the restart. `NQ_ADVERSARY_RESTART_SEQUENCES` runs more (default 3,000).
+#[test]
+fn adversary_restart_at_random_points_changes_no_ruling() {
+    let sequences = env_u64("NQ_ADVERSARY_RESTART_SEQUENCES", 3_000);
+    let first = env_u64("NQ_ADVERSARY_SEED", 0);
+    let (mut compared, mut points, mut after) = (0, 0, 0);
+    let mut failures = Vec::new();
+    for seed in first..first + sequences {
+        let (case, _, _) = generate(seed);
+        let mut rng = SplitMix64::new(seed ^ 0x7e57_a271);
+        for _ in 0..3 {
+            let at = rng.below(case.events.len().max(1) as u64) as usize;
+            points += 1;
+            after += case.events.len().saturating_sub(at);
+            match restart_property(&case, at) {
+                Ok(n) => compared += n,
+                Err(e) => {
+                    failures.push(format!("seed {seed}: {e}\n{}", case.to_text()));
+                    break;
+                }
+            }
+        }
+        if failures.len() >= 3 {
+            break;
+        }
+    }
+    eprintln!(
+        "adversary restart: {points} restart points, {compared} of the {after} events after them \
+         compared (the rest follow a lease, expiry, forgetting or lateness the restart changed)"
+    );
+    assert!(failures.is_empty(), "a restart changed a ruling:\n{}", failures.join("\n"));
+    assert!(compared > points, "too few events compared: {compared} after {points} restarts");
 }
 
 fn kept_cases() -> Vec<PathBuf> {

@@ -75,8 +75,11 @@ fn escaped(seed: u64, config: &SchedulerConfig, lies: u32, strategy: Strategy) -
         }
         let leases: Vec<LeaseId> = held.iter().map(|(l, _)| *l).collect();
         s.heartbeat(WorkerId::new(LIAR), &leases, now);
-        // A held job may be settled meanwhile (the referee's ruling on another party's answer).
+        // A held job may be settled meanwhile (the referee's ruling on another party's answer):
+        // no lie is told on it, and the liar holds another one in its place.
+        let before = held.len();
         held.retain(|(_, j)| s.state(*j) == Some(JobState::Leased));
+        told -= (before - held.len()) as u32;
         let others_done =
             s.count(JobState::Pending) == 0 && s.count(JobState::Leased) as usize == held.len();
         if others_done {

@@ -156,3 +156,47 @@ fn rows_from_before_schema_6_take_their_worker_rows_credential_and_are_nobodys_w
     let opinions: Vec<u64> = loaded.jobs[0].opinions.iter().map(|a| a.credential).collect();
     assert_eq!(opinions, [UNKNOWN_CREDENTIAL]);
 }
+
+/// A late answer stays late through the state file: its row's kind is `late` whether it agrees,
+/// contradicts a count, or carries one (issue 51: a late dissent stored as `conflict` came back
+/// after a restart as a live answer, and with another identity's made "two parties").
+#[test]
+fn a_late_answer_is_read_back_late_counted_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.db");
+    let list = job_list(8, &SplitParams::default()).unwrap();
+    let mut store =
+        Store::open_or_create(&path, &list, PROTOCOL, RunPolicy::default(), RunKind::Cluster)
+            .unwrap();
+    let truth = list.jobs[0].solve().unwrap();
+    let lie = JobCounts { solutions: truth.solutions + 1, ..truth };
+    store.apply(&[], &[worker(1, "shared"), worker(2, "shared"), worker(3, "host-a")]).unwrap();
+    let host_a = store.credential_numbers().number("host-a");
+    let row =
+        |worker: u64, credential: u64, counts: JobCounts, counted: bool, kind| Change::Result {
+            job_id: JobId::new(0),
+            worker_id: WorkerId::new(worker),
+            credential,
+            lease_id: LeaseId::new(1),
+            counts,
+            seconds: 0.1,
+            counted,
+            kind,
+        };
+    let changes = [
+        row(3, host_a, truth, false, ResultKind::Opinion),
+        row(1, SHARED_CREDENTIAL, truth, true, ResultKind::Late),
+        row(2, SHARED_CREDENTIAL, lie, false, ResultKind::Late),
+        done(0),
+    ];
+    store.apply(&changes, &[]).unwrap();
+    drop(store);
+    let mut store = Store::open_existing_for_update(&path).unwrap();
+    let loaded = store.load().unwrap();
+    let job = &loaded.jobs[0];
+    assert_eq!(job.counted.map(|a| (a.worker_id.get(), a.late)), Some((1, true)));
+    let opinions: Vec<(u64, bool)> =
+        job.opinions.iter().map(|a| (a.worker_id.get(), a.late)).collect();
+    assert_eq!(opinions, [(3, false), (2, true)]);
+    assert!(store.results().unwrap().iter().all(|r| r.intact));
+}

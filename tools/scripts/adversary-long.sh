@@ -15,7 +15,7 @@ start=$(date +%s.%N)
 set +e
 NQ_ADVERSARY_SEQUENCES="$SEQUENCES" NQ_ADVERSARY_SEED="$SEED" \
     cargo test -p nqueens-scheduler --release --test adversary \
-    adversary_random_sequences_keep_the_trust_rules -- --nocapture 2>&1 |
+    adversary_random_sequences_keep_the_trust_rules_and_liveness -- --nocapture 2>&1 |
     grep -E '^adversary|^#|^(config|party|register|lease|answer|forget|release|heartbeat|wait|restart|referee|reference)|panicked|test result'
 status=${PIPESTATUS[0]}
 end=$(date +%s.%N)

@@ -38,8 +38,14 @@ pub(super) enum Ev {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Expect {
-    NotLie { job: u64 },
-    Trusted { w: u64 },
+    NotLie {
+        job: u64,
+    },
+    Trusted {
+        w: u64,
+    },
+    /// The honest finish completes the run, no job ever held.
+    Finished,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +80,7 @@ impl Case {
             let _ = match e {
                 Expect::NotLie { job } => writeln!(out, "expect job={job} not-lie"),
                 Expect::Trusted { w } => writeln!(out, "expect w{w} trusted"),
+                Expect::Finished => writeln!(out, "expect finished"),
             };
         }
         out
@@ -88,9 +95,10 @@ impl Case {
             Ev::Lease { w, size, checks } => {
                 format!("lease w{w} size={size}{}", if *checks { " checks" } else { "" })
             }
-            Ev::Answer { w, job, lie } => match lie {
+            Ev::Answer { w, job, lie } => match *lie {
                 0 => format!("answer w{w} job={job}"),
                 1 => format!("answer w{w} job={job} lie"),
+                IMPOSSIBLE => format!("answer w{w} job={job} impossible"),
                 k => format!("answer w{w} job={job} lie={k}"),
             },
             Ev::Release { w } => format!("release w{w}"),
@@ -176,6 +184,8 @@ impl Case {
                     let w = worker(1)?;
                     let lie = if words.contains(&"lie") {
                         1
+                    } else if words.contains(&"impossible") {
+                        IMPOSSIBLE
                     } else {
                         kv("lie").map_or(Ok(0), |k| k.parse().map_err(|_| err("lie=")))?
                     };
@@ -195,10 +205,15 @@ impl Case {
                 "restart" => events.push(Ev::Restart),
                 "referee" => events.push(Ev::Referee),
                 "reference" => events.push(Ev::Reference { job: num("job")? }),
-                "expect" => match words.get(2) {
-                    Some(&"not-lie") => expects.push(Expect::NotLie { job: num("job")? }),
-                    Some(&"trusted") => expects.push(Expect::Trusted { w: worker(1)? }),
-                    _ => return Err(err("expect job=J not-lie | expect wN trusted")),
+                "expect" => match (words.get(1), words.get(2)) {
+                    (Some(&"finished"), None) => expects.push(Expect::Finished),
+                    (_, Some(&"not-lie")) => expects.push(Expect::NotLie { job: num("job")? }),
+                    (_, Some(&"trusted")) => expects.push(Expect::Trusted { w: worker(1)? }),
+                    _ => {
+                        return Err(err(
+                            "expect job=J not-lie | expect wN trusted | expect finished",
+                        ))
+                    }
                 },
                 _ => return Err(err("unknown line")),
             }

@@ -95,17 +95,38 @@ impl World {
 }
 
 impl World {
+    /// How many credentials the honest parties hold (the shared token counts once, whoever else
+    /// holds it).
+    pub(super) fn honest_credentials(&self) -> usize {
+        let creds: BTreeSet<u64> =
+            (1..self.setup.parties.len()).map(|p| self.credential(p)).collect();
+        creds.len()
+    }
+
+    /// Whether the run is promised to end (`docs/threat-model.md`, "No party stalls a run"):
+    /// with the referee, one honest credential in a plain run and two in a record run; without
+    /// it, two honest credentials.
+    pub(super) fn liveness_promised(&self) -> bool {
+        let needed = if self.setup.referee && self.setup.replication < 2 { 1 } else { 2 };
+        self.honest_credentials() >= needed
+    }
+
     /// Honest identities (a fresh one per honest party, and every live honest one) finish the
     /// run where they can, with the referee's rulings where it has one; checked after every step.
+    /// The adversary is silent from here on. A held job does not stop the finish: the honest
+    /// parties go on, and a run promised to end that does not within `FINISH_ROUNDS` rounds of
+    /// leases (or only by an operator's requeue) is a violation ("liveness").
     pub(super) fn finish(&mut self) -> Result<(), String> {
         let last = self.idents.keys().max().copied().unwrap_or(0);
         for party in 1..self.setup.parties.len() {
             self.apply(&Ev::Register { w: last + party as u64, party })?;
         }
         let mut idle_rounds = 0;
-        for _round in 0..200 {
+        let mut held_seen = false;
+        for _round in 0..FINISH_ROUNDS {
             let s = &self.scheduler;
-            if s.is_complete() || s.count(JobState::Held) + s.count(JobState::Failed) > 0 {
+            held_seen |= s.count(JobState::Held) > 0;
+            if s.is_complete() {
                 break;
             }
             self.apply(&Ev::Wait { secs: 3 * LEASE.as_secs() })?;
@@ -135,18 +156,35 @@ impl World {
                 }
             }
             // Nothing to lease for anyone honest, with every lease expired: it is stuck (jobs
-            // only another credential may answer, or probation answers nobody can check).
+            // only another credential may answer, probation answers nobody can check, or held).
             if idle_rounds >= 3 {
                 break;
             }
         }
-        if self.scheduler.is_complete() {
+        let complete = self.scheduler.is_complete();
+        if complete {
             let exact = (0..self.setup.jobs).all(|i| {
                 self.scheduler.counted(JobId::new(i)).is_some_and(|(_, c)| c.same_answer(&truth(i)))
             });
             self.note(if exact { "finished exact" } else { "finished with an escaped lie" });
         } else {
             self.note("not finished");
+        }
+        if held_seen {
+            self.note("held job seen");
+        }
+        if self.liveness_promised() && (!complete || held_seen) {
+            let states: Vec<String> = (0..self.setup.jobs)
+                .map(|i| format!("{i}:{:?}", self.scheduler.state(JobId::new(i)).unwrap()))
+                .collect();
+            let why = if held_seen { "a job was held" } else { "stalled" };
+            return Err(format!(
+                "liveness: {why} with {} honest credential(s), referee {}, replication {}: {}",
+                self.honest_credentials(),
+                self.setup.referee,
+                self.setup.replication,
+                states.join(" ")
+            ));
         }
         // Record-run jobs settled by the coordinator's own solve alone (a referee's ruling):
         // allowed by invariant 1, counted here.

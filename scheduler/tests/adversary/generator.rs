@@ -90,12 +90,12 @@ impl Generator {
         if self.world.idents.get(&w).is_none_or(|i| i.party != 0) {
             return 0;
         }
-        // Mostly the coordinated lie on the targets; elsewhere the truth too (to earn trust,
-        // and to be counted on a job it then gets untrusted elsewhere for).
+        // Mostly a lie on the targets, of one of several values; elsewhere the truth too (to earn
+        // trust, and to be counted on a job it then gets untrusted elsewhere for), now and then
+        // counts no solver gives.
         match (self.targets.contains(&job), self.rng.below(100)) {
-            (true, 0..=84) => 1,
-            (false, 0..=39) => 1,
-            (false, 40..=44) => 2,
+            (_, 0..=1) => IMPOSSIBLE,
+            (true, 2..=84) | (false, 2..=44) => 1 + self.rng.below(3),
             _ => 0,
         }
     }
@@ -204,8 +204,12 @@ impl Generator {
                     return;
                 };
                 if let Some(job) = self.pick(&jobs) {
-                    let lie = u64::from(self.rng.below(3) > 0);
-                    self.emit(Ev::Answer { w, job: job.get(), lie });
+                    // The lie, another lie, or (saying several things) the truth: one identity
+                    // answering one job several ways.
+                    for _ in 0..1 + self.rng.below(3) {
+                        let lie = self.rng.below(4);
+                        self.emit(Ev::Answer { w, job: job.get(), lie });
+                    }
                 }
             }
         }

@@ -34,6 +34,14 @@ pub(super) struct World {
     pub(super) restarts: u64,
     pub(super) now: Instant,
     pub(super) stats: BTreeMap<String, u64>,
+    /// Restarts keep the run's seed (the restart property compares a run with and without one).
+    pub(super) same_seed: bool,
+    /// What the last event did, as far as it is not a ruling: the jobs a lease got, whether a
+    /// forget forgot, how many leases a wait expired, whether an answer was taken and late, the
+    /// jobs handed to the referee.
+    pub(super) effect: String,
+    /// The verdict of the last answer.
+    pub(super) verdict: Option<Verdict>,
 }
 
 impl World {
@@ -62,6 +70,9 @@ impl World {
             restarts: 0,
             now,
             stats: BTreeMap::new(),
+            same_seed: false,
+            effect: String::new(),
+            verdict: None,
         }
     }
 
@@ -93,6 +104,8 @@ impl World {
     /// changes and checks the invariants.
     pub(super) fn apply(&mut self, ev: &Ev) -> Result<(), String> {
         let now = self.now;
+        self.effect.clear();
+        self.verdict = None;
         match *ev {
             Ev::Register { w, party } => {
                 if self.idents.contains_key(&w) || party >= self.setup.parties.len() {
@@ -116,13 +129,16 @@ impl World {
                 }
                 self.scheduler.forget_worker(WorkerId::new(w));
                 self.idents.get_mut(&w).unwrap().forgotten = true;
+                self.effect = "forgot".into();
                 self.note("forget");
             }
             Ev::Lease { w, size, checks } => {
                 if self.live(w).is_none() {
                     return Ok(());
                 }
-                match self.scheduler.lease_checked(WorkerId::new(w), size, checks, now) {
+                let granted = self.scheduler.lease_checked(WorkerId::new(w), size, checks, now);
+                self.effect = format!("{:?}", granted.as_ref().map(|(_, jobs)| jobs.clone()));
+                match granted {
                     Some((lease, jobs)) => {
                         self.idents.get_mut(&w).unwrap().leases.push((lease, jobs));
                         self.note("lease");
@@ -142,6 +158,8 @@ impl World {
                 let finding = Finding::Solved { counts, seconds: 1.0 };
                 let verdict =
                     self.scheduler.result(WorkerId::new(w), lease, JobId::new(job), finding, now);
+                self.verdict = Some(verdict);
+                self.effect = "answered".into();
                 if matches!(verdict, Verdict::Accepted | Verdict::Confirmed) {
                     self.idents.get_mut(&w).unwrap().proven = true;
                 }
@@ -170,6 +188,7 @@ impl World {
             Ev::Wait { secs } => {
                 self.now += Duration::from_secs(secs);
                 let expired = self.scheduler.expire(self.now);
+                self.effect = format!("expired {expired}");
                 self.note(if expired > 0 { "wait expired" } else { "wait" });
             }
             Ev::Restart => {
@@ -177,6 +196,7 @@ impl World {
             }
             Ev::Referee => {
                 let jobs = self.scheduler.take_referee_jobs();
+                self.effect = format!("referee {jobs:?}");
                 for id in &jobs {
                     self.scheduler.add_reference(*id, truth(id.get()), now);
                 }
@@ -205,6 +225,7 @@ impl World {
                 ));
                 if *kind == ResultKind::Late {
                     self.note("late answer");
+                    self.effect.push_str(" late");
                 }
             }
         }
@@ -224,7 +245,9 @@ impl World {
             .map(|(&w, i)| (WorkerId::new(w), self.credential(i.party)))
             .collect();
         let mut config = self.config.clone();
-        config.seed = self.setup.seed ^ self.restarts.wrapping_mul(0x9e37_79b9);
+        if !self.same_seed {
+            config.seed = self.setup.seed ^ self.restarts.wrapping_mul(0x9e37_79b9);
+        }
         self.scheduler = Scheduler::restore(
             config,
             self.stored.load(),
