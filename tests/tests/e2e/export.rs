@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-fn checker() -> PathBuf {
+/// The independent checker, `tools/check_export.py`.
+pub(crate) fn checker() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/check_export.py")
 }
 
-fn run(command: &mut Command) -> Output {
+/// Runs `command` to its end, its output echoed for the test's log.
+pub(crate) fn run(command: &mut Command) -> Output {
     let out = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
     eprintln!(
         "{command:?}: {}\n{}{}",

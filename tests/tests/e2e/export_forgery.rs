@@ -12,20 +12,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn checker() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/check_export.py")
-}
-
-fn run(command: &mut Command) -> Output {
-    let out = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    eprintln!(
-        "{command:?}: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use super::export::{checker, run};
 
 fn text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
