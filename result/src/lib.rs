@@ -17,6 +17,6 @@ pub use export::{
     export_digest, export_state, read_export, ExportEnd, ExportError, ExportHeader, ExportRow,
     Exported, ReadExport, EXPORT_FORMAT, EXPORT_VERSION,
 };
-pub use run_result::{hms, RunResult};
+pub use run_result::{hms, PublishedCheck, PublishedOutcome, RunResult};
 pub use verify::{verify_state, Sample, Verification, VerifyError};
 pub use verify_export::{fresh_seed, verify_export, ExportVerification, RowSample, WrongRow};

@@ -254,8 +254,12 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode> {
             )
         };
         let record = serve_run(listener, http_listener, config, shutdown).await?;
-        if let Some(r) = record {
+        if let Some(r) = &record {
             println!("{}", r.json_line());
+            if let Some(why) = r.not_exact() {
+                eprintln!("error: the run is complete but its result is not exact: {why}");
+                return Ok(ExitCode::from(1));
+            }
         }
         Ok(ExitCode::SUCCESS)
     })

@@ -25,8 +25,9 @@ pub struct SolveArgs {
     #[arg(long, env = "NQ_THREADS")]
     pub threads: Option<usize>,
     /// Print one JSON object per N (fields n, total, unique, count2, count4, count8, jobs, seconds,
-    /// nodes, and build: the CPU build that counted, `avx512`, `avx2`, `bmi` or `portable`, absent
-    /// with `--gpu`).
+    /// nodes, published: how they compare with the published counts, a figure that differs
+    /// ending `solve` with exit code 1, and build: the CPU build that counted, `avx512`, `avx2`,
+    /// `bmi` or `portable`, absent with `--gpu`).
     #[arg(long)]
     pub json: bool,
     /// Wanted number of jobs per board size [default: 2^(N-5), at most 2^21 = 2,097,152, also the
@@ -95,9 +96,14 @@ pub fn run(args: SolveArgs) -> Result<ExitCode> {
     if table {
         println!(" N: {:>20} {:>20} hh:mm:ss.ms", "Total", "Unique");
     }
+    let mut not_exact = false;
     for n in sizes {
         let state = args.state.as_deref();
         let record = solve_one_size(&pool, gpu.as_mut(), n, &params, !args.no_progress, state)?;
+        if let Some(why) = record.not_exact() {
+            tracing::error!(n, %why, "the result differs from the published counts: NOT exact");
+            not_exact = true;
+        }
         if args.json {
             let build = gpu.is_none().then(|| nqueens_core::solver_build().name);
             println!("{}", serde_json::to_string(&JsonLine { record: &record, build })?);
@@ -107,7 +113,7 @@ pub fn run(args: SolveArgs) -> Result<ExitCode> {
             print_detailed(&record, threads);
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if not_exact { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 /// A `solve --json` line: the result's fields, and the solver build that counted them.
@@ -229,6 +235,7 @@ fn print_detailed(r: &RunResult, threads: usize) {
     println!("Nodes:   {}", r.nodes);
     println!("Threads: {threads}");
     println!("Time:    {}", nqueens_coordinator::hms(r.seconds));
+    println!("Check:   {}", r.published.summary);
 }
 
 /// A progress bar on stderr, shown only on a terminal and only once the run has lasted a second.

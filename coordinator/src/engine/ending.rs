@@ -1,7 +1,8 @@
 //! The run's end, owned by [`Ending`]: when the run is complete (every job done, no check owed
 //! to the referee, and the committed rows' final tally exact), the result summed from those rows,
-//! the result file (written, and tried again until it is), the repair of a final tally that
-//! breaks the symmetry identities, and what a stopping engine owes `--exit-when-done`.
+//! the result file (written, and tried again until it is; a result that differs from the
+//! published counts is written too, saying so, and logged as an error), the repair of a final
+//! tally that breaks the symmetry identities, and what a stopping engine owes `--exit-when-done`.
 //!
 //! The engine asks [`Ending::after_batch`] once at start (a run complete on disk ends at once) and
 //! after every batch it commits, and does what the answer ([`Step`]) says: publish the written
@@ -146,6 +147,16 @@ impl Ending {
             }
         }
         tracing::info!(n = record.n, total = record.total, unique = record.unique, result = %record.json_line(), "run complete");
+        match record.not_exact() {
+            // Written and published all the same, so that the result file says why and
+            // `serve --exit-when-done` ends (non-zero).
+            Some(why) => {
+                tracing::error!(%why, "the final tally differs from the published counts: the result is NOT exact; inspect the jobs with `verify --state`")
+            }
+            None => {
+                tracing::info!(published = %record.published.summary, "checked against the published counts")
+            }
+        }
         self.result = Some(record);
         Ok(())
     }

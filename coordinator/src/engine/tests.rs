@@ -233,6 +233,9 @@ fn an_engine_in_process_completes_n8_with_the_known_total() {
     assert_eq!(last.progress.result.as_ref().map(|r| r.total), Some(92));
     let written = std::fs::read_to_string(dir.path().join("result.json")).unwrap();
     assert_eq!(written.trim(), record.json_line());
+    let matched = "Total, Unique, COUNT2, COUNT4, COUNT8 match the published values";
+    assert!(written.contains(&format!("\"summary\":\"{matched}\"")), "{written}");
+    assert!(record.not_exact().is_none());
     assert!(engine.send(Command::Shutdown));
     started.thread.join().unwrap().unwrap();
 }
@@ -321,4 +324,34 @@ fn a_final_tally_that_breaks_the_identities_is_solved_again_not_written() {
     drop(engine);
     let summary = Store::open_existing(&dir.path().join("run8.db")).unwrap().summary().unwrap();
     assert_eq!(summary.jobs.get(JobState::Pending), pending, "the doubt is not committed");
+}
+
+/// A run complete in its rows whose final tally holds the symmetry identities but differs from
+/// the published counts (one solution too many on a weight-8 job: Total 100, where Q(8) = 92) is
+/// written and published all the same, so that readers and `--exit-when-done` see its end, but
+/// as not exact, the result file saying why.
+#[test]
+fn a_final_tally_that_differs_from_the_published_counts_is_written_as_not_exact() {
+    use nqueens_scheduler::Change;
+    let dir = tempfile::tempdir().unwrap();
+    let result_file = dir.path().join("result.json");
+    let (mut store, config, list) = new_run(dir.path(), &result_file);
+    let liar = list.jobs.iter().find(|j| j.weight == 8).expect("a weight-8 job at N=8").id;
+    let mut changes = Vec::new();
+    for job in &list.jobs {
+        let mut counts = job.solve().unwrap();
+        counts.solutions += u64::from(job.id == liar);
+        changes.extend(Change::finished_on_one_answer(job.id, 1.into(), counts));
+    }
+    store.apply(&changes, &[]).unwrap();
+    let Wired { mut engine, .. } =
+        Engine::wire(store, Arc::new(Metrics::default()), config).unwrap();
+    engine.end_if_complete().unwrap();
+    let record = engine.ending.published().expect("the result is written and published");
+    assert_eq!((record.total, record.unique), (100, 13));
+    let why = record.not_exact().expect("not exact");
+    assert!(why.contains("Total is 100 but the published value is 92"), "{why}");
+    let written = std::fs::read_to_string(&result_file).unwrap();
+    assert!(written.contains("\"outcome\":\"mismatch\""), "{written}");
+    assert!(written.contains("Unique is 13 but the published value is 12"), "{written}");
 }

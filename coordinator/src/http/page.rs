@@ -97,7 +97,8 @@ fn fill(s: &PageView, key: &str) -> Fill {
                      <div id=\"r_classes\">COUNT2 {} COUNT4 {} COUNT8 {}</div>\
                      <div>jobs {} {} s {} nodes</div>\
                      <div id=\"r_evidence\">rests on: {}</div>\
-                     <div id=\"r_digest\">export_sha256 {}</div></pre>",
+                     <div id=\"r_digest\">export_sha256 {}</div>\
+                     <div id=\"r_published\">{}</div></pre>",
                     r.n,
                     r.total,
                     r.unique,
@@ -108,7 +109,8 @@ fn fill(s: &PageView, key: &str) -> Fill {
                     r.seconds,
                     r.nodes,
                     escape_html(&evidence),
-                    escape_html(r.export_sha256.as_deref().unwrap_or("-"))
+                    escape_html(r.export_sha256.as_deref().unwrap_or("-")),
+                    escape_html(&r.published.summary)
                 )
             }
             None => String::new(),

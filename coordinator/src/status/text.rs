@@ -136,6 +136,7 @@ impl StatusView {
         match &p.result {
             Some(r) => {
                 let _ = writeln!(o, "RESULT   {}", r.json_line());
+                let _ = writeln!(o, "checked  {}", r.published.summary);
             }
             None => {
                 let _ = writeln!(o, "result   not complete yet");

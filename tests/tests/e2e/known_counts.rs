@@ -55,6 +55,10 @@ fn solve_json_prints_one_exact_line_per_board_size() {
         // The CPU build that counted: a user sees which hosts run a slow one.
         let build = v["build"].as_str().unwrap_or_default();
         assert!(["avx512", "avx2", "bmi", "portable"].contains(&build), "{v}");
+        // Every figure compared with the published counts (N = 1 has no classes).
+        assert_eq!(v["published"]["outcome"], "match", "{v}");
+        let compared = v["published"]["compared"].as_array().unwrap().len();
+        assert_eq!(compared, if n == 1 { 2 } else { 5 }, "{v}");
     }
 }
 

@@ -315,6 +315,7 @@ fn a_finished_runs_page_shows_what_the_total_rests_on_and_status_agrees_offline(
     let (_, html) = get(http, "/");
     assert!(html.contains(&format!("export_sha256 {digest}")), "{html}");
     assert!(html.contains("rests on: "), "{html}");
+    the_published_values_match(&state, &result, &live, http, &html);
 
     let Some(chromium) = chromium() else {
         assert!(std::env::var_os("CI").is_none(), "chromium not found, and CI is set");
@@ -343,10 +344,31 @@ fn a_finished_runs_page_shows_what_the_total_rests_on_and_status_agrees_offline(
         "{evidence}"
     );
     assert_eq!(text_of(&dom, "r_digest"), format!("export_sha256 {digest}"));
+    assert_eq!(text_of(&dom, "r_published"), MATCHED);
     let ticks = dom.split("id=\"ticks\"").nth(1).unwrap_or_default();
     for label in ["now", "results/s", "nodes/s", "time before now"] {
         assert!(dom.contains(&format!(">{label}<")), "the chart's axes name {label}: {ticks}");
     }
+}
+
+/// What a finished run of a board with every figure published was checked against.
+const MATCHED: &str = "Total, Unique, COUNT2, COUNT4, COUNT8 match the published values";
+
+/// The result file, `status` (text, `--connect --json`), `/status.json` and the page as served
+/// (`html`) all say that the finished run's figures match the published values.
+fn the_published_values_match(state: &Path, result: &Path, live: &Value, http: u16, html: &str) {
+    let written = read_result_file(result).published;
+    assert_eq!((written.summary.as_str(), written.compared.len()), (MATCHED, 5));
+    assert_eq!(live["result"]["published"]["summary"], MATCHED, "{live}");
+    assert_eq!(live["result"]["published"]["outcome"], "match", "{live}");
+    let (_, json) = get(http, "/status.json");
+    let page: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(page["result"]["published"]["summary"], MATCHED, "{json}");
+    let out =
+        coordinator_output(["status".to_string(), "--state".into(), state.display().to_string()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("\nchecked  {MATCHED}\n")), "{text}");
+    assert!(html.contains(MATCHED), "{html}");
 }
 
 /// `n` with thousands separators, as the page's script writes numbers.

@@ -9,7 +9,7 @@ use crate::status::StatusView;
 use nqueens_core::Classes;
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, CheckBounds, WireError};
-use nqueens_result::RunResult;
+use nqueens_result::{PublishedCheck, RunResult};
 use nqueens_store::Evidence;
 
 /// A run's result in its wire form (a function, not `From`: both types live in other crates).
@@ -91,8 +91,11 @@ pub(crate) fn result_from_wire(r: pb::RunResult) -> Result<RunResult, WireError>
             )));
         }
     }
+    let n = narrow("result n", r.n)?;
+    let published =
+        PublishedCheck::of(n, total, unique, classes.map(|c| [c.count2, c.count4, c.count8]));
     Ok(RunResult {
-        n: narrow("result n", r.n)?,
+        n,
         total,
         unique,
         count2: classes.map(|c| c.count2),
@@ -103,6 +106,8 @@ pub(crate) fn result_from_wire(r: pb::RunResult) -> Result<RunResult, WireError>
         nodes: r.nodes,
         evidence: r.evidence.map(evidence_from_wire).transpose()?,
         export_sha256: r.export_sha256.map(|d| sha256_hex(&d)).transpose()?,
+        // A function of the figures: computed again here, as the coordinator computed it.
+        published,
     })
 }
 

@@ -4,7 +4,7 @@ use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
 use crate::status::StatusView;
 use nqueens_core::SplitMix64;
 use nqueens_proto::bounds::{MAX_NAME, MAX_SECRET, MAX_TEXT};
-use nqueens_result::RunResult;
+use nqueens_result::{PublishedCheck, RunResult};
 use nqueens_store::Evidence;
 
 fn record(total: u128, classes: (u128, u128, u128)) -> RunResult {
@@ -20,6 +20,7 @@ fn record(total: u128, classes: (u128, u128, u128)) -> RunResult {
         nodes: 12,
         evidence: None,
         export_sha256: Some("0123456789abcdef".repeat(4)),
+        published: PublishedCheck::of(29, total, classes.0 + classes.1 + classes.2, None),
     }
 }
 
@@ -129,8 +130,10 @@ impl Draw {
         let hex = |d: &mut Self| -> String {
             (0..64).map(|_| char::from_digit(d.below(16) as u32, 16).unwrap()).collect()
         };
+        let n = self.below(256) as u8;
         RunResult {
-            n: self.below(256) as u8,
+            published: PublishedCheck::of(n, total, unique, classes),
+            n,
             total,
             unique,
             count2: classes.map(|c| c[0]),
