@@ -295,17 +295,16 @@ fn a_token_reply_leaves_with_its_batch_after_the_commit() {
     assert_eq!(now.active, vec![("host-a".to_string(), [7; 32])]);
 }
 
-/// A run complete in its rows whose final tally breaks the symmetry identities (one solution
-/// too many on a weight-4 job) writes no result: the jobs that can explain it are pending again,
-/// in memory and in the file, and nothing is published as the run's end.
-#[test]
-fn a_final_tally_that_breaks_the_identities_is_solved_again_not_written() {
-    use nqueens_scheduler::state::JobState;
+/// A finished N = 8 run, every job done on one answer, one job of `weight` counted with one
+/// solution too many; its directory, result file path and engine.
+fn n8_run_done_with_one_extra_solution(
+    weight: u8,
+) -> (tempfile::TempDir, std::path::PathBuf, Engine) {
     use nqueens_scheduler::Change;
     let dir = tempfile::tempdir().unwrap();
     let result_file = dir.path().join("result.json");
     let (mut store, config, list) = new_run(dir.path(), &result_file);
-    let liar = list.jobs.iter().find(|j| j.weight == 4).expect("a weight-4 job at N=8").id;
+    let liar = list.jobs.iter().find(|j| j.weight == weight).expect("a job of that weight").id;
     let mut changes = Vec::new();
     for job in &list.jobs {
         let mut counts = job.solve().unwrap();
@@ -313,8 +312,17 @@ fn a_final_tally_that_breaks_the_identities_is_solved_again_not_written() {
         changes.extend(Change::finished_on_one_answer(job.id, 1.into(), counts));
     }
     store.apply(&changes, &[]).unwrap();
-    let Wired { mut engine, .. } =
-        Engine::wire(store, Arc::new(Metrics::default()), config).unwrap();
+    let Wired { engine, .. } = Engine::wire(store, Arc::new(Metrics::default()), config).unwrap();
+    (dir, result_file, engine)
+}
+
+/// A run complete in its rows whose final tally breaks the symmetry identities (one solution
+/// too many on a weight-4 job) writes no result: the jobs that can explain it are pending again,
+/// in memory and in the file, and nothing is published as the run's end.
+#[test]
+fn a_final_tally_that_breaks_the_identities_is_solved_again_not_written() {
+    use nqueens_scheduler::state::JobState;
+    let (dir, result_file, mut engine) = n8_run_done_with_one_extra_solution(4);
     assert!(engine.scheduler.is_complete(), "every job is done in the rows");
     engine.end_if_complete().unwrap();
     assert!(!engine.ending.is_final() && engine.ending.published().is_none());
@@ -332,20 +340,7 @@ fn a_final_tally_that_breaks_the_identities_is_solved_again_not_written() {
 /// as not exact, the result file saying why.
 #[test]
 fn a_final_tally_that_differs_from_the_published_counts_is_written_as_not_exact() {
-    use nqueens_scheduler::Change;
-    let dir = tempfile::tempdir().unwrap();
-    let result_file = dir.path().join("result.json");
-    let (mut store, config, list) = new_run(dir.path(), &result_file);
-    let liar = list.jobs.iter().find(|j| j.weight == 8).expect("a weight-8 job at N=8").id;
-    let mut changes = Vec::new();
-    for job in &list.jobs {
-        let mut counts = job.solve().unwrap();
-        counts.solutions += u64::from(job.id == liar);
-        changes.extend(Change::finished_on_one_answer(job.id, 1.into(), counts));
-    }
-    store.apply(&changes, &[]).unwrap();
-    let Wired { mut engine, .. } =
-        Engine::wire(store, Arc::new(Metrics::default()), config).unwrap();
+    let (_dir, result_file, mut engine) = n8_run_done_with_one_extra_solution(8);
     engine.end_if_complete().unwrap();
     let record = engine.ending.published().expect("the result is written and published");
     assert_eq!((record.total, record.unique), (100, 13));
