@@ -18,7 +18,7 @@
 //!   ([`crate::tail6::BY_COLUMN`]) instead of by row; the gaps between the open columns come
 //!   from `tzcnt`.
 
-use super::waiting::{Batch6, Waiting, ABOVE1_BATCH, ABOVE1_CAP, ABOVE2_BATCH, LAST_CAP};
+use super::waiting::{Batch6, Shifts, Waiting, ABOVE1_BATCH, ABOVE1_CAP, ABOVE2_BATCH, LAST_CAP};
 use crate::search::{Found, Lanes, Layout, State, SLOT};
 use crate::tail6::{Conflicts6, PermSet6, ROWS6, TABLE_LEN};
 use std::arch::x86_64::*;
@@ -126,7 +126,7 @@ impl Layout {
         /// state in closed form, the live states packed, then their children made.
         fn expand_last8(&self, batch: &mut Batch6) -> u64 {
             let test = DeadTest8::<{ ROWS6 + 1 }>::new(self, self.last() - 1);
-            let d = test.reach[1];
+            let d = test.shifts.reach[1];
             let from = &mut batch.above1;
             let states = std::mem::take(&mut from.len).min(ABOVE1_CAP - 16);
             let mut nodes = _mm256_setzero_si256();
@@ -407,10 +407,8 @@ avx2! {
 /// [`DeadTest8::alive_forced`] after the rows with one free square have taken their column and
 /// diagonals from the others).
 struct DeadTest8<const ROWS: usize> {
-    /// Per row, the distance from row `first`, as a shift count.
-    reach: [__m128i; ROWS],
-    /// Per pair of rows, their distance, as a shift count.
-    apart: [[__m128i; ROWS]; ROWS],
+    /// The rows' distances, as shift counts.
+    shifts: Shifts<ROWS>,
     /// Per row, the squares of the board that the border queens leave, in every lane.
     open: [Lanes8; ROWS],
     board: Lanes8,
@@ -420,15 +418,8 @@ impl<const ROWS: usize> DeadTest8<ROWS> {
     avx2! {
         /// The test of the `ROWS` rows from searched row `first` down.
         fn new(layout: &Layout, first: usize) -> Self {
-            let distance =
-                |j: usize| layout.row_of[first & SLOT] - layout.row_of[(first + j) & SLOT];
             DeadTest8 {
-                reach: std::array::from_fn(|j| _mm_cvtsi32_si128(distance(j) as i32)),
-                apart: std::array::from_fn(|i| {
-                    std::array::from_fn(|j| {
-                        _mm_cvtsi32_si128(distance(i).abs_diff(distance(j)) as i32)
-                    })
-                }),
+                shifts: Shifts::new(layout, first),
                 open: std::array::from_fn(|j| {
                     _mm256_set1_epi32(!layout.blocked[(first + j) & SLOT] as i32)
                 }),
@@ -462,7 +453,7 @@ impl<const ROWS: usize> DeadTest8<ROWS> {
             let left: [Lanes8; ROWS] = std::array::from_fn(|j| {
                 let mut taken = zero;
                 for i in (0..ROWS).filter(|&i| i != j) {
-                    let d = self.apart[i][j];
+                    let d = self.shifts.apart[i][j];
                     let diagonals = _mm256_or_si256(
                         _mm256_sll_epi32(forced[i], d),
                         _mm256_srl_epi32(forced[i], d),
@@ -496,8 +487,8 @@ impl<const ROWS: usize> DeadTest8<ROWS> {
         #[inline]
         fn free(&self, cols: Lanes8, right: Lanes8, left: Lanes8) -> [Lanes8; ROWS] {
             std::array::from_fn(|j| {
-                let right = _mm256_sll_epi32(right, self.reach[j]);
-                free_of(cols, right, _mm256_srl_epi32(left, self.reach[j]), self.open[j])
+                let right = _mm256_sll_epi32(right, self.shifts.reach[j]);
+                free_of(cols, right, _mm256_srl_epi32(left, self.shifts.reach[j]), self.open[j])
             })
         }
     }

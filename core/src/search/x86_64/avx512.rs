@@ -2,7 +2,7 @@
 //! expanded in batches, sixteen states at a time, instead of searched depth first. Compiled for
 //! AVX-512 (F, VL, BW, BITALG, VBMI2, VPOPCNTDQ) and the BMI2/AVX2 build's features.
 
-use super::waiting::{Batch6, Waiting, ABOVE1_BATCH, ABOVE1_CAP, ABOVE2_BATCH, LAST_CAP};
+use super::waiting::{Batch6, Shifts, Waiting, ABOVE1_BATCH, ABOVE1_CAP, ABOVE2_BATCH, LAST_CAP};
 use crate::breakdown::{self, Event, Part};
 use crate::search::{Found, Lanes, Layout, State, SLOT};
 use crate::tail6::{Conflicts6, PermSet6, ALLOWED_LEN, ROWS6};
@@ -153,7 +153,7 @@ impl Layout {
         /// N = 27, and each vector of children used to carry them as empty lanes.
         fn expand_last(&self, batch: &mut Batch6) -> u64 {
             let test = DeadTest::<{ ROWS6 + 1 }>::new(self, self.last() - 1);
-            let d = test.reach[1];
+            let d = test.shifts.reach[1];
             let from = &mut batch.above1;
             let states = std::mem::take(&mut from.len).min(ABOVE1_CAP - 16);
             let mut nodes = _mm512_setzero_si512();
@@ -413,10 +413,8 @@ type Mask16 = __mmask16;
 /// rows with one free square force). Sixteen states at once, their masks in the lanes of three
 /// vectors.
 struct DeadTest<const ROWS: usize> {
-    /// Per row, the distance from row `first`, as a shift count.
-    reach: [__m128i; ROWS],
-    /// Per pair of rows, their distance, as a shift count.
-    apart: [[__m128i; ROWS]; ROWS],
+    /// The rows' distances, as shift counts.
+    shifts: Shifts<ROWS>,
     /// Per row, its squares taken by the border queens, in every lane.
     blocked: [__m512i; ROWS],
     board: __m512i,
@@ -426,15 +424,8 @@ impl<const ROWS: usize> DeadTest<ROWS> {
     avx512! {
         /// The test of the `ROWS` rows from searched row `first` down.
         fn new(layout: &Layout, first: usize) -> Self {
-            let distance =
-                |j: usize| layout.row_of[first & SLOT] - layout.row_of[(first + j) & SLOT];
             DeadTest {
-                reach: std::array::from_fn(|j| _mm_cvtsi32_si128(distance(j) as i32)),
-                apart: std::array::from_fn(|i| {
-                    std::array::from_fn(|j| {
-                        _mm_cvtsi32_si128(distance(i).abs_diff(distance(j)) as i32)
-                    })
-                }),
+                shifts: Shifts::new(layout, first),
                 blocked: std::array::from_fn(|j| {
                     _mm512_set1_epi32(layout.blocked[(first + j) & SLOT] as i32)
                 }),
@@ -488,7 +479,7 @@ impl<const ROWS: usize> DeadTest<ROWS> {
             for j in 0..ROWS {
                 let mut taken = _mm512_setzero_si512();
                 for i in (0..ROWS).filter(|&i| i != j) {
-                    let d = self.apart[i][j];
+                    let d = self.shifts.apart[i][j];
                     let diagonals = _mm512_or_si512(
                         _mm512_sll_epi32(forced[i], d),
                         _mm512_srl_epi32(forced[i], d),
@@ -509,8 +500,8 @@ impl<const ROWS: usize> DeadTest<ROWS> {
         fn free(&self, cols: __m512i, right: __m512i, left: __m512i) -> [__m512i; ROWS] {
             std::array::from_fn(|j| {
                 let shifted = _mm512_or_si512(
-                    _mm512_sll_epi32(right, self.reach[j]),
-                    _mm512_srl_epi32(left, self.reach[j]),
+                    _mm512_sll_epi32(right, self.shifts.reach[j]),
+                    _mm512_srl_epi32(left, self.shifts.reach[j]),
                 );
                 _mm512_ternarylogic_epi32::<0x01>(cols, shifted, self.blocked[j])
             })

@@ -8,6 +8,7 @@
 
 use crate::search::{Found, Layout, State, SLOT};
 use crate::tail::TAIL;
+use std::arch::x86_64::{__m128i, _mm_cvtsi32_si128};
 
 // Batch sizes of the six-row search. A state of searched row `d` has at most as many free
 // squares as there are open columns, one per searched row left: ten in row `last - 4`, nine in
@@ -31,6 +32,34 @@ pub(super) const ABOVE1_BATCH: usize = 64;
 pub(super) const ABOVE1_CAP: usize = ABOVE1_BATCH - 1 + (ABOVE2_CAP - 16) * (TAIL + 3) + 16;
 /// States of row `last`: every child of the states of row `last - 1`, and one 512-bit load more.
 pub(super) const LAST_CAP: usize = (ABOVE1_CAP - 16) * (TAIL + 2) + 16;
+
+/// The distances between the `ROWS` rows from searched row `first` down, as shift counts: what
+/// both builds' dead-state tests shift the diagonals by, whatever their vectors' width.
+pub(super) struct Shifts<const ROWS: usize> {
+    /// Per row, the distance from row `first`.
+    pub reach: [__m128i; ROWS],
+    /// Per pair of rows, their distance.
+    pub apart: [[__m128i; ROWS]; ROWS],
+}
+
+impl<const ROWS: usize> Shifts<ROWS> {
+    /// The shift counts of the `ROWS` rows from searched row `first` down.
+    pub fn new(layout: &Layout, first: usize) -> Self {
+        let distance = |j: usize| layout.row_of[first & SLOT] - layout.row_of[(first + j) & SLOT];
+        Shifts {
+            reach: std::array::from_fn(|j| shift_count(distance(j))),
+            apart: std::array::from_fn(|i| {
+                std::array::from_fn(|j| shift_count(distance(i).abs_diff(distance(j))))
+            }),
+        }
+    }
+}
+
+/// `n` as the count operand of a shift (SSE2, which every x86-64 CPU has).
+fn shift_count(n: u8) -> __m128i {
+    // SAFETY: SSE2 is part of x86-64 itself.
+    unsafe { _mm_cvtsi32_si128(i32::from(n)) }
+}
 
 /// States of one searched row waiting in the six-row search: their masks and free squares, in
 /// separate arrays so that a vector of children is stored at once.
