@@ -36,6 +36,13 @@ fn answer(worker: u64, credential: u64, counts: JobCounts, counted: bool) -> Cha
     }
 }
 
+/// A new N = 8 cluster run at `path` under `policy`, and job 0's true counts.
+fn n8_run(path: &std::path::Path, policy: RunPolicy) -> (Store, JobCounts) {
+    let list = job_list(8, &SplitParams::default()).unwrap();
+    let store = Store::open_or_create(path, &list, PROTOCOL, policy, RunKind::Cluster).unwrap();
+    (store, list.jobs[0].solve().unwrap())
+}
+
 fn done(job: u64) -> Change {
     Change::JobState {
         job_id: JobId::new(job),
@@ -51,11 +58,7 @@ fn done(job: u64) -> Change {
 fn an_answers_credential_outlives_its_worker_row_and_is_covered_by_its_checksum() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.db");
-    let list = job_list(8, &SplitParams::default()).unwrap();
-    let policy = RunPolicy { replication: 2, ..RunPolicy::default() };
-    let mut store =
-        Store::open_or_create(&path, &list, PROTOCOL, policy, RunKind::Cluster).unwrap();
-    let truth = list.jobs[0].solve().unwrap();
+    let (mut store, truth) = n8_run(&path, RunPolicy { replication: 2, ..RunPolicy::default() });
     let host_a = store.credential_numbers().number("host-a");
     // Two shared-token identities agree on job 0; a per-host one said the same before.
     store.apply(&[], &[worker(1, "shared"), worker(2, "shared"), worker(3, "host-a")]).unwrap();
@@ -101,11 +104,7 @@ fn an_answers_credential_outlives_its_worker_row_and_is_covered_by_its_checksum(
 fn rows_from_before_schema_6_take_their_worker_rows_credential_and_are_nobodys_without_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
-    let list = job_list(8, &SplitParams::default()).unwrap();
-    let mut store =
-        Store::open_or_create(&path, &list, PROTOCOL, RunPolicy::default(), RunKind::Cluster)
-            .unwrap();
-    let truth = list.jobs[0].solve().unwrap();
+    let (mut store, truth) = n8_run(&path, RunPolicy::default());
     let host_a = store.credential_numbers().number("host-a");
     let host_b = store.credential_numbers().number("host-b");
     store.apply(&[], &[worker(1, "host-a"), worker(2, "host-b"), worker(3, "host-c")]).unwrap();
@@ -158,17 +157,13 @@ fn rows_from_before_schema_6_take_their_worker_rows_credential_and_are_nobodys_w
 }
 
 /// A late answer stays late through the state file: its row's kind is `late` whether it agrees,
-/// contradicts a count, or carries one (issue 51: a late dissent stored as `conflict` came back
-/// after a restart as a live answer, and with another identity's made "two parties").
+/// contradicts a count, or carries one (a late dissent once stored as `conflict` came back after a
+/// restart as a live answer, and with another identity's made "two parties").
 #[test]
 fn a_late_answer_is_read_back_late_counted_or_not() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.db");
-    let list = job_list(8, &SplitParams::default()).unwrap();
-    let mut store =
-        Store::open_or_create(&path, &list, PROTOCOL, RunPolicy::default(), RunKind::Cluster)
-            .unwrap();
-    let truth = list.jobs[0].solve().unwrap();
+    let (mut store, truth) = n8_run(&path, RunPolicy::default());
     let lie = JobCounts { solutions: truth.solutions + 1, ..truth };
     store.apply(&[], &[worker(1, "shared"), worker(2, "shared"), worker(3, "host-a")]).unwrap();
     let host_a = store.credential_numbers().number("host-a");
