@@ -310,7 +310,7 @@ fn restart_property(case: &Case, at: usize) -> Result<usize, String> {
     Ok(compared)
 }
 
-/// Issue 51, "restarts change nothing": at random points of the adversary model's sequences
+/// "Restarts change nothing": at random points of the adversary model's sequences
 /// the scheduler is stored and restored (rebuilt from the rows its changes left, as a restarted
 /// coordinator is), then goes on with the same events; every ruling from there on must be the
 /// same as without the restart. `NQ_ADVERSARY_RESTART_SEQUENCES` runs more (default 3,000).
