@@ -90,6 +90,12 @@ fn results_series(snapshot: &RunSnapshot, c: &Counters) -> Vec<Series> {
     let g = |v: u64| v as f64;
     vec![
         (
+            "nqueens_jobs_disputed",
+            "gauge",
+            "Jobs not counted whose answers disagree, waiting for another credential or the referee.",
+            g(snapshot.disputed_jobs.unwrap_or(0)),
+        ),
+        (
             "nqueens_workers",
             "gauge",
             "Workers seen within three heartbeats.",

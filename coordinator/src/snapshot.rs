@@ -65,6 +65,9 @@ pub struct RunSnapshot {
     pub untrusted_workers: u64,
     /// Workers heard from within three heartbeats (live only).
     pub live_workers: Option<u64>,
+    /// Jobs not counted whose answers disagree, waiting for another credential's answer or the
+    /// coordinator's ruling (live only: the scheduler's rulings say it).
+    pub disputed_jobs: Option<u64>,
     /// Leases that expired since the coordinator started (live only).
     pub lease_expiries: Option<u64>,
     /// Seconds until the last current lease expires unless its worker renews it (live only).
@@ -131,6 +134,7 @@ impl RunSnapshot {
             quiet_seconds: quiet,
             untrusted_workers: s.untrusted_workers,
             live_workers: None,
+            disputed_jobs: None,
             lease_expiries: None,
             leases_expire_in_seconds: None,
             uptime_seconds: None,
@@ -174,6 +178,7 @@ impl RunSnapshot {
             quiet_seconds: 0.0,
             untrusted_workers: 0,
             live_workers: Some(0),
+            disputed_jobs: Some(0),
             lease_expiries: Some(0),
             leases_expire_in_seconds: None,
             uptime_seconds: Some(1.0),

@@ -81,6 +81,9 @@ pub struct Scheduler {
     /// Parties a ruling found wrong, to untrust once the ruling is done (see
     /// [`Scheduler::settle`]), with the answer that showed it and the job.
     untrust_queue: Vec<(Answer, ruling::Wrong, JobId)>,
+    /// Jobs not counted whose live answers disagree (see [`Scheduler::disputed_jobs`]): kept
+    /// with every ruling, so that a dispute no rule can settle yet is shown, never silent.
+    disputed: std::collections::HashSet<JobId>,
 }
 
 impl Scheduler {
@@ -106,6 +109,14 @@ impl Scheduler {
         }
         let change = self.jobs.set_state(id, standing);
         self.outbox.push(change);
+    }
+
+    /// Jobs not counted whose answers disagree: they wait for the answer of a credential that
+    /// has not answered them (or for the coordinator's ruling, where it rules disputes). With
+    /// two credentials in the run and the referee off, nothing settles them: a stall that
+    /// `status`, the page and the metrics show.
+    pub fn disputed_jobs(&self) -> u64 {
+        self.disputed.len() as u64
     }
 
     /// Jobs held now by the workers of `party`.

@@ -183,6 +183,7 @@ impl Scheduler {
         }
         let kind = new.as_ref().map(|n| self.row_kind(&n.answer, &settled, &ruling));
         settled.counted = self.carry(id, &ruling.standing, new.as_ref(), kind, settled.conflict);
+        self.mark_disputed(id, &ruling);
         self.credit(id, before, new.as_ref(), &settled);
         if matches!(ruling.standing, Standing::Counted { .. }) {
             self.checks.doubted.remove(&id);
@@ -196,6 +197,25 @@ impl Scheduler {
             self.untrust_queue.push((answer, why, id));
         }
         settled
+    }
+
+    /// Keeps job `id` among the disputed jobs where `ruling` leaves it waiting with its live
+    /// answers in disagreement; says so in the log when it becomes one.
+    pub(crate) fn mark_disputed(&mut self, id: JobId, ruling: &Ruling) {
+        if !(ruling.dispute && matches!(ruling.standing, Standing::Waiting(_))) {
+            self.disputed.remove(&id);
+            return;
+        }
+        if self.disputed.insert(id) {
+            let referee = self.config.coordinator_checks;
+            tracing::warn!(
+                job = id.get(),
+                referee,
+                "answers of different parties disagree and none has independent evidence: the \
+                 job waits for another credential's answer{}",
+                if referee { " or the coordinator's ruling" } else { " (the referee is off)" }
+            );
+        }
     }
 
     /// The parties credited on job `id` now.

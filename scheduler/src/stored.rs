@@ -120,6 +120,7 @@ impl Scheduler {
             outbox: Vec::new(),
             party_holds: HashMap::new(),
             untrust_queue: Vec::new(),
+            disputed: Default::default(),
         };
         scheduler.party_holds = scheduler.recount_party_holds();
         scheduler.pool_and_refer_stored();
@@ -133,6 +134,10 @@ impl Scheduler {
     fn pool_and_refer_stored(&mut self) {
         for id in self.jobs.ids() {
             self.pool(id);
+            if self.jobs.entry(id).opinions.iter().any(|o| !self.is_untrusted(o.worker_id)) {
+                let ruling = self.ruling_now(id);
+                self.mark_disputed(id, &ruling);
+            }
             if self.wants_ruling(id) {
                 self.refer(id);
             }

@@ -256,7 +256,12 @@ fn rulings(w: &World) -> String {
     }
     let untrusted: Vec<u64> =
         w.idents.keys().copied().filter(|&id| s.is_untrusted(WorkerId::new(id))).collect();
-    let _ = write!(out, "untrusted {untrusted:?} complete {}", s.is_complete());
+    let _ = write!(
+        out,
+        "untrusted {untrusted:?} disputed {} complete {}",
+        s.disputed_jobs(),
+        s.is_complete()
+    );
     out
 }
 

@@ -176,6 +176,7 @@ impl Script {
                 String::new()
             }
             "show" => return self.show(case),
+            "disputed" => format!("{} disputed\n", s.disputed_jobs()),
             "cap" => format!("{}\n", s.party_cap(w(), self.now)),
             "fair-share" => format!("{}\n", s.fair_share(w(), arg(case, "slots"), self.now)),
             "lease-size" => format!("{}\n", s.lease_size(w(), arg(case, "slots"), self.now)),

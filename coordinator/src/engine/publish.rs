@@ -117,6 +117,7 @@ impl Engine {
             quiet_seconds: rate.quiet_seconds,
             untrusted_workers: self.scheduler.untrusted_count(),
             live_workers: Some(live),
+            disputed_jobs: Some(self.scheduler.disputed_jobs()),
             lease_expiries: Some(self.scheduler.lease_expiries()),
             leases_expire_in_seconds: last_deadline
                 .map(|d| d.saturating_duration_since(now).as_secs_f64()),

@@ -79,6 +79,7 @@ fn fill(s: &PageView, key: &str) -> Fill {
         "nps" => Text(rate(s.run.nodes_per_second, 0)),
         "live" => Text(s.run.live_workers.unwrap_or(0).to_string()),
         "conflicts" => Text(p.conflicts.to_string()),
+        "disputed" => Text(s.run.disputed_jobs.unwrap_or(0).to_string()),
         "expiries" => Text(s.run.lease_expiries.unwrap_or(0).to_string()),
         "worker_count" => Text(s.fleet.workers.to_string()),
         "fleet" => Markup(fleet_tables(&s.fleet)),

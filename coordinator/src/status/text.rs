@@ -120,6 +120,12 @@ impl StatusView {
             self.run.untrusted_workers,
             self.run.lease_expiries.map_or(String::new(), |e| format!(", {e} lease expiries"))
         );
+        if let Some(d) = self.run.disputed_jobs.filter(|d| *d > 0) {
+            let _ = writeln!(
+                o,
+                "disputed {d} jobs: answers of different parties disagree; each waits for the answer of a credential that has not given one (or the coordinator's ruling, where it rules disputes): with no such credential in the run it stalls"
+            );
+        }
         if p.jobs_held + p.jobs_failed > 0 {
             let file = self.state_file_word();
             let _ = writeln!(
@@ -233,6 +239,20 @@ mod tests {
         v.run.progress = Progress::new(name, &jobs, Some(10.0), 0.1, 0, None);
         assert_eq!(v.run.progress.eta_seconds, Some(0.2));
         assert!(v.text().contains("ETA 00:00:00.200"), "{}", v.text());
+    }
+
+    /// Jobs whose answers disagree and that nothing settles yet are said, never left as
+    /// "pending".
+    #[test]
+    fn disputed_jobs_are_said() {
+        let mut jobs = JobsByState::default();
+        jobs.add(JobState::Pending, 3);
+        let name = RunName { n: 12, fingerprint: "f" };
+        let mut run = RunSnapshot::with_progress(Progress::new(name, &jobs, None, 0.0, 0, None));
+        assert!(!live_view(run.clone()).text().contains("disputed"));
+        run.disputed_jobs = Some(2);
+        let text = live_view(run).text();
+        assert!(text.contains("disputed 2 jobs: answers of different parties disagree"), "{text}");
     }
 
     /// Names from an old state file with bidirectional, zero-width or line-breaking characters

@@ -43,3 +43,4 @@ mod store_faults;
 mod trust;
 mod trust_evidence;
 mod trust_forgetting;
+mod trust_routes;

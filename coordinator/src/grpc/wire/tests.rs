@@ -224,6 +224,7 @@ impl Draw {
             quiet_seconds: self.f64(),
             untrusted_workers: self.u64(),
             live_workers: self.maybe(Self::u64),
+            disputed_jobs: self.maybe(Self::u64),
             lease_expiries: self.maybe(Self::u64),
             leases_expire_in_seconds: self.maybe(Self::f64),
             uptime_seconds: self.maybe(Self::f64),
@@ -291,10 +292,11 @@ fn every_status_report_round_trips_exactly_unset_figures_too() {
 #[test]
 fn the_round_trip_catches_each_old_stand_in_for_none() {
     type Mangle = fn(&mut pb::StatusResponse);
-    let old: [(&str, Mangle); 7] = [
+    let old: [(&str, Mangle); 8] = [
         ("results_per_second", |r| r.results_per_second = r.results_per_second.or(Some(0.0))),
         ("nodes_per_second", |r| r.nodes_per_second = r.nodes_per_second.or(Some(0.0))),
         ("live_workers", |r| r.live_workers = r.live_workers.or(Some(0))),
+        ("disputed_jobs", |r| r.disputed_jobs = r.disputed_jobs.or(Some(0))),
         ("lease_expiries", |r| r.lease_expiries = r.lease_expiries.or(Some(0))),
         ("uptime_seconds", |r| r.uptime_seconds = r.uptime_seconds.or(Some(0.0))),
         ("eta_seconds", |r| r.eta_seconds = r.eta_seconds.filter(|s| *s >= 0.0)),
