@@ -1,6 +1,7 @@
-//! The coordinator library: everything behind the `nqueens-coordinator` binary (`src/cli/`) that
-//! the binary and the end-to-end tests drive. The modules are private; what they may use is
-//! re-exported here or through the few public modules.
+//! The coordinator library: the cluster's server behind `nqueens-coordinator serve` (the binary is
+//! the `nqueens-cli` package) and the status views that the binary and the end-to-end tests read.
+//! The modules are private; what they may use is re-exported here or through the few public
+//! modules.
 
 mod accept;
 pub mod admin;

@@ -1,5 +1,5 @@
 //! The cluster subcommands of the binary: `serve`, `status`, `requeue` and `healthcheck`. Argument
-//! parsing, signals and the tokio runtime live here; the work is in the library.
+//! parsing, signals and the tokio runtime live here; the work is in the coordinator library.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
