@@ -21,7 +21,7 @@ if [[ "${NQ_SKIP_CARGO_BUILD:-0}" != 1 ]]; then
     echo "stage-images: building static binaries for $triple (cargo build --release --target $triple)" >&2
     # The explicit --target keeps build scripts and proc-macros dynamic; only the binaries are static.
     (cd "$root" && RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-        cargo build --release --target "$triple" -p nqueens-coordinator -p nqueens-worker --bins >&2)
+        cargo build --release --target "$triple" -p nqueens-cli -p nqueens-worker --bins >&2)
 fi
 
 for b in nqueens-coordinator nqueens-worker; do

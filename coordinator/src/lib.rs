@@ -1,6 +1,8 @@
-//! The coordinator library: everything behind the `nqueens-coordinator` binary (`src/cli/`) that
-//! the binary and the end-to-end tests drive. The modules are private; what they may use is
-//! re-exported here or through the few public modules.
+//! The coordinator library: the cluster's server behind `nqueens-coordinator serve` (the binary is
+//! the `nqueens-cli` package) and the status views that the binary and the end-to-end tests read.
+//! The modules are private; what the binary and the tests use of them is re-exported here or is
+//! in the few public modules. Nothing of other crates is re-exported: a run's result, its export
+//! and `verify` are `nqueens_result`'s, the state file is `nqueens_store`'s.
 
 mod accept;
 pub mod admin;
@@ -26,14 +28,3 @@ pub use server::{
 pub use snapshot::fleet::{Fleet, WorkerQuery};
 pub use snapshot::{Progress, RunSnapshot, WorkerView};
 pub use status::StatusView;
-// A run's result and its checks live in their own crate (no network); re-exported for the binary
-// and the tests.
-pub use nqueens_result::{
-    export_state, fresh_seed, hms, read_export, verify_export, verify_state, ExportEnd,
-    ExportError, ExportHeader, ExportRow, ExportVerification, Exported, ReadExport, RowSample,
-    RunResult, Sample, Verification, VerifyError, WrongRow, EXPORT_FORMAT, EXPORT_VERSION,
-};
-// The store as the end-to-end tests and tools drive it.
-pub use nqueens_store::{
-    Evidence, LocalCheckpoint, RunKind, RunPolicy, Store, StoreError, WorkerRow,
-};

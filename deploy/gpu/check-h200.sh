@@ -43,7 +43,7 @@ prepare() {
     repo="$(cd "$here/../.." && pwd)"
     carry="$here/carry"
     rm -rf "$carry" && mkdir -p "$carry"
-    (cd "$repo" && cargo build --release -p nqueens-coordinator)
+    (cd "$repo" && cargo build --release -p nqueens-cli)
     cp "${CARGO_TARGET_DIR:-$repo/target}/release/nqueens-coordinator" "$carry/"
     strip "$carry/nqueens-coordinator"
     (cd "$carry" && apt-get download ocl-icd-libopencl1)

@@ -37,7 +37,7 @@ skip() {
 }
 
 for b in nqueens-coordinator nqueens-worker; do
-    [[ -x "$bin/$b" ]] || fail "$bin/$b missing (cargo build --release -p nqueens-coordinator -p nqueens-worker --bins)"
+    [[ -x "$bin/$b" ]] || fail "$bin/$b missing (cargo build --release -p nqueens-cli -p nqueens-worker --bins)"
 done
 command -v python3 >/dev/null || fail "python3 is needed to read JSON"
 [[ -r "$KNOWN" ]] || fail "reference counts $KNOWN not readable"

@@ -338,7 +338,7 @@ fn schema_1_files_still_open_and_are_migrated_when_written() {
 }
 
 /// How long checking every row costs at the scale of N=27 (~750k rows):
-/// `cargo test --release -p nqueens-coordinator --lib -- --ignored --nocapture tally_cost`.
+/// `cargo test --release -p nqueens-store --lib -- --ignored --nocapture tally_cost`.
 #[test]
 #[ignore]
 fn tally_cost_at_n27_scale() {

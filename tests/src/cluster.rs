@@ -2,7 +2,7 @@
 //! and checks of a result or state file against the reference table.
 
 use crate::{binary, known_counts};
-use nqueens_coordinator::RunResult;
+use nqueens_result::RunResult;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

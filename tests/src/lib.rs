@@ -72,8 +72,8 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-/// Runs `cargo build` for the coordinator's, the worker's and the tools' binaries with the profile
-/// and into the target directory of the running test executable
+/// Runs `cargo build` for the coordinator's (package `nqueens-cli`), the worker's and the tools'
+/// binaries with the profile and into the target directory of the running test executable
 /// (`<target>/<profile>/deps/<test>-<hash>`), and returns the directory that holds them
 /// (`<target>/<profile>`).
 ///
@@ -102,7 +102,7 @@ pub fn build_binaries() -> Result<PathBuf, String> {
     // Written to stderr itself, not through eprintln!, which the test harness captures.
     let _ = writeln!(
         stderr,
-        "nqueens-tests: cargo build --profile {profile} -p nqueens-coordinator -p nqueens-worker \
+        "nqueens-tests: cargo build --profile {profile} -p nqueens-cli -p nqueens-worker \
          -p nqueens-tools (the binaries the tests run) into {}",
         target_dir.display()
     );
@@ -124,15 +124,7 @@ pub fn build_binaries() -> Result<PathBuf, String> {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["build", "--profile", profile, "--target-dir"])
         .arg(target_dir)
-        .args([
-            "-p",
-            "nqueens-coordinator",
-            "-p",
-            "nqueens-worker",
-            "-p",
-            "nqueens-tools",
-            "--bins",
-        ])
+        .args(["-p", "nqueens-cli", "-p", "nqueens-worker", "-p", "nqueens-tools", "--bins"])
         .args(["--features", "nqueens-worker/fault-injection"])
         .stdout(Stdio::null())
         .status()

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN="${BIN:-target/release/nqueens-coordinator}"
-[[ -x "$BIN" ]] || cargo build --release -q -p nqueens-coordinator
+[[ -x "$BIN" ]] || cargo build --release -q -p nqueens-cli
 SIZES="${SIZES:-20 21 22 23 24 25 26 27}"
 SEEDS="${SEEDS:-1 2 3 4 5 6 7 8 9 10}"
 SAMPLE="${SAMPLE:-256}"

@@ -247,12 +247,12 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
     // another's solver kept failing.
     {
         let list = nqueens_core::job_list(12, &nqueens_core::SplitParams::default()).unwrap();
-        let mut store = nqueens_coordinator::Store::open_or_create(
+        let mut store = nqueens_store::Store::open_or_create(
             &state,
             &list,
             nqueens_proto::PROTOCOL_MAJOR,
-            nqueens_coordinator::RunPolicy::default(),
-            nqueens_coordinator::RunKind::Cluster,
+            nqueens_store::RunPolicy::default(),
+            nqueens_store::RunKind::Cluster,
         )
         .unwrap();
         let set = |job_id: u64, state, errors, conflicts| Change::JobState {

@@ -6,11 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// The crates whose every module ARCHITECTURE.md must name.
-const LIBRARY_CRATES: [&str; 9] =
-    ["core", "gpu", "scheduler", "store", "proto", "process", "result", "coordinator", "worker"];
-/// Every crate of the workspace: a table row or an "Inside the ..." section names one.
-const CRATES: [&str; 11] = [
+/// The crates whose every module ARCHITECTURE.md must name: the libraries and the command line.
+const LIBRARY_CRATES: [&str; 10] = [
     "core",
     "gpu",
     "scheduler",
@@ -19,6 +16,20 @@ const CRATES: [&str; 11] = [
     "process",
     "result",
     "coordinator",
+    "cli",
+    "worker",
+];
+/// Every crate of the workspace: a table row or an "Inside the ..." section names one.
+const CRATES: [&str; 12] = [
+    "core",
+    "gpu",
+    "scheduler",
+    "store",
+    "proto",
+    "process",
+    "result",
+    "coordinator",
+    "cli",
     "worker",
     "tests",
     "tools",
@@ -403,15 +414,15 @@ const THREAD_STARTERS: [&str; 5] = [
     "Builder::new_current_thread()",
 ];
 
-/// The code the coordinator binary runs outside tests (`coordinator/src`, `result/src` for
-/// `verify` and `export`, and `core/src/estimate*` for `estimate`), by file: each file's text up to its inline tests, test-only files
-/// left out.
+/// The code the coordinator binary runs outside tests (`cli/src`, `coordinator/src`, `result/src`
+/// for `verify` and `export`, and `core/src/estimate*` for `estimate`), by file: each file's text
+/// up to its inline tests, test-only files left out.
 fn coordinator_code(files: &[String]) -> Vec<(String, String)> {
     let root = repository();
     files
         .iter()
         .filter(|f| {
-            ["coordinator/src/", "result/src/", "core/src/estimate"]
+            ["cli/src/", "coordinator/src/", "result/src/", "core/src/estimate"]
                 .iter()
                 .any(|p| f.starts_with(p))
         })

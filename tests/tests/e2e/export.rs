@@ -181,8 +181,7 @@ fn a_record_size_export_takes_under_a_minute() {
     let started = Instant::now();
     let list = job_list(28, &SplitParams::default()).unwrap();
     let checkpoint =
-        nqueens_coordinator::LocalCheckpoint::open(&state, &list, nqueens_proto::PROTOCOL_MAJOR)
-            .unwrap();
+        nqueens_store::LocalCheckpoint::open(&state, &list, nqueens_proto::PROTOCOL_MAJOR).unwrap();
     for job in &list.jobs {
         // Counts that keep the symmetry identities: every weighted count a multiple of 8.
         let solutions = (job.id.get() % 1_000_003) * u64::from(8 / job.weight) * 1_000_000;

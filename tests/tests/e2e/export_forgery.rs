@@ -5,8 +5,8 @@
 //! fresh seed each time; a partial export says so; `export` keeps the user's files; the Python
 //! checker answers bad input with one line.
 
-use nqueens_coordinator::{read_export, ExportEnd, ExportHeader, ExportRow};
 use nqueens_core::SplitMix64;
+use nqueens_result::{read_export, ExportEnd, ExportHeader, ExportRow};
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -11,7 +11,8 @@ use super::trust::{
     wait_for_log, TOKEN,
 };
 use super::trust_evidence::{counted_from, lie, untrusted};
-use nqueens_coordinator::{result_file, Evidence};
+use nqueens_coordinator::result_file;
+use nqueens_store::Evidence;
 use nqueens_tests::cluster::*;
 use nqueens_tests::rogue::Rogue;
 use std::path::Path;

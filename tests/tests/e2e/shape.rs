@@ -1,6 +1,6 @@
 //! The code keeps its shape: no function over [`MAX_FN_LINES`] lines outside tests in the library
-//! crates ([`FN_CRATES`]), and no `.rs` file anywhere over [`MAX_FILE_LINES`] lines, its inline
-//! tests counted.
+//! crates and the command line ([`FN_CRATES`]), and no `.rs` file anywhere over
+//! [`MAX_FILE_LINES`] lines, its inline tests counted.
 //!
 //! The sources are read with a small Rust tokenizer (strings, raw strings, chars and comments
 //! skipped, so a brace inside them counts for nothing) and brace matching: a function runs from
@@ -17,8 +17,8 @@ const MAX_FN_LINES: usize = 80;
 /// The longest a `.rs` file may be, in lines (its inline tests counted).
 const MAX_FILE_LINES: usize = 700;
 /// The crates whose non-test functions are held to [`MAX_FN_LINES`].
-const FN_CRATES: [&str; 7] =
-    ["core", "scheduler", "store", "coordinator", "worker", "gpu", "proto"];
+const FN_CRATES: [&str; 8] =
+    ["core", "scheduler", "store", "coordinator", "cli", "worker", "gpu", "proto"];
 /// Files allowed over [`MAX_FILE_LINES`] for a while (none now); the test fails while a file here
 /// is short enough to leave it.
 const TEMPORARY_LONG_FILES: [&str; 0] = [];

@@ -250,7 +250,7 @@ async fn a_record_run_that_catches_a_turncoat_ends_with_every_job_on_two_parties
 }
 
 /// The result file's evidence of the run in `state`.
-pub(crate) fn evidence_of(state: &Path) -> nqueens_coordinator::Evidence {
+pub(crate) fn evidence_of(state: &Path) -> nqueens_store::Evidence {
     read_result_file(&nqueens_coordinator::result_file(state))
         .evidence
         .expect("the result file states its evidence")

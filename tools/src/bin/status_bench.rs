@@ -9,10 +9,10 @@
 
 use anyhow::{ensure, Context, Result};
 use clap::Parser;
-use nqueens_coordinator::{RunKind, RunPolicy, Store, WorkerRow};
 use nqueens_core::{job_list, Job, JobCounts, SplitParams};
 use nqueens_proto as pb;
 use nqueens_scheduler::Change;
+use nqueens_store::{RunKind, RunPolicy, Store, WorkerRow};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,10 +3,10 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use nqueens_coordinator::LocalCheckpoint;
-use nqueens_coordinator::RunResult;
 use nqueens_core::{check_board_size, job_list, parallel, Job, SplitParams, Tally};
+use nqueens_result::RunResult;
 use nqueens_store::FinalTally;
+use nqueens_store::LocalCheckpoint;
 use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::io::IsTerminal;
@@ -234,7 +234,7 @@ fn print_detailed(r: &RunResult, threads: usize) {
     println!("Jobs:    {}", r.jobs);
     println!("Nodes:   {}", r.nodes);
     println!("Threads: {threads}");
-    println!("Time:    {}", nqueens_coordinator::hms(r.seconds));
+    println!("Time:    {}", nqueens_result::hms(r.seconds));
     println!("Check:   {}", r.published.summary);
 }
 

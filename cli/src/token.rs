@@ -84,7 +84,7 @@ pub fn run(args: TokenArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         TokenAction::List { state } => {
-            let store = nqueens_coordinator::Store::open_existing(&state)?;
+            let store = nqueens_store::Store::open_existing(&state)?;
             let rows = store.credential_rows()?;
             if rows.is_empty() {
                 println!(

@@ -2,10 +2,10 @@
 //! wrong count that was stored with a valid checksum, lists rows whose checksum fails, and refuses
 //! a file that is not a state file.
 
-use nqueens_coordinator::{LocalCheckpoint, Store};
 use nqueens_core::{job_list, SplitParams};
 use nqueens_scheduler::Change;
 use nqueens_store::WorkerRow;
+use nqueens_store::{LocalCheckpoint, Store};
 use std::path::Path;
 use std::process::{Command, Output};
 

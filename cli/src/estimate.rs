@@ -2,11 +2,11 @@
 
 use anyhow::Result;
 use clap::Args;
-use nqueens_coordinator::hms;
 use nqueens_core::estimate::{
     estimate, Estimate, EstimateParams, REFERENCE_CORE_SECONDS, REFERENCE_N,
 };
 use nqueens_core::{check_board_size, SplitParams};
+use nqueens_result::hms;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 

@@ -138,12 +138,12 @@ fn shard(text: &str) -> anyhow::Result<(u64, u64)> {
 }
 
 fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    use nqueens_coordinator::{verify_state, Sample};
+    use nqueens_result::{verify_state, Sample};
     let threads =
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     anyhow::ensure!(threads > 0, "--threads must be at least 1");
     if let Some(export) = &args.export {
-        use nqueens_coordinator::{fresh_seed, verify_export, RowSample};
+        use nqueens_result::{fresh_seed, verify_export, RowSample};
         let sample = match (&args.shard, args.all, args.seed) {
             (Some(text), _, _) => {
                 let (index, of) = shard(text)?;
@@ -189,7 +189,7 @@ struct ExportArgs {
 
 fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
-    let done = nqueens_coordinator::export_state(
+    let done = nqueens_result::export_state(
         &args.state,
         &args.to,
         nqueens_proto::PROTOCOL_MAJOR,

@@ -1,5 +1,5 @@
 //! The cluster subcommands of the binary: `serve`, `status`, `requeue` and `healthcheck`. Argument
-//! parsing, signals and the tokio runtime live here; the work is in the library.
+//! parsing, signals and the tokio runtime live here; the work is in the coordinator library.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -323,7 +323,7 @@ pub fn requeue(args: RequeueArgs) -> Result<ExitCode> {
         (false, true) => Requeue::Failed,
         _ => Requeue::Both,
     };
-    let mut store = nqueens_coordinator::Store::open_existing_for_update(&args.state)?;
+    let mut store = nqueens_store::Store::open_existing_for_update(&args.state)?;
     let Requeued { held, failed } = store.requeue(which)?;
     if held + failed == 0 {
         println!("nothing to requeue in {}: no held or failed job", args.state.display());
