@@ -26,13 +26,14 @@ pub struct Ruling {
 
 /// Starts the referee thread; jobs are sent by id on the returned channel, each answer goes to
 /// `rule` (the engine's command channel: the referee knows nothing of the engine), which says
-/// whether anyone still listens. The thread ends when either side closes.
+/// whether anyone still listens. The thread ends when either side closes. An error if the
+/// thread cannot be started.
 pub fn spawn(
     jobs: Arc<Vec<Job>>,
     rule: impl Fn(Ruling) -> bool + Send + 'static,
-) -> mpsc::Sender<JobId> {
+) -> std::io::Result<mpsc::Sender<JobId>> {
     let (tx, rx) = mpsc::channel::<JobId>();
-    let spawned = std::thread::Builder::new().name("nq-referee".into()).spawn(move || {
+    std::thread::Builder::new().name("nq-referee".into()).spawn(move || {
         for job_id in rx {
             let Some(job) = jobs.get(job_id.get() as usize) else { continue };
             if job.n > REFEREE_MAX_N {
@@ -64,9 +65,6 @@ pub fn spawn(
                 }
             }
         }
-    });
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "cannot start the referee thread; disputes wait for workers");
-    }
-    tx
+    })?;
+    Ok(tx)
 }
