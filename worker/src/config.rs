@@ -5,6 +5,12 @@ use nqueens_proto as pb;
 use std::time::Duration;
 use thiserror::Error;
 
+/// How many CPU threads' worth of jobs a GPU asks for, unless told (`--gpu-slots`): the one
+/// source of this default, for [`WorkerConfig::new`] and the command line alike.
+pub const DEFAULT_GPU_SLOTS: usize = 256;
+/// The longest wait between reconnect attempts, unless told (`--max-backoff-seconds`).
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(5);
+
 /// Settings of one worker; [`WorkerConfig::validate`] says whether they can work.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -50,6 +56,18 @@ pub enum GpuMode {
     Cuda(usize),
 }
 
+/// The form [`GpuMode`]'s `FromStr` reads back (`--gpu`'s default is written this way).
+impl std::fmt::Display for GpuMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuMode::Off => f.write_str("off"),
+            GpuMode::Auto => f.write_str("auto"),
+            GpuMode::Index(i) => write!(f, "{i}"),
+            GpuMode::Cuda(ordinal) => write!(f, "cuda:{ordinal}"),
+        }
+    }
+}
+
 impl std::str::FromStr for GpuMode {
     type Err = String;
 
@@ -73,7 +91,8 @@ impl std::str::FromStr for GpuMode {
 
 impl WorkerConfig {
     /// Settings for `threads` solver threads (0 counts as 1) against `connect`, named after this
-    /// host, without token or TLS, reconnecting at least every 5 s.
+    /// host, without token, TLS or GPU, with the defaults [`DEFAULT_MAX_BACKOFF`] and
+    /// [`DEFAULT_GPU_SLOTS`].
     pub fn new(connect: impl Into<String>, threads: usize) -> Self {
         WorkerConfig {
             connect: connect.into(),
@@ -81,10 +100,10 @@ impl WorkerConfig {
             token: None,
             name: host_name(),
             tls_ca: None,
-            max_backoff: Duration::from_secs(5),
-            gpu: GpuMode::Off,
+            max_backoff: DEFAULT_MAX_BACKOFF,
+            gpu: GpuMode::default(),
             cpu_beside_gpu: false,
-            gpu_slots: 256,
+            gpu_slots: DEFAULT_GPU_SLOTS,
         }
     }
 
@@ -215,6 +234,9 @@ mod gpu_mode_tests {
         assert_eq!(parse("1"), Ok(GpuMode::Index(1)));
         assert_eq!(parse("cuda"), Ok(GpuMode::Cuda(0)));
         assert_eq!(parse("cuda:2"), Ok(GpuMode::Cuda(2)));
+        for mode in [GpuMode::Off, GpuMode::Auto, GpuMode::Index(3), GpuMode::Cuda(1)] {
+            assert_eq!(parse(&mode.to_string()), Ok(mode));
+        }
         for bad in ["gpu", "cuda:x", "", "-1"] {
             assert!(parse(bad).unwrap_err().contains("cuda:ORDINAL"), "{bad:?}");
         }

@@ -41,7 +41,9 @@ mod session;
 mod state;
 mod work;
 
-pub use config::{GpuMode, WorkerConfig, WorkerConfigError};
+pub use config::{
+    GpuMode, WorkerConfig, WorkerConfigError, DEFAULT_GPU_SLOTS, DEFAULT_MAX_BACKOFF,
+};
 pub use error::WorkerError;
 
 /// How a worker ended without error.

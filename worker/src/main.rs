@@ -3,7 +3,9 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use nqueens_process::shutdown_signal;
-use nqueens_worker::{run, WorkerConfig, WorkerExit};
+use nqueens_worker::{
+    run, GpuMode, WorkerConfig, WorkerExit, DEFAULT_GPU_SLOTS, DEFAULT_MAX_BACKOFF,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -35,13 +37,13 @@ struct Args {
     /// taken); INDEX an OpenCL device by number, `cuda` or `cuda:ORDINAL` a CUDA device through
     /// the CUDA driver and NVRTC (an error if unusable); `off` the CPU only. With a GPU, CPU
     /// threads solve beside it only if --threads is given.
-    #[arg(long, env = "NQ_GPU", value_name = "auto|INDEX|cuda[:ORDINAL]|off", num_args = 0..=1, default_missing_value = "auto", default_value = "off")]
-    gpu: nqueens_worker::GpuMode,
+    #[arg(long, env = "NQ_GPU", value_name = "auto|INDEX|cuda[:ORDINAL]|off", num_args = 0..=1, default_missing_value = "auto", default_value_t = GpuMode::default())]
+    gpu: GpuMode,
     /// With a GPU: how many CPU threads' worth of jobs to lease for it.
-    #[arg(long, env = "NQ_GPU_SLOTS", default_value_t = 256)]
+    #[arg(long, env = "NQ_GPU_SLOTS", default_value_t = DEFAULT_GPU_SLOTS)]
     gpu_slots: usize,
     /// Longest wait between reconnect attempts, in seconds.
-    #[arg(long, env = "NQ_MAX_BACKOFF_SECONDS", default_value_t = 5)]
+    #[arg(long, env = "NQ_MAX_BACKOFF_SECONDS", default_value_t = DEFAULT_MAX_BACKOFF.as_secs())]
     max_backoff_seconds: u64,
 }
 
