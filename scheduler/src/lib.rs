@@ -29,6 +29,7 @@ mod jobs;
 mod leases;
 mod outcome;
 mod pace;
+mod per_second;
 mod result;
 pub mod ruling;
 mod settle;
@@ -50,6 +51,7 @@ pub use credential::{
 pub use ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 pub use outcome::{Change, Finding, Verdict};
 pub use pace::ACTIVE_LEASES;
+pub use per_second::PerSecond;
 pub use state::{JobState, JobsByState, ResultKind, Review};
 pub use stored::{StoredJob, StoredLease};
 
