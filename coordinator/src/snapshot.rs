@@ -20,9 +20,9 @@ pub use worker::WorkerView;
 
 use nqueens_result::RunResult;
 use nqueens_scheduler::state::JobState;
+use nqueens_store::unix_now;
 use nqueens_store::{FinalTally, Store, StoreError, Summary};
 use serde::Serialize;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The coordinator's counters since it started (what `/metrics` exposes beside the jobs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -78,11 +78,6 @@ pub struct RunSnapshot {
     pub all_workers: std::sync::Arc<[WorkerView]>,
     /// The coordinator's counters (live only).
     pub counters: Option<Counters>,
-}
-
-/// Unix time now, in seconds.
-pub fn unix_now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 impl RunSnapshot {
