@@ -8,11 +8,12 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// How often the coordinator samples its counters.
-pub const SAMPLE_EVERY: Duration = Duration::from_secs(10);
+/// How often the status cache samples the snapshot's counters for the rate chart (the live rate
+/// behind the ETA keeps samples of its own, `snapshot/rate.rs`).
+pub const CHART_SAMPLE_EVERY: Duration = Duration::from_secs(10);
 
-/// How many samples are kept: six hours at one every [`SAMPLE_EVERY`].
-pub const HISTORY_SAMPLES: usize = 6 * 3600 / 10;
+/// How many samples are kept: six hours at one every [`CHART_SAMPLE_EVERY`].
+pub const HISTORY_SAMPLES: usize = 6 * 3600 / CHART_SAMPLE_EVERY.as_secs() as usize;
 
 /// The coordinator's counters at one moment.
 #[derive(Debug, Clone, Copy, PartialEq)]
