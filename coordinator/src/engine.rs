@@ -401,8 +401,12 @@ impl Engine {
         }
     }
 
-    /// Decides one command: a worker's is authenticated first, then handled by its `on_*`
-    /// handler, whose outcome (or the refusal) is answered after the commit.
+    /// Decides one command. A worker's call is authenticated first (all but `Register`, which
+    /// has no secret yet and goes to [`Registry::register`]), then handled: a lease, a release
+    /// and each result by its `on_*` handler, a heartbeat by the scheduler. A token command
+    /// writes its credential row at once. The coordinator's own answers (`Reference`,
+    /// `RefereeFailed`) go to the scheduler and have no reply. Every reply, outcome or refusal,
+    /// is queued in `replies`, sent after the batch commits.
     fn decide(&mut self, cmd: Command, rows: &mut RowChanges, replies: &mut Vec<Outgoing>) {
         let now = Instant::now();
         match cmd {

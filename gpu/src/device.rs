@@ -12,7 +12,7 @@ pub enum DeviceSelector {
     /// The first GPU (or accelerator card) of all platforms, never a CPU device such as pocl's
     /// (slower than the CPU solver on the same cores): what a worker's `--gpu auto` wants.
     GpuOnly,
-    /// The OpenCL device at this position in [`list_devices`].
+    /// The OpenCL device at this position in [`crate::list_devices`].
     Index(usize),
     /// The CUDA device with this ordinal, driven through the CUDA driver API with the kernel
     /// compiled by NVRTC (for cards whose OpenCL is missing or lags).
@@ -63,10 +63,10 @@ impl fmt::Display for DeviceKind {
     }
 }
 
-/// One device, as [`list_devices`] reports it or as it was opened.
+/// One device, as [`crate::list_devices`] reports it or as it was opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
-    /// Position in [`list_devices`] (for [`DeviceSelector::Index`]), or the CUDA ordinal.
+    /// Position in [`crate::list_devices`] (for [`DeviceSelector::Index`]), or the CUDA ordinal.
     pub index: usize,
     /// Name of its platform (the OpenCL driver, or CUDA with the driver's and NVRTC's versions).
     pub platform: String,

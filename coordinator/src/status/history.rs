@@ -1,7 +1,7 @@
-//! The rate chart of a run: a ring of samples of the engine's snapshots, taken by the status
-//! cache's thread (`cache.rs`), from which the status page draws results/s and nodes/s over the
-//! last hours. (The rate behind the ETA is the snapshot's own, by the one rule of
-//! `snapshot/progress.rs`.)
+//! The rate chart of a run: a ring of samples of the counters in the engine's snapshots (results
+//! counted, nodes searched), taken every [`CHART_SAMPLE_EVERY`] by the status cache's thread
+//! (`cache.rs`), from which the status page draws results/s and nodes/s over the last six hours.
+//! (The rate behind the ETA is the snapshot's own, by the one rule of `snapshot/rate.rs`.)
 
 use crate::snapshot::RunSnapshot;
 use serde::Serialize;
