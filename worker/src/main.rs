@@ -4,7 +4,8 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use nqueens_process::shutdown_signal;
 use nqueens_worker::{
-    run, GpuMode, WorkerConfig, WorkerExit, DEFAULT_GPU_SLOTS, DEFAULT_MAX_BACKOFF,
+    run, CheckedWorkerConfig, GpuMode, WorkerConfig, WorkerExit, DEFAULT_GPU_SLOTS,
+    DEFAULT_MAX_BACKOFF,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -67,13 +68,11 @@ fn fail(e: anyhow::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The worker's settings from the command line, checked: nothing has been logged or connected yet.
-fn settings(args: Args) -> Result<WorkerConfig> {
-    let threads = match args.threads {
-        Some(0) => anyhow::bail!("--threads must be at least 1"),
-        Some(t) => t,
-        None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-    };
+/// The worker's settings from the command line, checked once: nothing has been logged or
+/// connected yet.
+fn settings(args: Args) -> Result<CheckedWorkerConfig> {
+    let threads =
+        args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut config = WorkerConfig::new(args.connect, threads);
     config.gpu = args.gpu;
     config.cpu_beside_gpu = args.threads.is_some();
@@ -88,11 +87,10 @@ fn settings(args: Args) -> Result<WorkerConfig> {
         config.tls_ca = Some(pem);
     }
     config.max_backoff = Duration::from_secs(args.max_backoff_seconds.max(1));
-    config.validate()?;
-    Ok(config)
+    Ok(config.check()?)
 }
 
-fn start(config: WorkerConfig) -> Result<ExitCode> {
+fn start(config: CheckedWorkerConfig) -> Result<ExitCode> {
     // Networking gets its own two threads, separate from the solver pool, so heartbeats are never
     // starved by the solving.
     let runtime = tokio::runtime::Builder::new_multi_thread()
