@@ -208,7 +208,7 @@ pub fn ask(state: &Path, op: &AdminOp, timeout: Duration) -> Result<AdminReply, 
 
 /// The admin directory as the coordinator holds it: open, every file call relative to the
 /// descriptor, and what it is checked again before each look (see [`AdminDir::check`]).
-struct AdminDir {
+pub(crate) struct AdminDir {
     fd: OwnedFd,
     path: PathBuf,
     /// The directory's device and inode when it was opened.
@@ -299,8 +299,8 @@ fn file_id(st: &fs::Stat) -> (u64, u64) {
 }
 
 /// Makes (or checks) the admin directory of `state`, opens it, and clears what a previous
-/// coordinator left in it.
-fn prepare_dir(state: &Path) -> Result<AdminDir, AdminError> {
+/// coordinator left in it: what [`spawn`] answers from.
+pub(crate) fn prepare_dir(state: &Path) -> Result<AdminDir, AdminError> {
     let path = admin_dir(state);
     match std::fs::DirBuilder::new().mode(0o700).create(&path) {
         Ok(()) => {}
@@ -314,16 +314,16 @@ fn prepare_dir(state: &Path) -> Result<AdminDir, AdminError> {
     Ok(dir)
 }
 
-/// Starts answering token requests for the run in `state`: its engine writes each change, then
-/// `credentials` take it. The thread ends once `stop` is set or the engine is gone.
+/// Starts answering the token requests left in `dir` (see [`prepare_dir`]): the run's engine
+/// writes each change, then `credentials` take it. The thread ends once `stop` is set or the
+/// engine is gone. An error if the thread cannot be started.
 pub(crate) fn spawn(
-    state: &Path,
+    dir: AdminDir,
     engine: EngineHandle,
     credentials: Arc<Credentials>,
     stop: Arc<AtomicBool>,
-) -> Result<std::thread::JoinHandle<()>, AdminError> {
-    let dir = prepare_dir(state)?;
-    let thread = std::thread::Builder::new()
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
         .name("nq-admin".into())
         .spawn(move || {
             let mut refused = false;
@@ -343,8 +343,6 @@ pub(crate) fn spawn(
                 std::thread::sleep(POLL);
             }
         })
-        .map_err(io(state))?;
-    Ok(thread)
 }
 
 /// Answers every request in `dir`; false once the engine is gone.

@@ -159,6 +159,25 @@ fn seed_from_os() -> u64 {
     u64::from_le_bytes(seed)
 }
 
+/// Why [`Engine::start`] could not start the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Reading the run from the state file failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A thread the engine needs (its own, the referee's) could not be started: the process's
+    /// or the system's thread limit. Like every thread the coordinator starts, an error, never
+    /// a run that goes on without it.
+    #[error("cannot start the coordinator's {name} thread")]
+    Thread {
+        /// The thread's name.
+        name: &'static str,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// What [`Engine::start`] gives back.
 pub struct Started {
     /// The command handle.
@@ -219,12 +238,12 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Reloads the run from `store` and starts the engine thread.
+    /// Reloads the run from `store` and starts the engine thread (and the referee's).
     pub fn start(
         store: Store,
         metrics: Arc<Metrics>,
         config: EngineConfig,
-    ) -> Result<Started, StoreError> {
+    ) -> Result<Started, StartError> {
         let Wired { mut engine, rx, handle, snapshots } = Engine::wire(store, metrics, config)?;
         tracing::info!(
             jobs = engine.scheduler.total_jobs(),
@@ -241,7 +260,7 @@ impl Engine {
                 let _ = ended_tx.send(());
                 ended
             })
-            .expect("spawn engine thread");
+            .map_err(|source| StartError::Thread { name: "nq-engine", source })?;
         Ok(Started { handle, snapshots, ended: ended_rx, thread })
     }
 
@@ -251,7 +270,7 @@ impl Engine {
         mut store: Store,
         metrics: Arc<Metrics>,
         config: EngineConfig,
-    ) -> Result<Wired, StoreError> {
+    ) -> Result<Wired, StartError> {
         let loaded = store.load()?;
         let known_workers: HashMap<u64, WorkerRow> =
             store.workers()?.into_iter().map(|w| (w.row.id, w.row)).collect();
@@ -297,6 +316,9 @@ impl Engine {
                 })
             })
         });
+        let referee = referee
+            .transpose()
+            .map_err(|source| StartError::Thread { name: "nq-referee", source })?;
         let ending = Ending::new(config.result_file.clone(), config.jobs.clone());
         let engine = Engine {
             store,
@@ -379,8 +401,12 @@ impl Engine {
         }
     }
 
-    /// Decides one command: a worker's is authenticated first, then handled by its `on_*`
-    /// handler, whose outcome (or the refusal) is answered after the commit.
+    /// Decides one command. A worker's call is authenticated first (all but `Register`, which
+    /// has no secret yet and goes to [`Registry::register`]), then handled: a lease, a release
+    /// and each result by its `on_*` handler, a heartbeat by the scheduler. A token command
+    /// writes its credential row at once. The coordinator's own answers (`Reference`,
+    /// `RefereeFailed`) go to the scheduler and have no reply. Every reply, outcome or refusal,
+    /// is queued in `replies`, sent after the batch commits.
     fn decide(&mut self, cmd: Command, rows: &mut RowChanges, replies: &mut Vec<Outgoing>) {
         let now = Instant::now();
         match cmd {

@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The coordinator's counters, shared by the engine and the services (which bump them); the
-/// engine copies them into each snapshot ([`Metrics::counters`]).
-#[derive(Debug)]
+/// engine copies them into each snapshot ([`Metrics::counters`]). Every counter starts at zero.
+#[derive(Debug, Default)]
 pub struct Metrics {
     pub results_accepted: AtomicU64,
     pub results_duplicate: AtomicU64,
@@ -21,21 +21,6 @@ pub struct Metrics {
     pub nodes: AtomicU64,
     pub commits: AtomicU64,
     pub auth_failures: AtomicU64,
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics {
-            results_accepted: AtomicU64::new(0),
-            results_duplicate: AtomicU64::new(0),
-            results_rejected: AtomicU64::new(0),
-            job_errors: AtomicU64::new(0),
-            conflicts: AtomicU64::new(0),
-            nodes: AtomicU64::new(0),
-            commits: AtomicU64::new(0),
-            auth_failures: AtomicU64::new(0),
-        }
-    }
 }
 
 impl Metrics {

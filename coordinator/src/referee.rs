@@ -1,9 +1,12 @@
-//! The referee: the coordinator's own answers to jobs in dispute (two groups disagree) or in
-//! doubt (a final tally broke the symmetry identities), solved on one background thread so
-//! that no worker's word, nor two identities under one credential, settles them.
+//! The referee: the coordinator's own answers to the jobs the scheduler hands it
+//! (`Scheduler::wants_ruling`: answers that disagree, an answer under review or drawn for
+//! verification, a worker's solver error, or doubt after a final tally broke the symmetry
+//! identities), solved on one background thread so that no worker's word, nor two identities
+//! under one credential, settles them. Each answer, or failed attempt, goes back to the engine
+//! through the sink it is given (`Command::Reference`, `Command::RefereeFailed`).
 //!
-//! A job whose expected time is too long for the coordinator's host is skipped here and
-//! settled by workers of other credentials instead (see `Scheduler::result`).
+//! The engine starts it only for boards up to [`REFEREE_MAX_N`] (above, disputes wait for
+//! workers of other credentials); a larger job sent anyway is skipped.
 
 use nqueens_core::{Job, JobCounts};
 use nqueens_scheduler::JobId;
@@ -20,19 +23,22 @@ pub const REFEREE_MAX_N: u8 = 22;
 /// The coordinator's own answer to one job: its counts, or `None` where its attempt failed.
 #[derive(Debug)]
 pub struct Ruling {
+    /// The job.
     pub job_id: JobId,
+    /// Its counts, or `None` where the attempt failed.
     pub counts: Option<JobCounts>,
 }
 
 /// Starts the referee thread; jobs are sent by id on the returned channel, each answer goes to
 /// `rule` (the engine's command channel: the referee knows nothing of the engine), which says
-/// whether anyone still listens. The thread ends when either side closes.
+/// whether anyone still listens. The thread ends when either side closes. An error if the
+/// thread cannot be started.
 pub fn spawn(
     jobs: Arc<Vec<Job>>,
     rule: impl Fn(Ruling) -> bool + Send + 'static,
-) -> mpsc::Sender<JobId> {
+) -> std::io::Result<mpsc::Sender<JobId>> {
     let (tx, rx) = mpsc::channel::<JobId>();
-    let spawned = std::thread::Builder::new().name("nq-referee".into()).spawn(move || {
+    std::thread::Builder::new().name("nq-referee".into()).spawn(move || {
         for job_id in rx {
             let Some(job) = jobs.get(job_id.get() as usize) else { continue };
             if job.n > REFEREE_MAX_N {
@@ -64,9 +70,6 @@ pub fn spawn(
                 }
             }
         }
-    });
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "cannot start the referee thread; disputes wait for workers");
-    }
-    tx
+    })?;
+    Ok(tx)
 }

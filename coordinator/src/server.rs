@@ -5,7 +5,7 @@
 //! coordinator at will, exactly like the binary does on SIGTERM/Ctrl-C.
 
 use crate::accept::Incoming;
-use crate::engine::{Command, Engine, EngineConfig, EngineError};
+use crate::engine::{Command, Engine, EngineConfig, EngineError, StartError};
 use crate::grpc::auth::{Credentials, TokenCheck};
 use crate::grpc::connections::{GrpcLimits, GuardedIncoming};
 use crate::grpc::service::CoordinatorService;
@@ -192,8 +192,8 @@ pub enum ServeError {
     /// The engine thread panicked.
     #[error("the engine thread panicked")]
     EnginePanicked,
-    /// A thread the coordinator needs could not be started (the process's or the system's
-    /// thread limit).
+    /// A thread the coordinator starts could not be started (the process's or the system's
+    /// thread limit): `serve` stops rather than run without it, whichever thread it is.
     #[error("cannot start the coordinator's {name} thread")]
     Thread {
         /// The thread's name.
@@ -205,6 +205,15 @@ pub enum ServeError {
     /// The run's admin directory (for `token add|revoke` on the live run) cannot be used.
     #[error("the admin directory for token changes")]
     Admin(#[from] crate::admin::AdminError),
+}
+
+impl From<StartError> for ServeError {
+    fn from(e: StartError) -> Self {
+        match e {
+            StartError::Store(e) => ServeError::Store(e),
+            StartError::Thread { name, source } => ServeError::Thread { name, source },
+        }
+    }
 }
 
 /// A setting of [`ServeConfig`] that cannot work, found before anything is opened or logged.
@@ -351,11 +360,12 @@ async fn serve_inner(
     let admin_stop = Arc::new(AtomicBool::new(false));
     // `token add|revoke` beside this run reach it here (see `admin.rs`).
     let admin = crate::admin::spawn(
-        &config.state,
+        crate::admin::prepare_dir(&config.state)?,
         running.engine.clone(),
         running.credentials.clone(),
         admin_stop.clone(),
-    )?;
+    )
+    .map_err(|source| ServeError::Thread { name: "nq-admin", source })?;
     let served = serve_grpc(&config, &running, listener, shutdown, engine_ended).await;
 
     // Everything already queued is committed before the engine ends.
@@ -430,7 +440,10 @@ fn start_engine(
     let started = Engine::start(store, metrics.clone(), engine_config)?;
     let engine = started.handle;
     if config.spot_checks {
-        drop(crate::spot_checks::spawn(jobs.clone(), engine.clone()));
+        drop(
+            crate::spot_checks::spawn(jobs.clone(), engine.clone())
+                .map_err(|source| ServeError::Thread { name: "nq-reference", source })?,
+        );
     }
     // Its thread opens its connection and reads the rows now, off every caller: the first status
     // call finds them ready.

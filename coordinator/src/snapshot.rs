@@ -4,8 +4,15 @@
 //! the latest one, so they never disagree on jobs, rate, quiet time or ETA; `status --state` builds
 //! the same type offline from a state file ([`RunSnapshot::from_store`]).
 //!
-//! To show a new number everywhere, add it here (and fill it in `engine/publish.rs`, and offline
-//! in [`RunSnapshot::from_store`]).
+//! A new figure is computed once, here: a field of [`RunSnapshot`] (or of its [`Progress`],
+//! `snapshot/progress.rs`), filled live in `engine/publish.rs` and offline in
+//! [`RunSnapshot::from_store`]; `status --json` and `/status.json` then carry it (`StatusView`
+//! and `http/view.rs`'s `PageView` flatten the snapshot in). Each view that shows it changes too
+//! (follow `jobs_held`): the text of `status` (`status/text.rs`), the page (`http/page.rs` and
+//! its markup and script, `http/page.html`), `/metrics` (`metrics.rs`), the wire (a
+//! `StatusResponse` field in `cluster.proto`, both directions in `grpc/wire/status.rs`, drawn in
+//! `grpc/wire/tests.rs`) and the list of figures in `docs/cluster.md`. A figure read from the
+//! committed rows instead is a field of `StatusView` (`status.rs`, read by `status/cache.rs`).
 
 pub mod fleet;
 mod progress;
@@ -20,9 +27,9 @@ pub use worker::WorkerView;
 
 use nqueens_result::RunResult;
 use nqueens_scheduler::state::JobState;
+use nqueens_store::unix_now;
 use nqueens_store::{FinalTally, Store, StoreError, Summary};
 use serde::Serialize;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The coordinator's counters since it started (what `/metrics` exposes beside the jobs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -83,16 +90,11 @@ pub struct RunSnapshot {
     pub counters: Option<Counters>,
 }
 
-/// Unix time now, in seconds.
-pub fn unix_now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
 impl RunSnapshot {
     /// Offline, from the committed rows of a state file (and their `summary`). With no live
     /// clock, the rate is measured over the span of the result rows (the first to the last) and
-    /// the quiet time since the last of them: the one rule of [`pace`] over the window the file
-    /// can tell.
+    /// the quiet time since the last of them: the one rule of `snapshot/rate.rs`
+    /// ([`per_second`]) over the window the file can tell.
     pub fn from_store(store: &Store, s: &Summary) -> Result<RunSnapshot, StoreError> {
         let meta = store.meta();
         let done = s.jobs.get(JobState::Done);

@@ -24,12 +24,16 @@ const BUDGET: Duration = Duration::from_secs(2);
 pub const REFERENCE_MAX_N: u8 = 23;
 
 /// Solves reference jobs on a background thread (one core, for about `BUDGET`; no lower
-/// priority than any other thread) and sends each answer to the engine as it is found.
-pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> Option<std::thread::JoinHandle<()>> {
-    let n = jobs.first()?.n;
+/// priority than any other thread) and sends each answer to the engine as it is found. `None`
+/// where there are none to solve; an error if the thread cannot be started.
+pub fn spawn(
+    jobs: Arc<Vec<Job>>,
+    engine: EngineHandle,
+) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    let Some(n) = jobs.first().map(|job| job.n) else { return Ok(None) };
     if n > REFERENCE_MAX_N {
         tracing::info!(n, "no reference jobs above N={REFERENCE_MAX_N}; spot checks use jobs two workers agreed on");
-        return None;
+        return Ok(None);
     }
     let spawned = std::thread::Builder::new().name("nq-reference".into()).spawn(move || {
         let started = Instant::now();
@@ -54,7 +58,7 @@ pub fn spawn(jobs: Arc<Vec<Job>>, engine: EngineHandle) -> Option<std::thread::J
             "reference answers computed for spot checks"
         );
     });
-    spawned.map_err(|e| tracing::error!(error = %e, "cannot start the reference thread")).ok()
+    spawned.map(Some)
 }
 
 /// The cheapest [`REFERENCE_JOBS`] of [`DRAWN`] jobs drawn at random, cheapest first.

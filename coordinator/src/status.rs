@@ -9,7 +9,7 @@ mod history;
 mod text;
 
 pub use cache::StatusCache;
-pub use history::{RatePoint, SAMPLE_EVERY};
+pub use history::{RatePoint, CHART_SAMPLE_EVERY};
 pub use text::shell_word;
 
 use crate::snapshot::fleet::{Fleet, FleetIndex, WorkerQuery};

@@ -11,9 +11,11 @@
 //! two rows to 2-3% at five. The jobs are sorted by cost and cut where each stratum holds an equal
 //! share of the summed cost, so the few heavy jobs form small strata of their own and the many
 //! light ones large strata. Every stratum gets an equal share of the sample, drawn at random with a
-//! fixed seed (the same command gives the same sample). Each sampled job is solved alone on one
-//! thread and timed in that thread's CPU time (wall time where the platform has no thread clock).
-//!
+//! fixed seed (the same command gives the same sample). The sampled jobs are spread over the
+//! pool's threads, heaviest first, each job on one thread and timed in that thread's CPU time
+//! (wall time where the platform has no thread clock): solved whole when at most
+//! [`EstimateParams::whole_rows`] searched rows are left, else estimated down [`PATHS`] random
+//! paths of its parts (`estimate/paths.rs`).
 //!
 //! The projection is the stratified estimator: each stratum's mean sampled time times the number of
 //! its jobs, summed. Its 95% confidence interval is `±1.96·√Σ N_h²(1 − n_h/N_h)·s_h²/n_h` from the

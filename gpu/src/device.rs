@@ -1,10 +1,7 @@
-//! Which device to use, what it is, and opening it: OpenCL first, CUDA where OpenCL offers no GPU.
+//! Which device to use and what it is: the plain types the backends and callers share (the
+//! backends fill in a [`DeviceInfo`]; opening one is `open_device` in `lib.rs`, above them).
 
-use crate::backend::Backend;
-use crate::{cuda, opencl, GpuError};
 use std::fmt;
-
-pub use crate::opencl::list_devices;
 
 /// Which device to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -15,7 +12,7 @@ pub enum DeviceSelector {
     /// The first GPU (or accelerator card) of all platforms, never a CPU device such as pocl's
     /// (slower than the CPU solver on the same cores): what a worker's `--gpu auto` wants.
     GpuOnly,
-    /// The OpenCL device at this position in [`list_devices`].
+    /// The OpenCL device at this position in [`crate::list_devices`].
     Index(usize),
     /// The CUDA device with this ordinal, driven through the CUDA driver API with the kernel
     /// compiled by NVRTC (for cards whose OpenCL is missing or lags).
@@ -66,10 +63,10 @@ impl fmt::Display for DeviceKind {
     }
 }
 
-/// One device, as [`list_devices`] reports it or as it was opened.
+/// One device, as [`crate::list_devices`] reports it or as it was opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
-    /// Position in [`list_devices`] (for [`DeviceSelector::Index`]), or the CUDA ordinal.
+    /// Position in [`crate::list_devices`] (for [`DeviceSelector::Index`]), or the CUDA ordinal.
     pub index: usize,
     /// Name of its platform (the OpenCL driver, or CUDA with the driver's and NVRTC's versions).
     pub platform: String,
@@ -101,32 +98,6 @@ impl fmt::Display for DeviceInfo {
             self.compute_units,
             self.global_mem_bytes >> 20
         )
-    }
-}
-
-/// Opens the selected device. `Auto` and `GpuOnly` look for an OpenCL GPU first, then a CUDA
-/// device (ordinal 0); `Auto` then takes any OpenCL device (such as pocl's CPU device). When
-/// nothing fits, the OpenCL error is returned with why CUDA did not serve either.
-pub(crate) fn open(selector: DeviceSelector) -> Result<Box<dyn Backend>, GpuError> {
-    match selector {
-        DeviceSelector::Cuda(ordinal) => Ok(Box::new(cuda::CudaDevice::open(ordinal)?)),
-        DeviceSelector::Index(i) => Ok(Box::new(opencl::Opened::open_index(i)?)),
-        DeviceSelector::Auto | DeviceSelector::GpuOnly => {
-            let opencl_error = match opencl::Opened::open_gpu() {
-                Ok(opened) => return Ok(Box::new(opened)),
-                Err(e) => e,
-            };
-            let cuda_error = match cuda::CudaDevice::open(0) {
-                Ok(device) => return Ok(Box::new(device)),
-                Err(e) => e,
-            };
-            if selector == DeviceSelector::Auto {
-                if let Ok(opened) = opencl::Opened::open_first() {
-                    return Ok(Box::new(opened));
-                }
-            }
-            Err(opencl_error.with_note(&format!("no CUDA device either: {cuda_error}")))
-        }
     }
 }
 

@@ -37,8 +37,9 @@ mod error;
 mod items;
 mod opencl;
 
-pub use device::{list_devices, DeviceInfo, DeviceKind, DeviceSelector};
+pub use device::{DeviceInfo, DeviceKind, DeviceSelector};
 pub use error::GpuError;
+pub use opencl::list_devices;
 
 use backend::{Backend, Kernel};
 use items::{Batch, Planner};
@@ -205,7 +206,7 @@ impl GpuSolver {
                 reason: format!("work group {} is not a power of two", options.work_group),
             });
         }
-        let device = device::open(selector)?;
+        let device = open_device(selector)?;
         let mut solver = GpuSolver {
             device,
             options,
@@ -430,4 +431,30 @@ fn upload_batch(
     let saved = device.alloc(lanes * save_words, 0, "the saved stacks")?;
     let n_items = n_items as u32;
     Ok(backend::Args { table, items, n_items, counters, counts, nodes, saved, chunks: 1 })
+}
+
+/// Opens the selected device: `Auto` and `GpuOnly` look for an OpenCL GPU first, then a CUDA
+/// device (ordinal 0); `Auto` then takes any OpenCL device (such as pocl's CPU device). When
+/// nothing fits, the OpenCL error is returned with why CUDA did not serve either.
+fn open_device(selector: DeviceSelector) -> Result<Box<dyn Backend>, GpuError> {
+    match selector {
+        DeviceSelector::Cuda(ordinal) => Ok(Box::new(cuda::CudaDevice::open(ordinal)?)),
+        DeviceSelector::Index(i) => Ok(Box::new(opencl::Opened::open_index(i)?)),
+        DeviceSelector::Auto | DeviceSelector::GpuOnly => {
+            let opencl_error = match opencl::Opened::open_gpu() {
+                Ok(opened) => return Ok(Box::new(opened)),
+                Err(e) => e,
+            };
+            let cuda_error = match cuda::CudaDevice::open(0) {
+                Ok(device) => return Ok(Box::new(device)),
+                Err(e) => e,
+            };
+            if selector == DeviceSelector::Auto {
+                if let Ok(opened) = opencl::Opened::open_first() {
+                    return Ok(Box::new(opened));
+                }
+            }
+            Err(opencl_error.with_note(&format!("no CUDA device either: {cuda_error}")))
+        }
+    }
 }

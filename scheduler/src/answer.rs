@@ -4,15 +4,9 @@
 //! reads the credential from here: forgetting an identity, untrusting, revoking or restarting
 //! never changes whose word an answer is.
 
+use crate::credential::{independent, party_of, COORDINATOR_CREDENTIAL};
 use crate::ids::{WorkerId, COORDINATOR};
-use crate::trust::PER_HOST_CREDENTIALS;
 use nqueens_core::JobCounts;
-
-/// The credential of the coordinator's own answers (worker [`COORDINATOR`]).
-pub const COORDINATOR_CREDENTIAL: u64 = 0;
-/// The credential of an answer stored before answers carried one, whose worker row is gone: it
-/// is nobody's independent evidence (it may be any party's).
-pub const UNKNOWN_CREDENTIAL: u64 = PER_HOST_CREDENTIALS - 3;
 
 /// One answer to a job, as given.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,7 +15,7 @@ pub struct Answer {
     pub worker_id: WorkerId,
     /// The credential it was given under, as the scheduler numbers credentials
     /// ([`crate::SHARED_CREDENTIAL`], [`crate::OPEN_CREDENTIAL`], per-host ones from
-    /// [`PER_HOST_CREDENTIALS`], [`COORDINATOR_CREDENTIAL`], [`UNKNOWN_CREDENTIAL`]).
+    /// [`crate::PER_HOST_CREDENTIALS`], [`COORDINATOR_CREDENTIAL`], [`crate::UNKNOWN_CREDENTIAL`]).
     pub credential: u64,
     /// The counts.
     pub counts: JobCounts,
@@ -53,22 +47,4 @@ impl Answer {
     pub fn agrees(&self, counts: &JobCounts) -> bool {
         self.counts.same_answer(counts)
     }
-}
-
-/// The party of an answer by `worker_id` under `credential` (see [`Answer::party`]).
-pub(crate) fn party_of(worker_id: WorkerId, credential: u64) -> u64 {
-    if credential >= PER_HOST_CREDENTIALS {
-        credential
-    } else {
-        worker_id.get()
-    }
-}
-
-/// Whether answers of (`a`, credential `ca`) and (`b`, credential `cb`) are independent: one is
-/// the coordinator's, or they are two different credentials, neither of them unknown.
-pub(crate) fn independent(a: WorkerId, ca: u64, b: WorkerId, cb: u64) -> bool {
-    if a == COORDINATOR || b == COORDINATOR {
-        return a != b;
-    }
-    ca != cb && ca != UNKNOWN_CREDENTIAL && cb != UNKNOWN_CREDENTIAL
 }

@@ -2,7 +2,8 @@
 //! result file's evidence (the store reads it over its rows) and the adversary model's check. It
 //! reads each answer's credential as it was given (see [`crate::Answer`]).
 
-use crate::answer::{Answer, UNKNOWN_CREDENTIAL};
+use crate::answer::Answer;
+use crate::credential::UNKNOWN_CREDENTIAL;
 use crate::ids::WorkerId;
 use nqueens_core::JobCounts;
 use std::collections::BTreeSet;

@@ -20,6 +20,7 @@
 mod answer;
 mod checks;
 mod config;
+mod credential;
 mod decide;
 pub mod evidence;
 mod ids;
@@ -28,6 +29,7 @@ mod jobs;
 mod leases;
 mod outcome;
 mod pace;
+mod per_second;
 mod result;
 pub mod ruling;
 mod settle;
@@ -35,19 +37,23 @@ pub mod state;
 mod stored;
 mod trust;
 
-pub use answer::{Answer, COORDINATOR_CREDENTIAL, UNKNOWN_CREDENTIAL};
+pub use answer::Answer;
 pub use checks::{implausible, MAX_JOB_NODES, MAX_SOLUTIONS_PER_NODE};
 pub use config::{
     SchedulerConfig, ERROR_UNTRUST_MIN, LEASE_DURATION, MAX_COPIES, MAX_ERRORS, MAX_LEASE,
     MAX_REFEREE_QUEUE, MIN_ERROR_PARTIES, OVERDUE_FACTOR, PROBATION_HOLD, PROBATION_RESULTS,
     SPOT_CHECK_RATE,
 };
+pub use credential::{
+    COORDINATOR_CREDENTIAL, OPEN_CREDENTIAL, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL,
+    UNKNOWN_CREDENTIAL,
+};
 pub use ids::{JobId, LeaseId, WorkerId, COORDINATOR};
 pub use outcome::{Change, Finding, Verdict};
 pub use pace::ACTIVE_LEASES;
+pub use per_second::PerSecond;
 pub use state::{JobState, JobsByState, ResultKind, Review};
 pub use stored::{StoredJob, StoredLease};
-pub use trust::{OPEN_CREDENTIAL, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL};
 
 use checks::Checks;
 use jobs::{JobTable, Standing};

@@ -11,6 +11,7 @@
 use crate::config::SchedulerConfig;
 use crate::ids::{JobId, WorkerId};
 use crate::jobs::Standing;
+use crate::per_second::PerSecond;
 use crate::state::JobState;
 use crate::Scheduler;
 use std::collections::{HashMap, VecDeque};
@@ -35,11 +36,11 @@ pub(crate) struct Pace {
     median_rate: Option<(Instant, Option<f64>)>,
     /// Per party that delivered within the last lease period: its answers counted or verified,
     /// per second of arrival (oldest first), and their sum.
-    delivered: HashMap<u64, Deliveries>,
+    delivered: HashMap<u64, PerSecond>,
     /// Every party's buckets of `delivered` in the order they were opened: the oldest go first
     /// when they age out, whichever party they belong to.
     bucket_order: VecDeque<(Instant, u64)>,
-    /// The sum of every party's `Deliveries::total`: a lease's share reads it and the number of
+    /// The sum of every party's [`PerSecond::total`]: a lease's share reads it and the number of
     /// parties in `delivered`, not every party (10,000 shared-token identities are 10,000 parties).
     delivered_total: usize,
     /// Per party: when it last delivered an answer that counted or was verified.
@@ -50,28 +51,15 @@ pub(crate) struct Pace {
     next_overdue_scan: Option<Instant>,
 }
 
-/// One party's answers that counted or were verified, per second of arrival, and their sum.
-#[derive(Debug, Default)]
-struct Deliveries {
-    buckets: VecDeque<(Instant, u32)>,
-    total: usize,
-}
-
 impl Pace {
     /// `party` delivered one more answer that counted or was verified: kept per second of
     /// arrival for `window` (a lease period).
     fn delivered(&mut self, party: u64, now: Instant, window: Duration) {
         self.age_out(now, window);
         self.last_verified.insert(party, now);
-        let d = self.delivered.entry(party).or_default();
-        match d.buckets.back_mut() {
-            Some((t, k)) if now.saturating_duration_since(*t) < Duration::from_secs(1) => *k += 1,
-            _ => {
-                d.buckets.push_back((now, 1));
-                self.bucket_order.push_back((now, party));
-            }
+        if self.delivered.entry(party).or_default().add(now) {
+            self.bucket_order.push_back((now, party));
         }
-        d.total += 1;
         self.delivered_total += 1;
     }
 
@@ -83,11 +71,10 @@ impl Pace {
             }
             self.bucket_order.pop_front();
             let Some(d) = self.delivered.get_mut(&party) else { continue };
-            if let Some((_, k)) = d.buckets.pop_front() {
-                d.total -= k as usize;
+            if let Some(k) = d.pop_oldest() {
                 self.delivered_total -= k as usize;
             }
-            if d.buckets.is_empty() {
+            if d.is_empty() {
                 self.delivered.remove(&party);
             }
         }
@@ -109,13 +96,7 @@ impl Pace {
 
     /// Answers `party` delivered within `window` before `now`.
     fn delivered_within(&self, party: u64, window: Duration, now: Instant) -> usize {
-        self.delivered.get(&party).map_or(0, |d| {
-            d.buckets
-                .iter()
-                .filter(|(t, _)| now.saturating_duration_since(*t) <= window)
-                .map(|(_, k)| *k as usize)
-                .sum()
-        })
+        self.delivered.get(&party).map_or(0, |d| d.within(now, window))
     }
 
     /// Whether `party` delivered anything within `window` before `now`.
@@ -158,11 +139,11 @@ impl Pace {
             }
             let Some(d) = self.delivered.get(&g) else { continue };
             let (buckets, sum) = stale.entry(g).or_default();
-            *sum += d.buckets.get(*buckets).map_or(0, |(_, k)| *k as usize);
+            *sum += d.nth(*buckets) as usize;
             *buckets += 1;
         }
         let left = |g: u64| {
-            let total = self.delivered.get(&g).map_or(0, |d| d.total);
+            let total = self.delivered.get(&g).map_or(0, PerSecond::total);
             total - stale.get(&g).map_or(0, |(_, sum)| *sum)
         };
         let all = self.delivered_total - stale.values().map(|(_, sum)| sum).sum::<usize>();

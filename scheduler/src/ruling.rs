@@ -32,7 +32,8 @@
 //!    already (it passed its draw). A drawn answer puts the job under review: it waits for
 //!    another party. A late answer never counts by itself: it is its credential's opinion.
 
-use crate::answer::{Answer, UNKNOWN_CREDENTIAL};
+use crate::answer::Answer;
+use crate::credential::UNKNOWN_CREDENTIAL;
 use crate::evidence::Basis;
 use crate::ids::WorkerId;
 use crate::state::Review;

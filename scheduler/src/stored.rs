@@ -5,9 +5,10 @@
 //! review, in dispute or awaiting a second answer is asked of the coordinator's referee again, so
 //! no check a count drew is forgotten by a restart.
 
-use crate::answer::{Answer, UNKNOWN_CREDENTIAL};
+use crate::answer::Answer;
 use crate::checks::Checks;
 use crate::config::SchedulerConfig;
+use crate::credential::UNKNOWN_CREDENTIAL;
 use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::jobs::{JobEntry, JobTable, Standing};
 use crate::leases::{LeaseBook, LeaseRecord};

@@ -16,21 +16,12 @@
 //! Solver errors are recorded here too: a job fails only when the coordinator's own attempt fails
 //! as well, or trusted workers of two per-host credentials failed it.
 
-use crate::answer::party_of;
+use crate::credential::{party_of, PER_HOST_CREDENTIALS};
 use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::jobs::Standing;
 use crate::outcome::{Change, Verdict};
 use crate::Scheduler;
 use std::collections::{HashMap, HashSet};
-
-/// Credential numbers at and above this are per-host credentials (the coordinator numbers them
-/// so): all identities of one are one party. Below it, a worker is a party of its own.
-pub const PER_HOST_CREDENTIALS: u64 = 1 << 62;
-/// The credential number of the shared `--token`: each of its identities is a party of its own,
-/// but they are one credential, so they never give each other independent evidence.
-pub const SHARED_CREDENTIAL: u64 = PER_HOST_CREDENTIALS - 1;
-/// The credential number of calls without any token (a loopback coordinator without one).
-pub const OPEN_CREDENTIAL: u64 = PER_HOST_CREDENTIALS - 2;
 
 /// The trust the scheduler puts in each worker and party.
 #[derive(Debug, Default)]
@@ -136,7 +127,7 @@ impl Scheduler {
         }
     }
     /// Records the credential `worker_id` registered under (see [`PER_HOST_CREDENTIALS`],
-    /// [`SHARED_CREDENTIAL`], [`OPEN_CREDENTIAL`]): identities of one per-host credential are one
+    /// [`crate::SHARED_CREDENTIAL`], [`crate::OPEN_CREDENTIAL`]): identities of one per-host credential are one
     /// party (they never confirm each other, share its trust and its cap on held jobs); answers
     /// are independent evidence only from different credentials.
     pub fn set_credential(&mut self, worker_id: WorkerId, credential: u64) {

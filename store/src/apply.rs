@@ -4,7 +4,7 @@
 
 use super::checksum::{RowClaim, RowMac};
 use super::error::StoreError;
-use super::{now_unix, stored_counts, Store, WorkerRow};
+use super::{stored_counts, unix_now, Store, WorkerRow};
 use nqueens_scheduler::state::{JobState, Review};
 use nqueens_scheduler::{Change, JobId, LeaseId, WorkerId, COORDINATOR};
 use rusqlite::{params, CachedStatement, Transaction};
@@ -32,7 +32,7 @@ impl Store {
         if changes.is_empty() && workers.is_empty() && forgotten.is_empty() {
             return Ok(());
         }
-        let at = now_unix();
+        let at = unix_now();
         let Some(mac) = &self.mac else {
             return Err(StoreError::Corrupt {
                 path: self.path.clone(),

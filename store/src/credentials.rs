@@ -9,7 +9,7 @@
 
 use super::error::StoreError;
 use super::schema::CREDENTIALS_TABLE;
-use super::{now_unix, Store};
+use super::{unix_now, Store};
 use nqueens_scheduler::{OPEN_CREDENTIAL, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL};
 use rusqlite::{params, OptionalExtension};
 use sha2::{Digest, Sha256};
@@ -143,7 +143,7 @@ impl Store {
             .conn
             .execute(
                 "INSERT OR IGNORE INTO credentials(name, digest, created) VALUES (?1, ?2, ?3)",
-                params![name, digest.to_vec(), now_unix()],
+                params![name, digest.to_vec(), unix_now()],
             )
             .map_err(&sql)?;
         match inserted {
@@ -164,7 +164,7 @@ impl Store {
             .conn
             .execute(
                 "UPDATE credentials SET revoked=?2 WHERE name=?1 AND revoked IS NULL",
-                params![name, now_unix()],
+                params![name, unix_now()],
             )
             .map_err(self.sql())?;
         Ok(changed == 1)

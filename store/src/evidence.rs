@@ -6,9 +6,9 @@
 
 use super::credentials::{CredentialNumbers, SHARED};
 use super::error::StoreError;
-use super::rows::StoredResult;
-use super::Store;
-use nqueens_core::JobCounts;
+use super::rows::{JobFacts, StoredResult};
+use super::{Store, Summary};
+use nqueens_core::{JobCounts, Tally};
 use nqueens_scheduler::evidence::{support, Basis, Support};
 use nqueens_scheduler::state::{JobState, Review};
 use nqueens_scheduler::Answer;
@@ -95,17 +95,24 @@ pub struct CountedJob {
     pub support: Support,
 }
 
-/// One job's figures needed here (and for the jobs by state of a summary).
-pub(super) struct JobFacts {
-    pub(super) state: JobState,
-    review: Review,
-    conflicts: u32,
-}
-
 impl Store {
     /// What the counted answers rest on, from the committed rows.
     pub fn evidence(&self) -> Result<Evidence, StoreError> {
         self.evidence_of(&self.results()?)
+    }
+
+    /// [`Store::tally_checked`] and [`Store::evidence`] from one reading of the rows.
+    pub fn tally_and_evidence(&self) -> Result<(Tally, u64, Evidence), StoreError> {
+        let rows = self.results()?;
+        let (tally, bad) = self.tally_and_bad(&rows)?;
+        Ok((tally, bad, self.evidence_of(&rows)?))
+    }
+
+    /// [`Store::summary`] and [`Store::evidence`] from one reading of the rows and the jobs
+    /// (`status --state`: each reading is a scan of a table of up to a million rows).
+    pub fn summary_and_evidence(&self) -> Result<(Summary, Evidence), StoreError> {
+        let (results, facts) = (self.results()?, self.job_facts()?);
+        Ok((self.summary_with(&results, &facts)?, self.evidence_with(&results, &facts)?))
     }
 
     /// [`Store::evidence`] from `rows`, the result rows already read (as the tally reads them).
@@ -169,29 +176,6 @@ impl Store {
             out.push(CountedJob { job_id: id as u64, counts: counted.counts, support });
         }
         Ok(out)
-    }
-
-    /// State, review and conflicts of every job, by id.
-    pub(super) fn job_facts(&self) -> Result<Vec<JobFacts>, StoreError> {
-        let sql = self.sql();
-        let review = if self.has_column("jobs", "review")? { "review" } else { "NULL" };
-        let query = format!("SELECT state, {review}, conflicts FROM jobs ORDER BY id");
-        let mut q = self.conn.prepare(&query).map_err(&sql)?;
-        let mut rows = q.query([]).map_err(&sql)?;
-        let mut jobs = Vec::with_capacity(self.meta.job_count as usize);
-        let corrupt = |reason: String| StoreError::Corrupt { path: self.path.clone(), reason };
-        while let Some(r) = rows.next().map_err(&sql)? {
-            let state: String = r.get(0).map_err(&sql)?;
-            let review: Option<String> = r.get(1).map_err(&sql)?;
-            jobs.push(JobFacts {
-                state: JobState::parse(&state)
-                    .ok_or_else(|| corrupt(format!("unknown job state {state}")))?,
-                review: Review::parse(review.as_deref())
-                    .ok_or_else(|| corrupt(format!("unknown review {review:?}")))?,
-                conflicts: r.get(2).map_err(&sql)?,
-            });
-        }
-        Ok(jobs)
     }
 
     /// The credential of every worker, by id (empty, in rows from before credentials: the shared

@@ -200,7 +200,9 @@ pub struct Store {
     _lock: Option<lock::WriterLock>,
 }
 
-fn now_unix() -> f64 {
+/// Unix time now, in seconds (0 before 1970): the one clock of the rows' times and of the
+/// coordinator's snapshots.
+pub fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
@@ -251,7 +253,7 @@ impl Store {
 
     /// Wall time since the run was created.
     pub fn age(&self) -> Duration {
-        Duration::from_secs_f64((now_unix() - self.meta.created_unix).max(0.0))
+        Duration::from_secs_f64((unix_now() - self.meta.created_unix).max(0.0))
     }
 }
 

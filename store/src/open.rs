@@ -21,7 +21,7 @@ use super::descriptors::read_header;
 use super::error::{corrupt_or_sql, StoreError};
 use super::lock::{OpeningLock, WriterLock};
 use super::schema::{APPLICATION_ID, SCHEMA_VERSION, UNTRUSTED_TABLE};
-use super::{now_unix, run_fingerprint, RunKind, RunMeta, RunPolicy, Store};
+use super::{run_fingerprint, unix_now, RunKind, RunMeta, RunPolicy, Store};
 use nqueens_core::JobList;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -91,7 +91,7 @@ impl NewRun {
             target_jobs: list.params.target_jobs,
             fingerprint: run_fingerprint(list, protocol_major),
             job_count: list.jobs.len() as u64,
-            created_unix: now_unix(),
+            created_unix: unix_now(),
             kind: self.kind.as_str().to_owned(),
             replication: policy.replication,
         };

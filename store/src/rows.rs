@@ -37,6 +37,14 @@ pub struct StoredResult {
     pub intact: bool,
 }
 
+/// One job's figures read with the result rows: its state (for the jobs by state of a summary),
+/// and its review and conflicts (for the evidence).
+pub(super) struct JobFacts {
+    pub(super) state: JobState,
+    pub(super) review: Review,
+    pub(super) conflicts: u32,
+}
+
 /// What the committed rows come to at the run's end ([`Store::final_tally`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FinalTally {
@@ -162,6 +170,29 @@ impl Store {
             out.push(row);
         }
         Ok(out)
+    }
+
+    /// State, review and conflicts of every job, by id.
+    pub(super) fn job_facts(&self) -> Result<Vec<JobFacts>, StoreError> {
+        let sql = self.sql();
+        let review = if self.has_column("jobs", "review")? { "review" } else { "NULL" };
+        let query = format!("SELECT state, {review}, conflicts FROM jobs ORDER BY id");
+        let mut q = self.conn.prepare(&query).map_err(&sql)?;
+        let mut rows = q.query([]).map_err(&sql)?;
+        let mut jobs = Vec::with_capacity(self.meta.job_count as usize);
+        let corrupt = |reason: String| StoreError::Corrupt { path: self.path.clone(), reason };
+        while let Some(r) = rows.next().map_err(&sql)? {
+            let state: String = r.get(0).map_err(&sql)?;
+            let review: Option<String> = r.get(1).map_err(&sql)?;
+            jobs.push(JobFacts {
+                state: JobState::parse(&state)
+                    .ok_or_else(|| corrupt(format!("unknown job state {state}")))?,
+                review: Review::parse(review.as_deref())
+                    .ok_or_else(|| corrupt(format!("unknown review {review:?}")))?,
+                conflicts: r.get(2).map_err(&sql)?,
+            });
+        }
+        Ok(jobs)
     }
 
     /// Whether `table` has a column `column` (files of older schemas, read as they are, lack some).
@@ -404,15 +435,8 @@ impl Store {
         self.tally_and_bad(&self.results()?)
     }
 
-    /// [`Store::tally_checked`] and [`Store::evidence`] from one reading of the rows.
-    pub fn tally_and_evidence(&self) -> Result<(Tally, u64, crate::Evidence), StoreError> {
-        let rows = self.results()?;
-        let (tally, bad) = self.tally_and_bad(&rows)?;
-        Ok((tally, bad, self.evidence_of(&rows)?))
-    }
-
     /// The tally of `rows`, and how many of them fail their checksum.
-    fn tally_and_bad(&self, rows: &[StoredResult]) -> Result<(Tally, u64), StoreError> {
+    pub(super) fn tally_and_bad(&self, rows: &[StoredResult]) -> Result<(Tally, u64), StoreError> {
         // The weights are a scan of every job: not read for a run with nothing counted yet.
         let counted = rows.iter().any(|r| r.counted && r.intact);
         let weights = if counted { self.weights()? } else { Vec::new() };
@@ -456,17 +480,11 @@ impl Store {
         self.summary_with(&self.results()?, &self.job_facts()?)
     }
 
-    /// [`Store::summary`] and [`Store::evidence`] from one reading of the rows and the jobs
-    /// (`status --state`: each reading is a scan of a table of up to a million rows).
-    pub fn summary_and_evidence(&self) -> Result<(Summary, crate::Evidence), StoreError> {
-        let (results, facts) = (self.results()?, self.job_facts()?);
-        Ok((self.summary_with(&results, &facts)?, self.evidence_with(&results, &facts)?))
-    }
-
-    fn summary_with(
+    /// [`Store::summary`] from rows and job facts already read.
+    pub(super) fn summary_with(
         &self,
         results: &[StoredResult],
-        facts: &[super::evidence::JobFacts],
+        facts: &[JobFacts],
     ) -> Result<Summary, StoreError> {
         let sql = self.sql();
         let (tally, bad_rows) = self.tally_and_bad(results)?;

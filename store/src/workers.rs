@@ -2,7 +2,7 @@
 //! worker take its id up again, and for `status --state`, which has no live coordinator to ask.
 
 use super::error::StoreError;
-use super::{now_unix, Store, WorkerRow};
+use super::{unix_now, Store, WorkerRow};
 use nqueens_scheduler::state::JobState;
 use std::collections::HashMap;
 
@@ -53,7 +53,7 @@ impl Store {
             JobState::Leased.as_str()
         ))?;
         let untrusted = self.untrusted_workers()?;
-        let now = now_unix();
+        let now = unix_now();
         let records = rows.into_iter().map(|(row, registered)| {
             let id = row.id;
             let (counted, last_result) = results.get(&id).copied().unwrap_or((0, registered));

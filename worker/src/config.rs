@@ -5,7 +5,14 @@ use nqueens_proto as pb;
 use std::time::Duration;
 use thiserror::Error;
 
-/// Settings of one worker; [`WorkerConfig::validate`] says whether they can work.
+/// How many CPU threads' worth of jobs a GPU asks for, unless told (`--gpu-slots`): the one
+/// source of this default, for [`WorkerConfig::new`] and the command line alike.
+pub const DEFAULT_GPU_SLOTS: usize = 256;
+/// The longest wait between reconnect attempts, unless told (`--max-backoff-seconds`).
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Settings of one worker; [`WorkerConfig::check`] makes them a [`CheckedWorkerConfig`], what
+/// [`crate::run`] takes, or says why they cannot work.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     /// Coordinator URL (`http://host:7447`, or `https://` with `tls_ca`; a bare `host:port` means
@@ -50,6 +57,18 @@ pub enum GpuMode {
     Cuda(usize),
 }
 
+/// The form [`GpuMode`]'s `FromStr` reads back (`--gpu`'s default is written this way).
+impl std::fmt::Display for GpuMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuMode::Off => f.write_str("off"),
+            GpuMode::Auto => f.write_str("auto"),
+            GpuMode::Index(i) => write!(f, "{i}"),
+            GpuMode::Cuda(ordinal) => write!(f, "cuda:{ordinal}"),
+        }
+    }
+}
+
 impl std::str::FromStr for GpuMode {
     type Err = String;
 
@@ -72,25 +91,31 @@ impl std::str::FromStr for GpuMode {
 }
 
 impl WorkerConfig {
-    /// Settings for `threads` solver threads (0 counts as 1) against `connect`, named after this
-    /// host, without token or TLS, reconnecting at least every 5 s.
+    /// Settings for `threads` solver threads against `connect`, named after this host, without
+    /// token, TLS or GPU, with the defaults [`DEFAULT_MAX_BACKOFF`] and [`DEFAULT_GPU_SLOTS`].
     pub fn new(connect: impl Into<String>, threads: usize) -> Self {
         WorkerConfig {
             connect: connect.into(),
-            threads: threads.max(1),
+            threads,
             token: None,
             name: host_name(),
             tls_ca: None,
-            max_backoff: Duration::from_secs(5),
-            gpu: GpuMode::Off,
+            max_backoff: DEFAULT_MAX_BACKOFF,
+            gpu: GpuMode::default(),
             cpu_beside_gpu: false,
-            gpu_slots: 256,
+            gpu_slots: DEFAULT_GPU_SLOTS,
         }
     }
 
-    /// Rejects settings that no retry can make work, so that a typo is one clear error at start
-    /// instead of a worker that reconnects forever.
-    pub fn validate(&self) -> Result<(), WorkerConfigError> {
+    /// Checks the settings once, rejecting those that no retry can make work, so that a typo is
+    /// one clear error at start instead of a worker that reconnects forever: what passes is
+    /// what [`crate::run`] runs.
+    pub fn check(self) -> Result<CheckedWorkerConfig, WorkerConfigError> {
+        self.validate()?;
+        Ok(CheckedWorkerConfig(self))
+    }
+
+    fn validate(&self) -> Result<(), WorkerConfigError> {
         let url = self.connect.trim();
         if url.is_empty() {
             return Err(WorkerConfigError::NoUrl);
@@ -117,7 +142,20 @@ impl WorkerConfig {
     }
 }
 
-/// A setting that cannot work, found by [`WorkerConfig::validate`].
+/// A [`WorkerConfig`] whose settings [`WorkerConfig::check`] passed: what [`crate::run`] takes,
+/// so that the binary checks them before it logs anything and nothing checks them again.
+#[derive(Debug, Clone)]
+pub struct CheckedWorkerConfig(pub(crate) WorkerConfig);
+
+impl std::ops::Deref for CheckedWorkerConfig {
+    type Target = WorkerConfig;
+
+    fn deref(&self) -> &WorkerConfig {
+        &self.0
+    }
+}
+
+/// A setting that cannot work, found by [`WorkerConfig::check`].
 #[derive(Debug, Error)]
 pub enum WorkerConfigError {
     /// The coordinator URL is empty.
@@ -142,7 +180,7 @@ pub enum WorkerConfigError {
     #[error("the CA file holds no PEM certificate (-----BEGIN CERTIFICATE-----)")]
     CaNotPem,
     /// Zero solver threads.
-    #[error("the worker needs at least 1 solver thread")]
+    #[error("--threads must be at least 1 (the worker needs a solver thread)")]
     NoThreads,
     /// A GPU that asks for no jobs.
     #[error("--gpu-slots must be at least 1")]
@@ -177,29 +215,29 @@ mod tests {
     #[test]
     fn plain_urls_pass() {
         for url in ["http://127.0.0.1:7447", "coord:7447", "http://[::1]:7447"] {
-            config(url).validate().unwrap_or_else(|e| panic!("{url}: {e}"));
+            config(url).check().unwrap_or_else(|e| panic!("{url}: {e}"));
         }
     }
 
     #[test]
     fn settings_that_cannot_work_are_refused() {
-        assert!(matches!(config("  ").validate(), Err(WorkerConfigError::NoUrl)));
-        assert!(matches!(config("http://a b").validate(), Err(WorkerConfigError::BadUrl { .. })));
+        assert!(matches!(config("  ").check(), Err(WorkerConfigError::NoUrl)));
+        assert!(matches!(config("http://a b").check(), Err(WorkerConfigError::BadUrl { .. })));
         assert!(matches!(
-            config("https://c:1").validate(),
+            config("https://c:1").check(),
             Err(WorkerConfigError::HttpsWithoutCa { .. })
         ));
         let mut c = config("https://c:1");
         c.tls_ca = Some(b"not a certificate".to_vec());
-        assert!(matches!(c.validate(), Err(WorkerConfigError::CaNotPem)));
+        assert!(matches!(c.clone().check(), Err(WorkerConfigError::CaNotPem)));
         c.tls_ca = Some(b"-----BEGIN CERTIFICATE-----\nMII=\n-----END CERTIFICATE-----\n".to_vec());
-        c.validate().unwrap();
+        c.clone().check().unwrap();
         let mut c = config("c:1");
         c.threads = 0;
-        assert!(matches!(c.validate(), Err(WorkerConfigError::NoThreads)));
+        assert!(matches!(c.clone().check(), Err(WorkerConfigError::NoThreads)));
         c.threads = 1;
         c.token = Some("line\nbreak".into());
-        assert!(matches!(c.validate(), Err(WorkerConfigError::BadToken)));
+        assert!(matches!(c.check(), Err(WorkerConfigError::BadToken)));
     }
 }
 
@@ -215,6 +253,9 @@ mod gpu_mode_tests {
         assert_eq!(parse("1"), Ok(GpuMode::Index(1)));
         assert_eq!(parse("cuda"), Ok(GpuMode::Cuda(0)));
         assert_eq!(parse("cuda:2"), Ok(GpuMode::Cuda(2)));
+        for mode in [GpuMode::Off, GpuMode::Auto, GpuMode::Index(3), GpuMode::Cuda(1)] {
+            assert_eq!(parse(&mode.to_string()), Ok(mode));
+        }
         for bad in ["gpu", "cuda:x", "", "-1"] {
             assert!(parse(bad).unwrap_err().contains("cuda:ORDINAL"), "{bad:?}");
         }

@@ -2,7 +2,6 @@
 //! loop logs it with its cause in plain words ([`SessionError::why`]) and its chain once
 //! ([`SessionError::chain`]).
 
-use crate::config::WorkerConfigError;
 use nqueens_proto::Reason;
 use std::error::Error as StdError;
 use std::fmt;
@@ -11,9 +10,6 @@ use thiserror::Error;
 /// Why a worker stopped with an error.
 #[derive(Debug, Error)]
 pub enum WorkerError {
-    /// The settings cannot work (see [`crate::WorkerConfig::validate`]).
-    #[error("invalid settings")]
-    Config(#[from] WorkerConfigError),
     /// This machine's solver gave a wrong count for a known answer: its results cannot be trusted.
     #[error("solver self-test failed: N={n} gave {found}, expected {expected}")]
     SelfTest {

@@ -41,7 +41,10 @@ mod session;
 mod state;
 mod work;
 
-pub use config::{GpuMode, WorkerConfig, WorkerConfigError};
+pub use config::{
+    CheckedWorkerConfig, GpuMode, WorkerConfig, WorkerConfigError, DEFAULT_GPU_SLOTS,
+    DEFAULT_MAX_BACKOFF,
+};
 pub use error::WorkerError;
 
 /// How a worker ended without error.
@@ -81,10 +84,10 @@ pub fn self_test() -> pb::SelfTest {
 /// Runs a worker until the run is complete, `shutdown` resolves, or the coordinator refuses it.
 /// Every log line it writes carries the coordinator's URL, and once registered the worker id.
 pub async fn run(
-    config: WorkerConfig,
+    config: CheckedWorkerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<WorkerExit, WorkerError> {
-    config.validate()?;
+    let config = config.0;
     let span = tracing::info_span!("worker", coordinator = %config.connect);
     run_in_span(config, shutdown).instrument(span).await
 }

@@ -3,7 +3,10 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use nqueens_process::shutdown_signal;
-use nqueens_worker::{run, WorkerConfig, WorkerExit};
+use nqueens_worker::{
+    run, CheckedWorkerConfig, GpuMode, WorkerConfig, WorkerExit, DEFAULT_GPU_SLOTS,
+    DEFAULT_MAX_BACKOFF,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -35,13 +38,13 @@ struct Args {
     /// taken); INDEX an OpenCL device by number, `cuda` or `cuda:ORDINAL` a CUDA device through
     /// the CUDA driver and NVRTC (an error if unusable); `off` the CPU only. With a GPU, CPU
     /// threads solve beside it only if --threads is given.
-    #[arg(long, env = "NQ_GPU", value_name = "auto|INDEX|cuda[:ORDINAL]|off", num_args = 0..=1, default_missing_value = "auto", default_value = "off")]
-    gpu: nqueens_worker::GpuMode,
+    #[arg(long, env = "NQ_GPU", value_name = "auto|INDEX|cuda[:ORDINAL]|off", num_args = 0..=1, default_missing_value = "auto", default_value_t = GpuMode::default())]
+    gpu: GpuMode,
     /// With a GPU: how many CPU threads' worth of jobs to lease for it.
-    #[arg(long, env = "NQ_GPU_SLOTS", default_value_t = 256)]
+    #[arg(long, env = "NQ_GPU_SLOTS", default_value_t = DEFAULT_GPU_SLOTS)]
     gpu_slots: usize,
     /// Longest wait between reconnect attempts, in seconds.
-    #[arg(long, env = "NQ_MAX_BACKOFF_SECONDS", default_value_t = 5)]
+    #[arg(long, env = "NQ_MAX_BACKOFF_SECONDS", default_value_t = DEFAULT_MAX_BACKOFF.as_secs())]
     max_backoff_seconds: u64,
 }
 
@@ -65,13 +68,11 @@ fn fail(e: anyhow::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The worker's settings from the command line, checked: nothing has been logged or connected yet.
-fn settings(args: Args) -> Result<WorkerConfig> {
-    let threads = match args.threads {
-        Some(0) => anyhow::bail!("--threads must be at least 1"),
-        Some(t) => t,
-        None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-    };
+/// The worker's settings from the command line, checked once: nothing has been logged or
+/// connected yet.
+fn settings(args: Args) -> Result<CheckedWorkerConfig> {
+    let threads =
+        args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut config = WorkerConfig::new(args.connect, threads);
     config.gpu = args.gpu;
     config.cpu_beside_gpu = args.threads.is_some();
@@ -86,11 +87,10 @@ fn settings(args: Args) -> Result<WorkerConfig> {
         config.tls_ca = Some(pem);
     }
     config.max_backoff = Duration::from_secs(args.max_backoff_seconds.max(1));
-    config.validate()?;
-    Ok(config)
+    Ok(config.check()?)
 }
 
-fn start(config: WorkerConfig) -> Result<ExitCode> {
+fn start(config: CheckedWorkerConfig) -> Result<ExitCode> {
     // Networking gets its own two threads, separate from the solver pool, so heartbeats are never
     // starved by the solving.
     let runtime = tokio::runtime::Builder::new_multi_thread()

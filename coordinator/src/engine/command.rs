@@ -36,12 +36,16 @@ pub enum Command {
         job_ids: Vec<JobId>,
         reply: ReplyTx<u32>,
     },
-    /// The coordinator's own answer for a job, to check workers against (see `spot_checks.rs`).
+    /// The coordinator's own answer to a job, from the reference thread (`spot_checks.rs`: a
+    /// cheap job's known answer, for spot checks) or the referee (`referee.rs`: its ruling on
+    /// a job in dispute or doubt); the scheduler records it and rules the job again
+    /// (`Scheduler::add_reference`).
     Reference {
         job_id: JobId,
         counts: nqueens_core::JobCounts,
     },
-    /// The coordinator's own attempt at a job failed (see `referee.rs`).
+    /// The referee's attempt at a job failed (see `referee.rs`): a job workers reported errors
+    /// for is failed (`Scheduler::coordinator_failed`).
     RefereeFailed {
         job_id: JobId,
     },

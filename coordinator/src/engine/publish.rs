@@ -12,10 +12,11 @@
 //! delivering tens of thousands of results a second do not cost 10,000 views a batch.
 
 use super::Engine;
-use crate::snapshot::{unix_now, Progress, RunRate};
+use crate::snapshot::{Progress, RunRate};
 use crate::snapshot::{RunName, RunSnapshot, WorkerView};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::WorkerId;
+use nqueens_store::unix_now;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;

@@ -12,9 +12,9 @@
 
 use super::{Caller, Refusal, Registration};
 use crate::secrets::{digest, new_secret, same_digest, Credential};
-use nqueens_scheduler::{Scheduler, WorkerId};
+use nqueens_scheduler::{PerSecond, Scheduler, WorkerId};
 use nqueens_store::{CredentialNumbers, WorkerRow};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 /// Refused calls naming a worker without its secret are logged at most this often.
@@ -27,7 +27,7 @@ pub(super) struct WorkerState {
     pub(super) device: String,
     pub(super) last_seen: Instant,
     /// Results counted in the last lease period, per second (oldest first): its throughput.
-    pub(super) recent: VecDeque<(Instant, u32)>,
+    pub(super) recent: PerSecond,
     pub(super) results: u64,
     pub(super) conflicts: u64,
     /// Jobs its last lease call was sized for (what the scheduler allowed it).
@@ -38,25 +38,14 @@ impl WorkerState {
     /// A result of its was counted at `now`; what is older than `keep` is forgotten (every
     /// snapshot reads what is left).
     pub(super) fn delivered(&mut self, now: Instant, keep: Duration) {
-        while self.recent.front().is_some_and(|(t, _)| now.duration_since(*t) > keep) {
-            self.recent.pop_front();
-        }
-        match self.recent.back_mut() {
-            Some((t, k)) if now.duration_since(*t) < Duration::from_secs(1) => *k += 1,
-            _ => self.recent.push_back((now, 1)),
-        }
+        self.recent.forget_older(now, keep);
+        self.recent.add(now);
     }
 
     /// Its counted results per second over the last `period` (a lease period): the one rate of a
     /// worker that every view shows.
     pub(super) fn results_per_second(&self, now: Instant, period: Duration) -> f64 {
-        let counted: u32 = self
-            .recent
-            .iter()
-            .filter(|(t, _)| now.duration_since(*t) <= period)
-            .map(|(_, k)| *k)
-            .sum();
-        counted as f64 / period.as_secs_f64()
+        self.recent.within(now, period) as f64 / period.as_secs_f64()
     }
 }
 
@@ -185,7 +174,7 @@ impl Registry {
             row: row.clone(),
             device: device.clone(),
             last_seen: now,
-            recent: VecDeque::new(),
+            recent: PerSecond::default(),
             results: 0,
             conflicts: 0,
             last_lease_size: 0,
@@ -305,7 +294,7 @@ mod rate_tests {
             },
             device: String::new(),
             last_seen: start,
-            recent: VecDeque::new(),
+            recent: PerSecond::default(),
             results: 0,
             conflicts: 0,
             last_lease_size: 0,

@@ -4,7 +4,7 @@
 
 use crate::snapshot::fleet::{Fleet, WorkerQuery};
 use crate::snapshot::{RunSnapshot, WorkerView};
-use crate::status::{shell_word, RatePoint, StatusCache, SAMPLE_EVERY};
+use crate::status::{shell_word, RatePoint, StatusCache, CHART_SAMPLE_EVERY};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -59,7 +59,7 @@ impl PageView {
             requeue_held: requeue(run.progress.jobs_held, "held"),
             requeue_failed: requeue(run.progress.jobs_failed, "failed"),
             history: cache.rate_points(&run),
-            sample_seconds: SAMPLE_EVERY.as_secs_f64(),
+            sample_seconds: CHART_SAMPLE_EVERY.as_secs_f64(),
             rows_error,
             state_file,
             workers: page.into(),

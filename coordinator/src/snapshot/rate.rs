@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 /// change in the cluster within minutes.
 pub const RATE_WINDOW: Duration = Duration::from_secs(5 * 60);
 
-/// How often the live rate keeps a sample of the counts (at most).
-const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// How often the live rate keeps a sample of the counts (at most): the steps its window moves in.
+const RATE_SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// `count` things over `seconds`, per second; `None` over an empty or negative span.
 pub fn per_second(count: u64, seconds: f64) -> Option<f64> {
@@ -61,7 +61,7 @@ impl RunRate {
     /// The rate at `now`, with `done` jobs counted and `nodes` searched by this process. Keeps a
     /// sample now and then, and forgets those the window no longer needs.
     pub fn measure(&mut self, now: Instant, done: u64, nodes: u64) -> RateNow {
-        if self.samples.back().is_none_or(|s| now.duration_since(s.at) >= SAMPLE_EVERY) {
+        if self.samples.back().is_none_or(|s| now.duration_since(s.at) >= RATE_SAMPLE_EVERY) {
             self.samples.push_back(Sample { at: now, done, nodes });
         }
         // The oldest sample kept is the newest one at least a window old.

@@ -4,9 +4,9 @@
 //! checksum, the first held and failed job ids), the chart's samples and the worker table's index.
 //!
 //! One refresh rule, kept by one thread (`nq-status`) off every caller: every half second it
-//! samples the snapshot for the chart when a sample is due ([`SAMPLE_EVERY`]), and reads the rows
-//! again when they are due ([`next_read`]) and the file changed since the last read (SQLite's
-//! `data_version`), on its one read-only connection, opened once
+//! samples the snapshot for the chart when a sample is due ([`CHART_SAMPLE_EVERY`]), and reads
+//! the rows again when they are due ([`next_read`]) and the file changed since the last read
+//! (SQLite's `data_version`), on its one read-only connection, opened once
 //! ([`Store::open_beside_writer`]). Summing checks every result row's checksum, which takes time
 //! in proportion to the run's jobs (a third of a second for 180,000 on a 2-vCPU VM), so it is
 //! done at most every [`ROWS_MAX_AGE`] (less often when it takes long: [`ROWS_SHARE`]) however
@@ -15,7 +15,7 @@
 //! and when the run ended after the last read began (then the rows are read once more, so that a
 //! finished run's partial totals are its result's, never a partial or empty sum).
 
-use super::history::{History, RatePoint, Sample, HISTORY_SAMPLES, SAMPLE_EVERY};
+use super::history::{History, RatePoint, Sample, CHART_SAMPLE_EVERY, HISTORY_SAMPLES};
 use super::StatusView;
 use crate::snapshot::fleet::{Fleet, FleetIndex, WorkerQuery};
 use crate::snapshot::{RunSnapshot, WorkerView};
@@ -270,7 +270,7 @@ impl StatusCache {
 fn keep_current(cache: Weak<StatusCache>) {
     let mut sampled: Option<Instant> = None;
     while let Some(cache) = cache.upgrade() {
-        if sampled.is_none_or(|at| at.elapsed() >= SAMPLE_EVERY) {
+        if sampled.is_none_or(|at| at.elapsed() >= CHART_SAMPLE_EVERY) {
             sampled = Some(Instant::now());
             let sample = Sample::of(&cache.latest());
             cache.history.lock().push(sample);

@@ -1,18 +1,19 @@
-//! The rate chart of a run: a ring of samples of the engine's snapshots, taken by the status
-//! cache's thread (`cache.rs`), from which the status page draws results/s and nodes/s over the
-//! last hours. (The rate behind the ETA is the snapshot's own, by the one rule of
-//! `snapshot/progress.rs`.)
+//! The rate chart of a run: a ring of samples of the counters in the engine's snapshots (results
+//! counted, nodes searched), taken every [`CHART_SAMPLE_EVERY`] by the status cache's thread
+//! (`cache.rs`), from which the status page draws results/s and nodes/s over the last six hours.
+//! (The rate behind the ETA is the snapshot's own, by the one rule of `snapshot/rate.rs`.)
 
 use crate::snapshot::RunSnapshot;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// How often the coordinator samples its counters.
-pub const SAMPLE_EVERY: Duration = Duration::from_secs(10);
+/// How often the status cache samples the snapshot's counters for the rate chart (the live rate
+/// behind the ETA keeps samples of its own, `snapshot/rate.rs`).
+pub const CHART_SAMPLE_EVERY: Duration = Duration::from_secs(10);
 
-/// How many samples are kept: six hours at one every [`SAMPLE_EVERY`].
-pub const HISTORY_SAMPLES: usize = 6 * 3600 / 10;
+/// How many samples are kept: six hours at one every [`CHART_SAMPLE_EVERY`].
+pub const HISTORY_SAMPLES: usize = 6 * 3600 / CHART_SAMPLE_EVERY.as_secs() as usize;
 
 /// The coordinator's counters at one moment.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -37,7 +37,7 @@ async fn two_workers_solve_n12_to_n15_exactly() {
                 cfg.token = Some("sesame".into());
                 cfg.name = name.into();
                 cfg.max_backoff = Duration::from_secs(1);
-                tokio::spawn(nqueens_worker::run(cfg, std::future::pending()))
+                tokio::spawn(nqueens_worker::run(cfg.check().unwrap(), std::future::pending()))
             })
             .collect();
 

@@ -35,7 +35,8 @@ const CRATES: [&str; 12] = [
     "tools",
 ];
 /// Endings of the file names the document may name.
-const ENDINGS: [&str; 9] = [".rs", ".cl", ".proto", ".txt", ".tsv", ".sh", ".md", ".toml", ".html"];
+const ENDINGS: [&str; 10] =
+    [".rs", ".cl", ".proto", ".txt", ".tsv", ".sh", ".py", ".md", ".toml", ".html"];
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()

@@ -54,7 +54,7 @@ async fn cluster_run(dir: &Path) -> PathBuf {
         cfg.token = Some("sesame".into());
         cfg.name = name.into();
         cfg.max_backoff = Duration::from_secs(1);
-        tokio::spawn(nqueens_worker::run(cfg, std::future::pending()));
+        tokio::spawn(nqueens_worker::run(cfg.check().unwrap(), std::future::pending()));
     }
     let record = tokio::time::timeout(Duration::from_secs(180), coordinator)
         .await
