@@ -4,7 +4,7 @@
 //! Every job's standing is now one ruling of its stored answers, so each ends exact with no
 //! operator action (the scheduler's kept cases `route1`-`route3` show the same steps in the model).
 
-use super::open_checks::answers;
+use super::open_checks::{answers, earn_trust};
 use super::record_run::record_run;
 use super::trust::{
     finishes_exact, register, register_request, spawn_coordinator, spawn_worker, token_add,
@@ -183,37 +183,36 @@ async fn liveness_one_credential_answering_several_ways_holds_no_job_of_a_record
     assert_eq!(evidence.jobs_one_party, 0, "{evidence:?}");
 }
 
-/// A liar joins a plain run without the referee while two honest per-host workers are paused,
-/// every count resting on both of their credentials (every answer re-checked); its first lease
-/// carries a spot check of such a count, and it answers everything wrongly under that live lease.
-/// Once the spot check's wrong answer un-counted the job and stranded it (pending for good, also
-/// after a restart). Now it contradicts an answer two credentials gave: the liar is untrusted, the
-/// count stands, and the run ends exact with no requeue.
+/// A per-host party earns trust with true answers beside two honest per-host workers in a plain
+/// run without the referee (every answer re-checked, so every count rests on two credentials);
+/// the honest workers are paused, and a second identity of the trusted party takes its first
+/// lease, which carries a spot check of such a count, and answers everything wrongly under that
+/// live lease. Once that un-counted the job and set both honest answers aside as opinions that
+/// nothing counted again: the job was stranded for good and the run never ended. Now the lie
+/// contradicts an answer two credentials gave: the party is untrusted, the count stands, and the
+/// run ends exact with no requeue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn liveness_a_wrong_answer_to_a_spot_check_strands_no_job() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run.db");
-    let (port, n) = (free_port(), 13);
+    let (port, n) = (free_port(), 16);
     let mut args = vec!["--exit-when-done", "--token", TOKEN, "--recheck-fraction", "1"];
     args.extend_from_slice(&NO_REFEREE);
     let coordinator = spawn_coordinator(dir.path(), n, port, &args, "coordinator.log");
     wait_for_log(coordinator.log.clone(), "coordinator listening").await;
     let (a, b) = (token_add(&state, "host-a"), token_add(&state, "host-b"));
+    let c = token_add(&state, "host-c");
     tokio::time::sleep(Duration::from_secs(3)).await;
     let workers =
         [spawn_worker(dir.path(), port, "a", &a), spawn_worker(dir.path(), port, "b", &b)];
-    let total = query_count(&state, "SELECT COUNT(*) FROM jobs");
-    let file = state.clone();
-    let quarter = move || jobs_in(&file, "done") * 4 >= total;
-    tokio::task::spawn_blocking(move || wait_until(LONG_WAIT, "a quarter of the jobs", quarter))
-        .await
-        .unwrap();
+    let mut first = register(port, &c, "turncoat-1").await;
+    earn_trust(&mut first, n, port).await;
     for w in &workers {
         w.signal(libc::SIGSTOP);
     }
-    let done_before: std::collections::BTreeSet<i64> = counted_job_ids(&state);
-    let mut liar = register(port, TOKEN, "liar").await;
-    let lease = liar.lease(8).await;
+    let done_before = counted_job_ids(&state);
+    let mut second = register(port, &c, "turncoat-2").await;
+    let lease = second.lease(8).await;
     let spot_checked: Vec<u64> = lease
         .jobs
         .iter()
@@ -221,8 +220,8 @@ async fn liveness_a_wrong_answer_to_a_spot_check_strands_no_job() {
         .filter(|id| done_before.contains(&(*id as i64)))
         .collect();
     assert!(!spot_checked.is_empty(), "no spot check came with the first lease");
-    liar.send(answers(&liar, &lease, n, lie)).await;
-    assert!(untrusted(&state, liar.id), "a wrong spot-check answer left its giver trusted");
+    second.send(answers(&second, &lease, n, lie)).await;
+    assert!(untrusted(&state, second.id), "a wrong spot-check answer left its party trusted");
     for id in &spot_checked {
         let still = query_count(
             &state,
@@ -236,6 +235,3 @@ async fn liveness_a_wrong_answer_to_a_spot_check_strands_no_job() {
     finishes_exact(coordinator, &state).await;
     drop(workers);
 }
-
-/// How long a test waits for a run to reach a point.
-const LONG_WAIT: Duration = Duration::from_secs(120);
