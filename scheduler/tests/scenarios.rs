@@ -97,23 +97,7 @@ impl Script {
         let w = || WorkerId::new(arg(case, "worker"));
         let s = &mut self.scheduler;
         let mut out = match case.directive.as_str() {
-            "credential" => {
-                let credential = match arg::<String>(case, "id").as_str() {
-                    "shared" => SHARED_CREDENTIAL,
-                    "open" => OPEN_CREDENTIAL,
-                    name => {
-                        let known = self.hosts.iter().position(|h| h == name);
-                        let index = known.unwrap_or_else(|| {
-                            self.hosts.push(name.to_owned());
-                            self.hosts.len() - 1
-                        });
-                        PER_HOST_CREDENTIALS + index as u64
-                    }
-                };
-                self.credentials.insert(w(), credential);
-                s.set_credential(w(), credential);
-                "ok\n".to_owned()
-            }
+            "credential" => self.credential(case),
             "forget" => {
                 // As the engine forgets an idle identity: its credential entry goes, and after a
                 // restart it is no registered worker.
@@ -161,16 +145,7 @@ impl Script {
                 s.doubt(JobId::new(arg(case, "job")));
                 String::new()
             }
-            "requeue" => {
-                for job in &mut self.stored.jobs {
-                    if matches!(job.state, JobState::Held | JobState::Failed) {
-                        job.state = JobState::Pending;
-                        job.lease = None;
-                    }
-                }
-                self.restart(opt(case, "seed"));
-                String::new()
-            }
+            "requeue" => self.requeue(case),
             "restart" => {
                 self.restart(opt(case, "seed"));
                 String::new()
@@ -193,6 +168,38 @@ impl Script {
             out.push_str("ok\n");
         }
         out
+    }
+
+    /// `credential worker=W id=shared|open|HOST`: the worker's credential, one per host name.
+    fn credential(&mut self, case: &TestCase) -> String {
+        let credential = match arg::<String>(case, "id").as_str() {
+            "shared" => SHARED_CREDENTIAL,
+            "open" => OPEN_CREDENTIAL,
+            name => {
+                let known = self.hosts.iter().position(|h| h == name);
+                let index = known.unwrap_or_else(|| {
+                    self.hosts.push(name.to_owned());
+                    self.hosts.len() - 1
+                });
+                PER_HOST_CREDENTIALS + index as u64
+            }
+        };
+        let w = WorkerId::new(arg(case, "worker"));
+        self.credentials.insert(w, credential);
+        self.scheduler.set_credential(w, credential);
+        "ok\n".to_owned()
+    }
+
+    /// The operator's requeue: held and failed jobs pending again, then a restart.
+    fn requeue(&mut self, case: &TestCase) -> String {
+        for job in &mut self.stored.jobs {
+            if matches!(job.state, JobState::Held | JobState::Failed) {
+                job.state = JobState::Pending;
+                job.lease = None;
+            }
+        }
+        self.restart(opt(case, "seed"));
+        String::new()
     }
 
     /// A new process: the scheduler rebuilt from the stored rows alone (`seed=` for its draws).

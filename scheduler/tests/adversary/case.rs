@@ -121,43 +121,18 @@ impl Case {
             if line.is_empty() {
                 continue;
             }
-            let err = |why: &str| format!("line {}: {why}: {raw}", n + 1);
-            let words: Vec<&str> = line.split_whitespace().collect();
-            let kv = |key: &str| -> Option<&str> {
-                words.iter().find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-            };
-            let num = |key: &str| -> Result<u64, String> {
-                kv(key).ok_or_else(|| err(&format!("no {key}=")))?.parse().map_err(|_| err(key))
-            };
-            let worker = |i: usize| -> Result<u64, String> {
-                words
-                    .get(i)
-                    .and_then(|w| w.strip_prefix('w'))
-                    .and_then(|w| w.parse().ok())
-                    .filter(|&w: &u64| w > 0)
-                    .ok_or_else(|| err("expected an identity wN (N > 0)"))
-            };
-            match words[0] {
-                "config" => {
-                    setup = Some(Setup {
-                        jobs: num("jobs")?,
-                        replication: num("replication")? as u8,
-                        recheck: kv("recheck")
-                            .ok_or_else(|| err("no recheck="))?
-                            .parse()
-                            .map_err(|_| err("recheck"))?,
-                        probation: num("probation")? as u32,
-                        referee: kv("referee") == Some("on"),
-                        seed: num("seed")?,
-                        parties: Vec::new(),
-                    })
-                }
+            let l = Line { n, raw, words: line.split_whitespace().collect() };
+            let err = |why: &str| l.err(why);
+            let num = |key: &str| l.num(key);
+            let worker = |i: usize| l.worker(i);
+            match l.words[0] {
+                "config" => setup = Some(l.config()?),
                 "party" => {
-                    let name = words.get(1).ok_or_else(|| err("no name"))?.to_string();
+                    let name = l.words.get(1).ok_or_else(|| err("no name"))?.to_string();
                     if parties.is_empty() != (name == ADVERSARY) {
                         return Err(err("the first party must be adv, and only the first"));
                     }
-                    let shared = match words.get(2) {
+                    let shared = match l.words.get(2) {
                         Some(&"shared") => true,
                         Some(&"host") => false,
                         _ => return Err(err("shared or host")),
@@ -166,7 +141,7 @@ impl Case {
                 }
                 "register" => {
                     let w = worker(1)?;
-                    let name = words.get(2).ok_or_else(|| err("no party"))?;
+                    let name = l.words.get(2).ok_or_else(|| err("no party"))?;
                     let party = parties
                         .iter()
                         .position(|p| p.name == *name)
@@ -178,26 +153,14 @@ impl Case {
                 "lease" => events.push(Ev::Lease {
                     w: worker(1)?,
                     size: num("size")? as usize,
-                    checks: words.contains(&"checks"),
+                    checks: l.words.contains(&"checks"),
                 }),
-                "answer" => {
-                    let w = worker(1)?;
-                    let lie = if words.contains(&"lie") {
-                        1
-                    } else if words.contains(&"impossible") {
-                        IMPOSSIBLE
-                    } else {
-                        kv("lie").map_or(Ok(0), |k| k.parse().map_err(|_| err("lie=")))?
-                    };
-                    if lie > 0 && party_of.get(&w).is_some_and(|&p| p != 0) {
-                        return Err(err("honest parties never lie"));
-                    }
-                    events.push(Ev::Answer { w, job: num("job")?, lie });
-                }
+                "answer" => events.push(l.answer(&party_of)?),
                 "release" => events.push(Ev::Release { w: worker(1)? }),
                 "heartbeat" => events.push(Ev::Heartbeat { w: worker(1)? }),
                 "wait" => events.push(Ev::Wait {
-                    secs: words
+                    secs: l
+                        .words
                         .get(1)
                         .and_then(|s| s.parse().ok())
                         .ok_or_else(|| err("seconds"))?,
@@ -205,16 +168,7 @@ impl Case {
                 "restart" => events.push(Ev::Restart),
                 "referee" => events.push(Ev::Referee),
                 "reference" => events.push(Ev::Reference { job: num("job")? }),
-                "expect" => match (words.get(1), words.get(2)) {
-                    (Some(&"finished"), None) => expects.push(Expect::Finished),
-                    (_, Some(&"not-lie")) => expects.push(Expect::NotLie { job: num("job")? }),
-                    (_, Some(&"trusted")) => expects.push(Expect::Trusted { w: worker(1)? }),
-                    _ => {
-                        return Err(err(
-                            "expect job=J not-lie | expect wN trusted | expect finished",
-                        ))
-                    }
-                },
+                "expect" => expects.push(l.expect()?),
                 _ => return Err(err("unknown line")),
             }
         }
@@ -224,5 +178,82 @@ impl Case {
         }
         setup.parties = parties;
         Ok(Case { setup, events, expects })
+    }
+}
+
+/// One line of a case file, comment cut off: its words, and its number and text for errors.
+struct Line<'a> {
+    n: usize,
+    raw: &'a str,
+    words: Vec<&'a str>,
+}
+
+impl Line<'_> {
+    fn err(&self, why: &str) -> String {
+        format!("line {}: {why}: {}", self.n + 1, self.raw)
+    }
+
+    /// The value of `key=value` among the words.
+    fn kv(&self, key: &str) -> Option<&str> {
+        self.words.iter().find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+    }
+
+    fn num(&self, key: &str) -> Result<u64, String> {
+        let err = |why: &str| self.err(why);
+        self.kv(key).ok_or_else(|| err(&format!("no {key}=")))?.parse().map_err(|_| err(key))
+    }
+
+    /// The identity `wN` (N > 0) that is word `i`.
+    fn worker(&self, i: usize) -> Result<u64, String> {
+        self.words
+            .get(i)
+            .and_then(|w| w.strip_prefix('w'))
+            .and_then(|w| w.parse().ok())
+            .filter(|&w: &u64| w > 0)
+            .ok_or_else(|| self.err("expected an identity wN (N > 0)"))
+    }
+
+    fn config(&self) -> Result<Setup, String> {
+        let err = |why: &str| self.err(why);
+        let kv = |key: &str| self.kv(key);
+        let num = |key: &str| self.num(key);
+        Ok(Setup {
+            jobs: num("jobs")?,
+            replication: num("replication")? as u8,
+            recheck: kv("recheck")
+                .ok_or_else(|| err("no recheck="))?
+                .parse()
+                .map_err(|_| err("recheck"))?,
+            probation: num("probation")? as u32,
+            referee: kv("referee") == Some("on"),
+            seed: num("seed")?,
+            parties: Vec::new(),
+        })
+    }
+
+    /// An answer; only the adversary's identities (`party_of`) may lie.
+    fn answer(&self, party_of: &BTreeMap<u64, usize>) -> Result<Ev, String> {
+        let err = |why: &str| self.err(why);
+        let w = self.worker(1)?;
+        let lie = if self.words.contains(&"lie") {
+            1
+        } else if self.words.contains(&"impossible") {
+            IMPOSSIBLE
+        } else {
+            self.kv("lie").map_or(Ok(0), |k| k.parse().map_err(|_| err("lie=")))?
+        };
+        if lie > 0 && party_of.get(&w).is_some_and(|&p| p != 0) {
+            return Err(err("honest parties never lie"));
+        }
+        Ok(Ev::Answer { w, job: self.num("job")?, lie })
+    }
+
+    fn expect(&self) -> Result<Expect, String> {
+        Ok(match (self.words.get(1), self.words.get(2)) {
+            (Some(&"finished"), None) => Expect::Finished,
+            (_, Some(&"not-lie")) => Expect::NotLie { job: self.num("job")? },
+            (_, Some(&"trusted")) => Expect::Trusted { w: self.worker(1)? },
+            _ => return Err(self.err("expect job=J not-lie | expect wN trusted | expect finished")),
+        })
     }
 }

@@ -121,46 +121,7 @@ impl World {
         for party in 1..self.setup.parties.len() {
             self.apply(&Ev::Register { w: last + party as u64, party })?;
         }
-        let mut idle_rounds = 0;
-        let mut held_seen = false;
-        for _round in 0..FINISH_ROUNDS {
-            let s = &self.scheduler;
-            held_seen |= s.count(JobState::Held) > 0;
-            if s.is_complete() {
-                break;
-            }
-            self.apply(&Ev::Wait { secs: 3 * LEASE.as_secs() })?;
-            if self.setup.referee {
-                self.apply(&Ev::Referee)?;
-            }
-            let honest: Vec<u64> = self
-                .idents
-                .iter()
-                .filter(|(&w, i)| {
-                    i.party != 0 && !i.forgotten && !self.scheduler.is_untrusted(WorkerId::new(w))
-                })
-                .map(|(&w, _)| w)
-                .collect();
-            idle_rounds += 1;
-            for w in honest {
-                let before = self.idents[&w].leases.len();
-                self.apply(&Ev::Lease { w, size: 4, checks: false })?;
-                let ident = &self.idents[&w];
-                if ident.leases.len() == before {
-                    continue;
-                }
-                idle_rounds = 0;
-                let jobs = ident.leases.last().unwrap().1.clone();
-                for job in jobs {
-                    self.apply(&Ev::Answer { w, job: job.get(), lie: 0 })?;
-                }
-            }
-            // Nothing to lease for anyone honest, with every lease expired: it is stuck (jobs
-            // only another credential may answer, probation answers nobody can check, or held).
-            if idle_rounds >= 3 {
-                break;
-            }
-        }
+        let held_seen = self.finish_rounds()?;
         let complete = self.scheduler.is_complete();
         if complete {
             let exact = (0..self.setup.jobs).all(|i| {
@@ -224,5 +185,52 @@ impl World {
             if self.setup.parties[0].shared { "shared" } else { "host" }
         ));
         Ok(())
+    }
+
+    /// The rounds of [`Self::finish`]: a wait past every lease, the referee's rulings, and the
+    /// honest identities' leases and answers, until the run completes or nobody honest gets work.
+    /// Returns whether a job was seen held.
+    fn finish_rounds(&mut self) -> Result<bool, String> {
+        let mut idle_rounds = 0;
+        let mut held_seen = false;
+        for _round in 0..FINISH_ROUNDS {
+            let s = &self.scheduler;
+            held_seen |= s.count(JobState::Held) > 0;
+            if s.is_complete() {
+                break;
+            }
+            self.apply(&Ev::Wait { secs: 3 * LEASE.as_secs() })?;
+            if self.setup.referee {
+                self.apply(&Ev::Referee)?;
+            }
+            let honest: Vec<u64> = self
+                .idents
+                .iter()
+                .filter(|(&w, i)| {
+                    i.party != 0 && !i.forgotten && !self.scheduler.is_untrusted(WorkerId::new(w))
+                })
+                .map(|(&w, _)| w)
+                .collect();
+            idle_rounds += 1;
+            for w in honest {
+                let before = self.idents[&w].leases.len();
+                self.apply(&Ev::Lease { w, size: 4, checks: false })?;
+                let ident = &self.idents[&w];
+                if ident.leases.len() == before {
+                    continue;
+                }
+                idle_rounds = 0;
+                let jobs = ident.leases.last().unwrap().1.clone();
+                for job in jobs {
+                    self.apply(&Ev::Answer { w, job: job.get(), lie: 0 })?;
+                }
+            }
+            // Nothing to lease for anyone honest, with every lease expired: it is stuck (jobs
+            // only another credential may answer, probation answers nobody can check, or held).
+            if idle_rounds >= 3 {
+                break;
+            }
+        }
+        Ok(held_seen)
     }
 }

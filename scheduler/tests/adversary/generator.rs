@@ -120,20 +120,7 @@ impl Generator {
                     if self.rng.below(10) < 6 { 0 } else { 1 + self.rng.below(honest_parties) };
                 self.register(party as usize);
             }
-            8..=13 => {
-                let all: Vec<u64> =
-                    self.live(None).into_iter().filter(|&w| self.world.forgettable(w)).collect();
-                let adv: Vec<u64> =
-                    all.iter().copied().filter(|w| self.world.idents[w].party == 0).collect();
-                let w = if !adv.is_empty() && self.rng.below(5) > 0 {
-                    self.pick(&adv)
-                } else {
-                    self.pick(&all)
-                };
-                if let Some(w) = w {
-                    self.emit(Ev::Forget { w });
-                }
-            }
+            8..=13 => self.forget_someone(),
             14..=31 => {
                 if let Some(w) = self.someone() {
                     let size = 1 + self.rng.below(3) as usize;
@@ -141,20 +128,7 @@ impl Generator {
                     self.emit(Ev::Lease { w, size, checks });
                 }
             }
-            32..=61 => {
-                let Some(w) = self.someone() else { return };
-                let leases = self.world.idents[&w].leases.clone();
-                let Some(last) = leases.last() else { return };
-                // The latest lease mostly; an older one for a late answer.
-                let (_, jobs) = if self.rng.below(10) < 7 {
-                    last.clone()
-                } else {
-                    leases[self.rng.below(leases.len() as u64) as usize].clone()
-                };
-                let Some(job) = self.pick(&jobs) else { return };
-                let lie = self.lie_for(w, job.get());
-                self.emit(Ev::Answer { w, job: job.get(), lie });
-            }
+            32..=61 => self.answer_someone(),
             62..=65 => {
                 if let Some(w) = self.someone() {
                     self.emit(Ev::Release { w });
@@ -194,23 +168,57 @@ impl Generator {
                 self.emit(Ev::Lease { w, size, checks: false });
                 self.answer_latest(w);
             }
-            _ => {
-                // A late answer of an adversary identity under any of its leases: the lie, or
-                // (saying both) the truth.
-                let adv = self.live(Some(true));
-                let Some(w) = self.pick(&adv) else { return };
-                let leases = self.world.idents[&w].leases.clone();
-                let Some((_, jobs)) = self.pick(&leases.iter().collect::<Vec<_>>()).cloned() else {
-                    return;
-                };
-                if let Some(job) = self.pick(&jobs) {
-                    // The lie, another lie, or (saying several things) the truth: one identity
-                    // answering one job several ways.
-                    for _ in 0..1 + self.rng.below(3) {
-                        let lie = self.rng.below(4);
-                        self.emit(Ev::Answer { w, job: job.get(), lie });
-                    }
-                }
+            _ => self.late_adversary_answers(),
+        }
+    }
+
+    /// Forgets a forgettable identity, the adversary's mostly.
+    fn forget_someone(&mut self) {
+        let all: Vec<u64> =
+            self.live(None).into_iter().filter(|&w| self.world.forgettable(w)).collect();
+        let adv: Vec<u64> =
+            all.iter().copied().filter(|w| self.world.idents[w].party == 0).collect();
+        let w = if !adv.is_empty() && self.rng.below(5) > 0 {
+            self.pick(&adv)
+        } else {
+            self.pick(&all)
+        };
+        if let Some(w) = w {
+            self.emit(Ev::Forget { w });
+        }
+    }
+
+    /// Someone answers one job of one of its leases.
+    fn answer_someone(&mut self) {
+        let Some(w) = self.someone() else { return };
+        let leases = self.world.idents[&w].leases.clone();
+        let Some(last) = leases.last() else { return };
+        // The latest lease mostly; an older one for a late answer.
+        let (_, jobs) = if self.rng.below(10) < 7 {
+            last.clone()
+        } else {
+            leases[self.rng.below(leases.len() as u64) as usize].clone()
+        };
+        let Some(job) = self.pick(&jobs) else { return };
+        let lie = self.lie_for(w, job.get());
+        self.emit(Ev::Answer { w, job: job.get(), lie });
+    }
+
+    fn late_adversary_answers(&mut self) {
+        // A late answer of an adversary identity under any of its leases: the lie, or
+        // (saying both) the truth.
+        let adv = self.live(Some(true));
+        let Some(w) = self.pick(&adv) else { return };
+        let leases = self.world.idents[&w].leases.clone();
+        let Some((_, jobs)) = self.pick(&leases.iter().collect::<Vec<_>>()).cloned() else {
+            return;
+        };
+        if let Some(job) = self.pick(&jobs) {
+            // The lie, another lie, or (saying several things) the truth: one identity
+            // answering one job several ways.
+            for _ in 0..1 + self.rng.below(3) {
+                let lie = self.rng.below(4);
+                self.emit(Ev::Answer { w, job: job.get(), lie });
             }
         }
     }

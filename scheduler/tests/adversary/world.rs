@@ -100,6 +100,72 @@ impl World {
             && self.scheduler.leased_by(WorkerId::new(w)) == 0
     }
 
+    /// Registers identity `w` of `party`; false (nothing done) if it exists or the party does not.
+    fn register(&mut self, w: u64, party: usize) -> bool {
+        if self.idents.contains_key(&w) || party >= self.setup.parties.len() {
+            return false;
+        }
+        let credential = self.credential(party);
+        self.scheduler.set_credential(WorkerId::new(w), credential);
+        let ident = Ident {
+            party,
+            this_process: true,
+            proven: false,
+            forgotten: false,
+            leases: Vec::new(),
+        };
+        self.idents.insert(w, ident);
+        self.note("register");
+        true
+    }
+
+    /// A lease for `w`; false (nothing done) if `w` is not live.
+    fn lease(&mut self, w: u64, size: usize, checks: bool) -> bool {
+        if self.live(w).is_none() {
+            return false;
+        }
+        let granted = self.scheduler.lease_checked(WorkerId::new(w), size, checks, self.now);
+        self.effect = format!("{:?}", granted.as_ref().map(|(_, jobs)| jobs.clone()));
+        match granted {
+            Some((lease, jobs)) => {
+                self.idents.get_mut(&w).unwrap().leases.push((lease, jobs));
+                self.note("lease");
+            }
+            None => self.note("lease none"),
+        }
+        true
+    }
+
+    /// `w`'s answer to `job`, a lie of `k` if `k > 0` and `w` is the adversary's; false (nothing
+    /// done) if `w` is not live or holds no lease of the job.
+    fn answer(&mut self, w: u64, job: u64, k: u64) -> bool {
+        let Some(ident) = self.live(w) else { return false };
+        let Some(&(lease, _)) =
+            ident.leases.iter().rev().find(|(_, jobs)| jobs.contains(&JobId::new(job)))
+        else {
+            return false;
+        };
+        let honest = ident.party != 0;
+        let counts = if k == 0 || honest { truth(job) } else { lie(job, k) };
+        let finding = Finding::Solved { counts, seconds: 1.0 };
+        let verdict =
+            self.scheduler.result(WorkerId::new(w), lease, JobId::new(job), finding, self.now);
+        self.verdict = Some(verdict);
+        self.effect = "answered".into();
+        if matches!(verdict, Verdict::Accepted | Verdict::Confirmed) {
+            self.idents.get_mut(&w).unwrap().proven = true;
+        }
+        let who = if honest {
+            "honest"
+        } else if k > 0 {
+            "lie"
+        } else {
+            "adv truth"
+        };
+        self.note(format!("{who} {verdict:?}"));
+        true
+    }
+
     /// Applies one event (an event that means nothing now does nothing), then commits the
     /// changes and checks the invariants.
     pub(super) fn apply(&mut self, ev: &Ev) -> Result<(), String> {
@@ -108,20 +174,9 @@ impl World {
         self.verdict = None;
         match *ev {
             Ev::Register { w, party } => {
-                if self.idents.contains_key(&w) || party >= self.setup.parties.len() {
+                if !self.register(w, party) {
                     return Ok(());
                 }
-                let credential = self.credential(party);
-                self.scheduler.set_credential(WorkerId::new(w), credential);
-                let ident = Ident {
-                    party,
-                    this_process: true,
-                    proven: false,
-                    forgotten: false,
-                    leases: Vec::new(),
-                };
-                self.idents.insert(w, ident);
-                self.note("register");
             }
             Ev::Forget { w } => {
                 if !self.forgettable(w) {
@@ -133,44 +188,14 @@ impl World {
                 self.note("forget");
             }
             Ev::Lease { w, size, checks } => {
-                if self.live(w).is_none() {
+                if !self.lease(w, size, checks) {
                     return Ok(());
-                }
-                let granted = self.scheduler.lease_checked(WorkerId::new(w), size, checks, now);
-                self.effect = format!("{:?}", granted.as_ref().map(|(_, jobs)| jobs.clone()));
-                match granted {
-                    Some((lease, jobs)) => {
-                        self.idents.get_mut(&w).unwrap().leases.push((lease, jobs));
-                        self.note("lease");
-                    }
-                    None => self.note("lease none"),
                 }
             }
             Ev::Answer { w, job, lie: k } => {
-                let Some(ident) = self.live(w) else { return Ok(()) };
-                let Some(&(lease, _)) =
-                    ident.leases.iter().rev().find(|(_, jobs)| jobs.contains(&JobId::new(job)))
-                else {
+                if !self.answer(w, job, k) {
                     return Ok(());
-                };
-                let honest = ident.party != 0;
-                let counts = if k == 0 || honest { truth(job) } else { lie(job, k) };
-                let finding = Finding::Solved { counts, seconds: 1.0 };
-                let verdict =
-                    self.scheduler.result(WorkerId::new(w), lease, JobId::new(job), finding, now);
-                self.verdict = Some(verdict);
-                self.effect = "answered".into();
-                if matches!(verdict, Verdict::Accepted | Verdict::Confirmed) {
-                    self.idents.get_mut(&w).unwrap().proven = true;
                 }
-                let who = if honest {
-                    "honest"
-                } else if k > 0 {
-                    "lie"
-                } else {
-                    "adv truth"
-                };
-                self.note(format!("{who} {verdict:?}"));
             }
             Ev::Release { w } => {
                 if self.live(w).is_none() {

@@ -17,16 +17,15 @@ fn openssl(dir: &std::path::Path, args: &[&str]) -> bool {
         .unwrap_or(false)
 }
 
-#[test]
-fn worker_and_healthcheck_over_tls() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// A CA (`ca.pem`) and a leaf certificate it signs for localhost (`leaf.pem`, `leaf.key`) in
+/// `d`; false if the openssl command cannot make them.
+fn make_certificates(d: &std::path::Path) -> bool {
     std::fs::write(
         d.join("ext.cnf"),
         "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
     )
     .unwrap();
-    let made = openssl(
+    openssl(
         d,
         &[
             "req",
@@ -76,8 +75,14 @@ fn worker_and_healthcheck_over_tls() {
             "-extfile",
             "ext.cnf",
         ],
-    );
-    if !made {
+    )
+}
+
+#[test]
+fn worker_and_healthcheck_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    if !make_certificates(d) {
         eprintln!("SKIPPED: the openssl command is not available to make test certificates");
         return;
     }

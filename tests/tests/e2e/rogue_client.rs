@@ -16,6 +16,7 @@ use nqueens_proto::Reason;
 use nqueens_tests::cluster::*;
 use nqueens_tests::rogue::{claimed_self_test, outcome, reason, Rogue};
 use rayon::prelude::*;
+use std::path::Path;
 use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(300);
@@ -57,24 +58,45 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
     )
     .await;
     let rogue_id = rogue.id;
+    let honest = honest_workers_join(dir.path(), &state, port).await;
+    let lie_job = take_all_and_lie_once(&mut rogue).await;
 
-    // Two honest workers join, so that every answer can be compared with another worker's.
+    // The honest workers finish the run; the answer is exact.
+    let status =
+        tokio::task::spawn_blocking(move || (coordinator.wait_exit(LONG), coordinator.log_text()))
+            .await
+            .unwrap();
+    assert!(status.0.success(), "coordinator: {}\n{}", status.0, status.1);
+    assert_matches_reference(&read_result_file(&result_file(&state)));
+    assert_each_job_counted_once(&state);
+    drop(honest);
+
+    status_names_the_rogue_and_the_lie_is_recorded(&state, rogue_id, lie_job);
+}
+
+/// Two honest workers join, so that every answer can be compared with another worker's.
+async fn honest_workers_join(dir: &Path, state: &Path, port: u16) -> Vec<Proc> {
     let honest: Vec<Proc> = ["honest-a", "honest-b"]
         .into_iter()
         .map(|name| {
             Proc::spawn(
                 "nqueens-worker",
                 &worker_args(port, 1, name, &["--token", TOKEN]),
-                dir.path().join(format!("{name}.log")),
+                dir.join(format!("{name}.log")),
             )
         })
         .collect();
-    let watched = state.clone();
+    let watched = state.to_owned();
     let registered = move || query_count(&watched, "SELECT COUNT(*) FROM workers") >= 3;
     tokio::task::spawn_blocking(move || wait_until(LONG, "the honest workers", registered))
         .await
         .unwrap();
+    honest
+}
 
+/// The rogue takes as much as it can, gives back what it guesses is cross-checked, and answers
+/// the rest truly but for one job, whose id it returns.
+async fn take_all_and_lie_once(rogue: &mut Rogue) -> u64 {
     // Take as much as one call gives: an unproven worker gets one job per thread it registered,
     // and at most 64, whatever it claims.
     let lease = rogue.lease(1 << 20).await;
@@ -98,17 +120,10 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
         .collect();
     let sent = results.len();
     assert_eq!(rogue.send(results).await.len(), sent);
+    lie_job
+}
 
-    // The honest workers finish the run; the answer is exact.
-    let status =
-        tokio::task::spawn_blocking(move || (coordinator.wait_exit(LONG), coordinator.log_text()))
-            .await
-            .unwrap();
-    assert!(status.0.success(), "coordinator: {}\n{}", status.0, status.1);
-    assert_matches_reference(&read_result_file(&result_file(&state)));
-    assert_each_job_counted_once(&state);
-    drop(honest);
-
+fn status_names_the_rogue_and_the_lie_is_recorded(state: &Path, rogue_id: u64, lie_job: u64) {
     // `status` names the rogue as untrusted; the conflicts record holds its lie.
     let out = coordinator_output([
         "status".as_ref(),
@@ -126,7 +141,7 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
         .unwrap_or_else(|| panic!("status does not name the rogue: {view}"));
     assert_eq!(rogue["untrusted"], true, "{view}");
     let lie_recorded = query_count(
-        &state,
+        state,
         &format!(
             "SELECT COUNT(*) FROM conflicts WHERE job_id={lie_job} AND (worker_a={rogue_id} OR worker_b={rogue_id})"
         ),

@@ -1,19 +1,24 @@
 //! The code keeps its shape: no function over [`MAX_FN_LINES`] lines outside tests in the library
-//! crates and the command line ([`FN_CRATES`]), and no `.rs` file anywhere over
-//! [`MAX_FILE_LINES`] lines, its inline tests counted.
+//! crates and the command line ([`FN_CRATES`]), no function of test code anywhere over
+//! [`MAX_TEST_FN_LINES`] lines, and no `.rs` file anywhere over [`MAX_FILE_LINES`] lines, its
+//! inline tests counted.
 //!
 //! The sources are read with a small Rust tokenizer (strings, raw strings, chars and comments
 //! skipped, so a brace inside them counts for nothing) and brace matching: a function runs from
-//! the line of its `fn` to the line of its closing brace. Exempt from the function limit: code
-//! under a `#[cfg(test)]` or `#[test]` item, files that are test modules (declared under
-//! `#[cfg(test)]`, and the modules below them), and `tests/` directories. No file is exempt from
-//! the file limit but those on [`TEMPORARY_LONG_FILES`].
+//! the line of its `fn` to the line of its closing brace. Test code, held to the looser function
+//! limit instead of the other: code under a `#[cfg(test)]` or `#[test]` item, files that are test
+//! modules (declared under `#[cfg(test)]`, and the modules below them), and `tests/` directories,
+//! in every crate of the workspace. A test reads as the story of what it shows, its setup and
+//! checks in named helpers, so a long one is split too. No file is exempt from the file limit but
+//! those on [`TEMPORARY_LONG_FILES`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The longest a non-test function may be, in lines.
 const MAX_FN_LINES: usize = 80;
+/// The longest a function of test code (a test or a helper of tests) may be, in lines.
+const MAX_TEST_FN_LINES: usize = 100;
 /// The longest a `.rs` file may be, in lines (its inline tests counted).
 const MAX_FILE_LINES: usize = 700;
 /// The crates whose non-test functions are held to [`MAX_FN_LINES`].
@@ -139,6 +144,8 @@ fn raw_string_start(c: &[char], i: usize) -> Option<usize> {
 struct FileShape {
     /// Non-test functions over [`MAX_FN_LINES`]: name, first line, lines.
     long_fns: Vec<(String, usize, usize)>,
+    /// Functions of test code over [`MAX_TEST_FN_LINES`]: name, first line, lines.
+    long_test_fns: Vec<(String, usize, usize)>,
     /// Out-of-line modules it declares: name, whether under `#[cfg(test)]`, its `#[path]`.
     mods: Vec<(String, bool, Option<String>)>,
 }
@@ -182,8 +189,8 @@ fn attribute(t: &[(Tok, usize)], i: usize) -> Option<(usize, bool, Option<String
     Some((end, test, path))
 }
 
-/// The long non-test functions and the module declarations of one file; `test_file`: the whole
-/// file is test code.
+/// The long functions (non-test and test apart) and the module declarations of one file;
+/// `test_file`: the whole file is test code.
 fn file_shape(src: &str, test_file: bool) -> FileShape {
     let t = tokens(src);
     let mut shape = FileShape::default();
@@ -233,9 +240,11 @@ fn file_shape(src: &str, test_file: bool) -> FileShape {
             }
             Tok::Punct('}') => {
                 (pending_test, pending_path, pending_fn) = (false, None, None);
-                if let Some((false, Some((name, first)))) = frames.pop() {
+                if let Some((test, Some((name, first)))) = frames.pop() {
                     let lines = t[i].1 - first + 1;
-                    if lines > MAX_FN_LINES {
+                    if test && lines > MAX_TEST_FN_LINES {
+                        shape.long_test_fns.push((name, first, lines));
+                    } else if !test && lines > MAX_FN_LINES {
                         shape.long_fns.push((name, first, lines));
                     }
                 }
@@ -318,12 +327,18 @@ fn breaches(files: &BTreeMap<String, String>) -> Vec<String> {
         }
         let in_fn_crate = FN_CRATES.iter().any(|c| path.starts_with(&format!("{c}/")));
         let in_tests_dir = path.split('/').any(|part| part == "tests");
-        if in_fn_crate && !in_tests_dir && !test_files.contains(path) {
-            for (name, line, n) in file_shape(src, false).long_fns {
+        let shape = file_shape(src, in_tests_dir || test_files.contains(path));
+        if in_fn_crate {
+            for (name, line, n) in shape.long_fns {
                 found.push(format!(
                     "{path}:{line}: fn {name} is {n} lines (at most {MAX_FN_LINES})"
                 ));
             }
+        }
+        for (name, line, n) in shape.long_test_fns {
+            found.push(format!(
+                "{path}:{line}: test fn {name} is {n} lines (at most {MAX_TEST_FN_LINES})"
+            ));
         }
     }
     found
@@ -350,7 +365,7 @@ fn rust_files(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
 }
 
 #[test]
-fn no_long_functions_outside_tests_and_no_long_files() {
+fn no_long_functions_in_code_or_tests_and_no_long_files() {
     let root = repository();
     let mut files = BTreeMap::new();
     rust_files(&root, &root, &mut files);
@@ -419,6 +434,39 @@ fn test_code_is_exempt_from_the_function_limit_but_not_from_the_file_limit() {
         vec![
             format!("core/src/a.rs:1: fn long is 92 lines (at most {MAX_FN_LINES})"),
             format!("core/src/big.rs: {} lines (at most {MAX_FILE_LINES})", 2 * MAX_FILE_LINES),
+        ]
+    );
+}
+
+#[test]
+fn a_test_function_over_its_limit_is_found_and_one_at_it_is_not() {
+    let at_limit = function("at_limit", MAX_TEST_FN_LINES - 2, "x();");
+    let over = function("over", MAX_TEST_FN_LINES - 1, "x();");
+    let over_found = |first: usize| vec![("over".to_owned(), first, MAX_TEST_FN_LINES + 1)];
+    // A #[test] function, one in a #[cfg(test)] module, and a whole test file.
+    let test_fn = format!("#[test]\n{at_limit}#[test]\n{over}");
+    let shape = file_shape(&test_fn, false);
+    assert_eq!((shape.long_fns, shape.long_test_fns), (vec![], over_found(MAX_TEST_FN_LINES + 3)));
+    let module = format!("#[cfg(test)]\nmod tests {{\n{at_limit}{over}}}\n");
+    assert_eq!(file_shape(&module, false).long_test_fns, over_found(MAX_TEST_FN_LINES + 3));
+    assert_eq!(
+        file_shape(&(at_limit.clone() + &over), true).long_test_fns,
+        over_found(MAX_TEST_FN_LINES + 1)
+    );
+    // Every crate's tests are held to it, not only the crates of FN_CRATES.
+    let files = BTreeMap::from([
+        ("core/src/lib.rs".to_owned(), "#[cfg(test)]\nmod b;\n".to_owned()),
+        ("core/src/b.rs".to_owned(), over.clone()),
+        ("tests/tests/e2e/c.rs".to_owned(), at_limit.clone() + &over),
+        ("tools/src/d.rs".to_owned(), format!("#[test]\n{over}")),
+    ]);
+    let limit = format!("is {} lines (at most {MAX_TEST_FN_LINES})", MAX_TEST_FN_LINES + 1);
+    assert_eq!(
+        breaches(&files),
+        vec![
+            format!("core/src/b.rs:1: test fn over {limit}"),
+            format!("tests/tests/e2e/c.rs:{}: test fn over {limit}", MAX_TEST_FN_LINES + 1),
+            format!("tools/src/d.rs:2: test fn over {limit}"),
         ]
     );
 }

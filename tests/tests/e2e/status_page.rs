@@ -108,25 +108,44 @@ fn the_status_page_in_a_browser_matches_status() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("page.db");
     let (port, http) = (free_port(), free_port());
-    let mut args = serve_args(N, &state, port, &["--verify-fraction", "0"]);
+    let _processes = start_mid_run(dir.path(), &state, port, http);
+    the_routes_serve_the_page_and_its_data(port, http);
+
+    let Some(chromium) = chromium() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium not found, and CI is set: install it (apt-get install chromium)"
+        );
+        eprintln!("skipped: chromium not found (set CHROMIUM or install chromium to run the browser part)");
+        return;
+    };
+
+    let url = format!("http://127.0.0.1:{http}/");
+    the_page_in_a_browser_shows_what_status_shows(&chromium, &url, port);
+    a_screenshot_of_the_page_is_written(&chromium, &url);
+}
+
+/// A coordinator (its page on port `http`) and one worker, mid-run with a few rate samples (one
+/// every 10 s) behind it. The processes are stopped when what it returns is dropped.
+fn start_mid_run(dir: &Path, state: &Path, port: u16, http: u16) -> (Proc, Proc) {
+    let mut args = serve_args(N, state, port, &["--verify-fraction", "0"]);
     let off = args.iter().position(|a| a == "off").unwrap();
     args[off] = format!("127.0.0.1:{http}");
     // Built first (the first test to ask builds them), so that the wait below counts run time.
     nqueens_tests::binary("nqueens-coordinator");
     let started = Instant::now();
-    let _coordinator =
-        Proc::spawn("nqueens-coordinator", &args, dir.path().join("coordinator.log"));
-    let _worker =
-        Proc::spawn("nqueens-worker", &worker_args(port, 1, NAME, &[]), dir.path().join("w.log"));
+    let coordinator = Proc::spawn("nqueens-coordinator", &args, dir.join("coordinator.log"));
+    let worker = Proc::spawn("nqueens-worker", &worker_args(port, 1, NAME, &[]), dir.join("w.log"));
 
     // Mid-run, with a few rate samples (one every 10 s) behind it.
-    wait_until(Duration::from_secs(120), "some results committed", || {
-        committed_results(&state) > 0
-    });
+    wait_until(Duration::from_secs(120), "some results committed", || committed_results(state) > 0);
     let settle = Duration::from_secs(22).saturating_sub(started.elapsed());
     std::thread::sleep(settle);
+    (coordinator, worker)
+}
 
-    // Without a browser: the routes and the page's data.
+/// Without a browser: the routes and the page's data.
+fn the_routes_serve_the_page_and_its_data(port: u16, http: u16) {
     let before = status(port);
     let (line, json) = get(http, "/status.json");
     let after_json = status(port);
@@ -152,20 +171,13 @@ fn the_status_page_in_a_browser_matches_status() {
     let (line, html) = get(http, "/");
     assert!(line.ends_with(" 200 OK"), "{line}");
     assert!(html.contains(&escape_html(NAME)) && !html.contains(NAME), "{html}");
+}
 
-    let Some(chromium) = chromium() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromium not found, and CI is set: install it (apt-get install chromium)"
-        );
-        eprintln!("skipped: chromium not found (set CHROMIUM or install chromium to run the browser part)");
-        return;
-    };
-
-    let url = format!("http://127.0.0.1:{http}/");
+/// The page as the browser renders it shows the figures `status` shows just before and after.
+fn the_page_in_a_browser_shows_what_status_shows(chromium: &Path, url: &str, port: u16) {
     let before = status(port);
     let took = Instant::now();
-    let dom = run_chromium(&chromium, &url, &["--dump-dom".into()]);
+    let dom = run_chromium(chromium, url, &["--dump-dom".into()]);
     let after = status(port);
     eprintln!("chromium --dump-dom took {:.1} s", took.elapsed().as_secs_f64());
 
@@ -203,10 +215,13 @@ fn the_status_page_in_a_browser_matches_status() {
     let line = dom.split("<polyline id=\"pr\"").nth(1).and_then(|l| l.split('>').next());
     let points = line.and_then(|l| l.split("points=\"").nth(1)).unwrap_or_default();
     assert!(points.contains(','), "the results/s line has points: {dom}");
+}
 
+/// A screenshot of the page, a real PNG, for a person to look at.
+fn a_screenshot_of_the_page_is_written(chromium: &Path, url: &str) {
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
     let _ = std::fs::remove_file(&shot);
-    run_chromium(&chromium, &url, &[format!("--screenshot={}", shot.display())]);
+    run_chromium(chromium, url, &[format!("--screenshot={}", shot.display())]);
     let png = std::fs::read(&shot).expect("the screenshot was written");
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
     println!("status page screenshot: {} ({} bytes)", shot.display(), png.len());

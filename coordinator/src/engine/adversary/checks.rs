@@ -117,74 +117,11 @@ impl World<'_> {
     /// checks.
     pub(super) fn finish(&mut self) -> Result<(), String> {
         self.log("-- the honest parties finish the run".into());
-        // Everyone gives back what it holds (nobody waits for leases to expire).
-        for i in 0..self.idents.len() {
-            let Some(caller) = self.idents[i].caller.clone() else { continue };
-            let lease_id = LeaseId::new(0);
-            ask(&self.engine(), |reply| Command::Release {
-                caller,
-                lease_id,
-                job_ids: vec![],
-                reply,
-            });
-            self.idents[i].held.clear();
-        }
+        self.release_all();
         let finishers: Vec<usize> =
             (1..=self.setup.honest_hosts).map(|p| self.new_ident(p)).collect();
         self.check()?;
-        let deadline = Instant::now() + FINISH_WITHIN;
-        let mut idle_rounds = 0;
-        let complete = 'rounds: loop {
-            if Instant::now() >= deadline {
-                break false;
-            }
-            let mut any = false;
-            for &i in &finishers {
-                let Some(caller) = self.idents[i].caller.clone() else {
-                    self.register(i);
-                    continue;
-                };
-                let c = caller.clone();
-                let reply =
-                    ask(&self.engine(), |reply| Command::Lease { caller: c, free_slots: 4, reply });
-                if reply.run_complete {
-                    break 'rounds true;
-                }
-                let Ok(granted) = reply.outcome else { continue };
-                if granted.job_ids.is_empty() {
-                    continue;
-                }
-                any = true;
-                let answers = granted
-                    .job_ids
-                    .iter()
-                    .map(|&job_id| JobAnswer {
-                        caller: caller.clone(),
-                        lease_id: granted.lease_id,
-                        job_id,
-                        finding: Finding::Solved {
-                            counts: self.board.truth[job_id.get() as usize],
-                            seconds: 0.001,
-                        },
-                    })
-                    .collect();
-                send_answers(&self.engine(), answers);
-                self.check()?;
-            }
-            if any {
-                idle_rounds = 0;
-                continue;
-            }
-            idle_rounds += 1;
-            let held = Reader::open(&self.state).job_states().values().any(|s| s == "held");
-            if held && idle_rounds > 3 && self.stats.requeues < 3 {
-                self.restart(true);
-                self.check()?;
-                idle_rounds = 0;
-                continue;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let complete = self.finish_rounds(&finishers)?;
         let result = if complete { self.published_result() } else { None };
         let reader = Reader::open(&self.state);
         let rows = reader.results();
@@ -241,6 +178,79 @@ impl World<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Everyone gives back what it holds (nobody waits for leases to expire).
+    fn release_all(&mut self) {
+        for i in 0..self.idents.len() {
+            let Some(caller) = self.idents[i].caller.clone() else { continue };
+            let lease_id = LeaseId::new(0);
+            ask(&self.engine(), |reply| Command::Release {
+                caller,
+                lease_id,
+                job_ids: vec![],
+                reply,
+            });
+            self.idents[i].held.clear();
+        }
+    }
+
+    /// The `finishers` lease and answer truly, round after round, with a restart where a held job
+    /// stops them; whether the run completes within [`FINISH_WITHIN`].
+    fn finish_rounds(&mut self, finishers: &[usize]) -> Result<bool, String> {
+        let deadline = Instant::now() + FINISH_WITHIN;
+        let mut idle_rounds = 0;
+        loop {
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            let mut any = false;
+            for &i in finishers {
+                let Some(caller) = self.idents[i].caller.clone() else {
+                    self.register(i);
+                    continue;
+                };
+                let c = caller.clone();
+                let reply =
+                    ask(&self.engine(), |reply| Command::Lease { caller: c, free_slots: 4, reply });
+                if reply.run_complete {
+                    return Ok(true);
+                }
+                let Ok(granted) = reply.outcome else { continue };
+                if granted.job_ids.is_empty() {
+                    continue;
+                }
+                any = true;
+                let answers = granted
+                    .job_ids
+                    .iter()
+                    .map(|&job_id| JobAnswer {
+                        caller: caller.clone(),
+                        lease_id: granted.lease_id,
+                        job_id,
+                        finding: Finding::Solved {
+                            counts: self.board.truth[job_id.get() as usize],
+                            seconds: 0.001,
+                        },
+                    })
+                    .collect();
+                send_answers(&self.engine(), answers);
+                self.check()?;
+            }
+            if any {
+                idle_rounds = 0;
+                continue;
+            }
+            idle_rounds += 1;
+            let held = Reader::open(&self.state).job_states().values().any(|s| s == "held");
+            if held && idle_rounds > 3 && self.stats.requeues < 3 {
+                self.restart(true);
+                self.check()?;
+                idle_rounds = 0;
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub(super) fn published_result(&self) -> Option<nqueens_result::RunResult> {

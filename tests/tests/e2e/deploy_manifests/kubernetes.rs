@@ -46,20 +46,49 @@ fn labels(v: &Value) -> BTreeMap<String, String> {
 
 #[test]
 fn kubernetes_manifests_line_up() {
-    let serve = coordinator_serve();
-    let work = worker();
     let docs = k8s_docs();
+    let secret_keys = secret_keys(&docs);
+    let sts = find(&docs, "StatefulSet", "nqueens-coordinator");
+    let (pod_labels, cports) = the_coordinator_serves_on_its_ports(&docs, sts, &secret_keys);
+    let svc_ports = the_service_reaches_the_coordinator(&docs, &pod_labels, &cports);
+    let pspec = the_workers_spread_and_connect(&docs, &secret_keys, &svc_ports);
+    for (who, p) in [("coordinator", s(sts, &["spec", "template", "spec"])), ("worker", pspec)] {
+        assert_eq!(
+            s(p, &["securityContext", "runAsUser"]).as_u64(),
+            Some(10001),
+            "{who}: the image's user"
+        );
+    }
+}
 
-    let secret = find(&docs, "Secret", "nqueens-token");
-    let secret_keys: BTreeSet<String> = ["stringData", "data"]
+/// The keys the token Secret holds.
+fn secret_keys(docs: &[Value]) -> BTreeSet<String> {
+    let secret = find(docs, "Secret", "nqueens-token");
+    ["stringData", "data"]
         .iter()
         .filter_map(|k| secret.get(*k))
         .flat_map(|m| m.as_mapping().unwrap().keys().map(str_of))
-        .collect();
+        .collect()
+}
 
-    let sts = find(&docs, "StatefulSet", "nqueens-coordinator");
+/// The token comes from the Secret, in every container that needs it.
+fn token_ref(env: &BTreeMap<String, Value>, who: &str, secret_keys: &BTreeSet<String>) {
+    let r = s(&env["NQ_TOKEN"], &["valueFrom", "secretKeyRef"]);
+    assert_eq!(str_of(s(r, &["name"])), "nqueens-token", "{who}: token Secret");
+    assert!(secret_keys.contains(&str_of(s(r, &["key"]))), "{who}: key not in the Secret");
+}
+
+/// The coordinator's StatefulSet: one `serve` container with the settings serve accepts, its
+/// ports those it listens on, its token from the Secret, its state on the claim. Returns the pod's
+/// labels and the container's ports by name.
+fn the_coordinator_serves_on_its_ports(
+    docs: &[Value],
+    sts: &Value,
+    secret_keys: &BTreeSet<String>,
+) -> (BTreeMap<String, String>, BTreeMap<String, u64>) {
+    let serve = coordinator_serve();
     assert_eq!(s(sts, &["spec", "replicas"]).as_u64(), Some(1), "one coordinator");
-    let headless = find(&docs, "Service", &str_of(s(sts, &["spec", "serviceName"])));
+    let headless = find(docs, "Service", &str_of(s(sts, &["spec", "serviceName"])));
     assert_eq!(
         str_of(s(headless, &["spec", "clusterIP"])),
         "None",
@@ -86,14 +115,20 @@ fn kubernetes_manifests_line_up() {
         cports,
         BTreeMap::from([("grpc".to_owned(), grpc as u64), ("metrics".to_owned(), http as u64)])
     );
-    // The token comes from the Secret, in every container that needs it.
-    let token_ref = |env: &BTreeMap<String, Value>, who: &str| {
-        let r = s(&env["NQ_TOKEN"], &["valueFrom", "secretKeyRef"]);
-        assert_eq!(str_of(s(r, &["name"])), "nqueens-token", "{who}: token Secret");
-        assert!(secret_keys.contains(&str_of(s(r, &["key"]))), "{who}: key not in the Secret");
-    };
-    token_ref(&env, "coordinator");
-    // The state file is on the PersistentVolumeClaim.
+    token_ref(&env, "coordinator", secret_keys);
+    the_state_is_on_the_claim(sts, c, &val("NQ_STATE"));
+    for probe in ["readinessProbe", "livenessProbe"] {
+        let cmd = str_list(s(c, &[probe, "exec", "command"]));
+        assert_eq!(cmd[0], "/usr/local/bin/nqueens-coordinator");
+        check_invocation("nqueens-coordinator", &cmd[1..], probe);
+        assert_eq!(port_of(cmd.last().unwrap()), grpc, "{probe} port");
+    }
+    (pod_labels, cports)
+}
+
+/// The state file (`state`, container `c`'s NQ_STATE) is on the PersistentVolumeClaim, writable
+/// by the image's user.
+fn the_state_is_on_the_claim(sts: &Value, c: &Value, state: &str) {
     let claim = &s(sts, &["spec", "volumeClaimTemplates"]).as_sequence().unwrap()[0];
     let claim_name = str_of(s(claim, &["metadata", "name"]));
     let mount = s(c, &["volumeMounts"])
@@ -104,7 +139,7 @@ fn kubernetes_manifests_line_up() {
         .expect("the claim is mounted");
     let mount_path = str_of(s(mount, &["mountPath"]));
     assert!(
-        val("NQ_STATE").starts_with(&format!("{}/", mount_path.trim_end_matches('/'))),
+        state.starts_with(&format!("{}/", mount_path.trim_end_matches('/'))),
         "NQ_STATE on the PVC"
     );
     assert_eq!(
@@ -112,15 +147,16 @@ fn kubernetes_manifests_line_up() {
         Some(10001),
         "PVC writable by uid 10001"
     );
-    for probe in ["readinessProbe", "livenessProbe"] {
-        let cmd = str_list(s(c, &[probe, "exec", "command"]));
-        assert_eq!(cmd[0], "/usr/local/bin/nqueens-coordinator");
-        check_invocation("nqueens-coordinator", &cmd[1..], probe);
-        assert_eq!(port_of(cmd.last().unwrap()), grpc, "{probe} port");
-    }
+}
 
-    // The client Service: selects the coordinator pod, its targetPorts are the container's ports.
-    let svc = find(&docs, "Service", "nqueens-coordinator");
+/// The client Service: selects the coordinator pod, its targetPorts are the container's ports.
+/// Returns its ports by name.
+fn the_service_reaches_the_coordinator(
+    docs: &[Value],
+    pod_labels: &BTreeMap<String, String>,
+    cports: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    let svc = find(docs, "Service", "nqueens-coordinator");
     let sel = labels(s(svc, &["spec", "selector"]));
     assert!(
         sel.iter().all(|(k, v)| pod_labels.get(k) == Some(v)),
@@ -137,9 +173,18 @@ fn kubernetes_manifests_line_up() {
         assert_eq!(s(p, &["port"]).as_u64(), Some(container_port), "Service port = container port");
         svc_ports.insert(str_of(s(p, &["name"])), container_port);
     }
+    svc_ports
+}
 
-    // Workers: one per node, CPU request = threads, connecting to the Service's gRPC port.
-    let dep = find(&docs, "Deployment", "nqueens-worker");
+/// Workers: one per node, CPU request = threads, connecting to the Service's gRPC port. Returns
+/// the worker pod's spec.
+fn the_workers_spread_and_connect<'a>(
+    docs: &'a [Value],
+    secret_keys: &BTreeSet<String>,
+    svc_ports: &BTreeMap<String, u64>,
+) -> &'a Value {
+    let work = worker();
+    let dep = find(docs, "Deployment", "nqueens-worker");
     let wlabels = labels(s(dep, &["spec", "template", "metadata", "labels"]));
     assert_eq!(labels(s(dep, &["spec", "selector", "matchLabels"])), wlabels);
     let pspec = s(dep, &["spec", "template", "spec"]);
@@ -166,7 +211,7 @@ fn kubernetes_manifests_line_up() {
         "worker Deployment sets {bad:?}, not accepted by nqueens-worker ({:?})",
         work.envs
     );
-    token_ref(&wenv, "worker");
+    token_ref(&wenv, "worker", secret_keys);
     let (host, port) = host_port(&str_of(s(&wenv["NQ_CONNECT"], &["value"])));
     assert_eq!(host, "nqueens-coordinator", "workers connect to the coordinator Service");
     assert_eq!(
@@ -178,11 +223,5 @@ fn kubernetes_manifests_line_up() {
     let cpu = str_of(s(wc, &["resources", "requests", "cpu"]));
     assert_eq!(cpu, threads, "CPU request = cores = NQ_THREADS");
     assert!(s(wc, &["resources", "limits"]).get("cpu").is_none(), "no CPU limit: no throttling");
-    for (who, p) in [("coordinator", s(sts, &["spec", "template", "spec"])), ("worker", pspec)] {
-        assert_eq!(
-            s(p, &["securityContext", "runAsUser"]).as_u64(),
-            Some(10001),
-            "{who}: the image's user"
-        );
-    }
+    pspec
 }
