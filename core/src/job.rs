@@ -9,7 +9,6 @@ use crate::constellation::{canonical_constellations, Constellation, Symmetry};
 use crate::search::{Layout, State};
 use crate::symmetric::count_rotation_symmetric;
 use crate::{CoreError, JobId};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Version of the job-list layout; part of every fingerprint, bumped whenever the same
@@ -165,19 +164,56 @@ impl Fnv {
 ///
 /// Every canonical constellation is split by pre-placing queens in its first `depth` searched
 /// rows, with `depth` chosen as described in [`SplitParams::target_jobs`]. Jobs are ordered by
-/// constellation, then by prefix, and numbered from 0. The work is spread over the current rayon
-/// pool (the list is the same whatever the pool).
+/// constellation, then by prefix, and numbered from 0. With the `parallel` feature the work is
+/// spread over the current rayon pool; without it, it runs on this thread. The list is the same
+/// either way, whatever the pool.
 pub fn job_list(n: u32, params: &SplitParams) -> Result<JobList, CoreError> {
+    build_job_list(n, params, Spread::DEFAULT)
+}
+
+/// Where [`job_list`] does its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spread {
+    /// On the calling thread, in order.
+    #[cfg_attr(
+        all(feature = "parallel", not(test)),
+        expect(dead_code, reason = "with the pool at hand, only the test builds on one thread")
+    )]
+    OneThread,
+    /// Over the current rayon pool.
+    #[cfg(feature = "parallel")]
+    Pool,
+}
+
+impl Spread {
+    #[cfg(feature = "parallel")]
+    const DEFAULT: Spread = Spread::Pool;
+    #[cfg(not(feature = "parallel"))]
+    const DEFAULT: Spread = Spread::OneThread;
+
+    /// `f` of every item, in the items' order.
+    fn map<T: Sync, U: Send>(self, items: &[T], f: impl Fn(&T) -> U + Sync + Send) -> Vec<U> {
+        match self {
+            Spread::OneThread => items.iter().map(f).collect(),
+            #[cfg(feature = "parallel")]
+            Spread::Pool => {
+                use rayon::prelude::*;
+                items.par_iter().map(f).collect()
+            }
+        }
+    }
+}
+
+/// [`job_list`], its work done as `spread` says.
+fn build_job_list(n: u32, params: &SplitParams, spread: Spread) -> Result<JobList, CoreError> {
     let n = check_board_size(n as i64)?;
     let target = params.target_for(n);
-    let layouts: Vec<(Constellation, u8, Layout)> = canonical_constellations(n)
-        .into_par_iter()
-        .map(|(c, w)| (c, w, Layout::new(n, &c)))
-        .collect();
+    let layouts: Vec<(Constellation, u8, Layout)> =
+        spread.map(&canonical_constellations(n), |&(c, w)| (c, w, Layout::new(n, &c)));
     let max_rows = layouts.iter().map(|(_, _, l)| l.rows()).max().unwrap_or(0);
 
     let count_at = |depth: usize| -> u64 {
-        layouts.par_iter().map(|(_, _, l)| l.count_partial(&l.start(), depth)).sum()
+        spread.map(&layouts, |(_, _, l)| l.count_partial(&l.start(), depth)).into_iter().sum()
     };
     let mut depth = 0;
     let mut count = count_at(0);
@@ -193,25 +229,22 @@ pub fn job_list(n: u32, params: &SplitParams) -> Result<JobList, CoreError> {
         count = deeper;
     }
 
-    // Each constellation's jobs in prefix order, built in parallel, then numbered in order.
-    let parts: Vec<Vec<Job>> = layouts
-        .par_iter()
-        .map(|(constellation, weight, layout)| {
-            let mut expanded = Vec::new();
-            layout.expand(&layout.start(), depth, &mut expanded, &mut Vec::new());
-            expanded
-                .into_iter()
-                .map(|(state, prefix)| Job {
-                    id: JobId::new(0),
-                    n,
-                    constellation: *constellation,
-                    weight: *weight,
-                    prefix,
-                    estimate: layout.count_partial(&state, 2),
-                })
-                .collect()
-        })
-        .collect();
+    // Each constellation's jobs in prefix order, then numbered in order.
+    let parts: Vec<Vec<Job>> = spread.map(&layouts, |(constellation, weight, layout)| {
+        let mut expanded = Vec::new();
+        layout.expand(&layout.start(), depth, &mut expanded, &mut Vec::new());
+        expanded
+            .into_iter()
+            .map(|(state, prefix)| Job {
+                id: JobId::new(0),
+                n,
+                constellation: *constellation,
+                weight: *weight,
+                prefix,
+                estimate: layout.count_partial(&state, 2),
+            })
+            .collect()
+    });
     let mut jobs = Vec::with_capacity(count as usize);
     for job in parts.into_iter().flatten() {
         jobs.push(Job { id: JobId::new(jobs.len() as u64), ..job });
@@ -308,8 +341,8 @@ impl Job {
     }
 
     /// Counts this job's solutions and, where its constellation allows them, the rotation-symmetric
-    /// ones. Single-threaded; use [`Job::split`] or [`crate::parallel`] to spread one job over
-    /// cores.
+    /// ones. Single-threaded; use [`Job::split`], or the `parallel` module (feature `parallel`),
+    /// to spread one job over cores.
     pub fn solve(&self) -> Result<JobCounts, CoreError> {
         let (layout, state) = self.prepare()?;
         let found = layout.count(&state);
@@ -382,4 +415,27 @@ impl Job {
 
 fn canonical_constellations_contains(n: u8, c: &Constellation) -> bool {
     c.is_valid_for(n) && c.is_canonical(n)
+}
+
+#[cfg(all(test, feature = "parallel"))]
+mod tests {
+    use super::*;
+
+    /// A build without the `parallel` feature must number the same jobs as one with it: ids are
+    /// what a resumed run and its results are matched by.
+    #[test]
+    fn one_thread_and_the_pool_build_the_same_list() {
+        for n in 4..=18 {
+            for params in [
+                SplitParams::default(),
+                SplitParams::with_target(1),
+                SplitParams::with_target(5_000),
+            ] {
+                let alone = build_job_list(n, &params, Spread::OneThread).unwrap();
+                let spread = build_job_list(n, &params, Spread::Pool).unwrap();
+                assert_eq!(alone, spread, "n = {n}, {params:?}");
+                assert_eq!(alone.fingerprint(), spread.fingerprint());
+            }
+        }
+    }
 }

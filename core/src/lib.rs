@@ -18,14 +18,20 @@
 //! let totals = tally.totals().unwrap();
 //! assert_eq!((totals.total, totals.unique), (92, 12));
 //! ```
+//!
+//! The `parallel` feature (on by default) brings in rayon: [`job_list`] is built over the current
+//! pool, and the `parallel` (many jobs on all cores) and `estimate` (a run's sizing) modules exist.
+//! Without it the crate starts no threads and builds the same job lists on the calling thread.
 
 mod board;
 pub mod breakdown;
 mod constellation;
 mod error;
+#[cfg(feature = "parallel")]
 pub mod estimate;
 mod ids;
 mod job;
+#[cfg(feature = "parallel")]
 pub mod parallel;
 mod published;
 pub mod reference;

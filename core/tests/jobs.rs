@@ -36,6 +36,18 @@ fn job_lists_are_deterministic_and_numbered_in_order() {
     );
 }
 
+/// The lists a build with the `parallel` feature and one without it give, pinned: a state file
+/// names its run by this fingerprint, so every build must number the same jobs.
+#[test]
+fn job_list_fingerprints_are_pinned() {
+    for (n, params, fingerprint) in [
+        (12, SplitParams::default(), "2b7563fbb6dbbe45"),
+        (16, SplitParams::with_target(10_000), "cf667cd9ff66c8fe"),
+    ] {
+        assert_eq!(job_list(n, &params).unwrap().fingerprint(), fingerprint, "n={n}");
+    }
+}
+
 #[test]
 fn split_target_lands_near_the_wanted_count() {
     for target in [1_000u64, 10_000, 100_000] {
