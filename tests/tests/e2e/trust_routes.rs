@@ -195,7 +195,8 @@ async fn liveness_one_credential_answering_several_ways_holds_no_job_of_a_record
 async fn liveness_a_wrong_answer_to_a_spot_check_strands_no_job() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run.db");
-    let (port, n) = (free_port(), 16);
+    // Large enough that the honest workers are still busy once the party has earned its trust.
+    let (port, n) = (free_port(), 18);
     let mut args = vec!["--exit-when-done", "--token", TOKEN, "--recheck-fraction", "1"];
     args.extend_from_slice(&NO_REFEREE);
     let coordinator = spawn_coordinator(dir.path(), n, port, &args, "coordinator.log");
@@ -220,7 +221,8 @@ async fn liveness_a_wrong_answer_to_a_spot_check_strands_no_job() {
         .filter(|id| done_before.contains(&(*id as i64)))
         .collect();
     assert!(!spot_checked.is_empty(), "no spot check came with the first lease");
-    second.send(answers(&second, &lease, n, lie)).await;
+    let acks = second.send(answers(&second, &lease, n, lie)).await;
+    assert!(acks.iter().all(|a| !a.run_complete), "the run ended before the spot check");
     assert!(untrusted(&state, second.id), "a wrong spot-check answer left its party trusted");
     for id in &spot_checked {
         let still = query_count(
