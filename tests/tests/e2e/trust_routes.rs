@@ -183,6 +183,33 @@ async fn liveness_one_credential_answering_several_ways_holds_no_job_of_a_record
     assert_eq!(evidence.jobs_one_party, 0, "{evidence:?}");
 }
 
+/// A new identity of the party holding `token` (registered as `host-c`) whose first lease carries
+/// a spot check of a job counted on other credentials alone (a spot check of a count the party
+/// itself backs would test self-contradiction instead): the identity, its lease and that job.
+/// Identities whose spot check fell elsewhere give their lease back.
+async fn first_lease_with_a_spot_check(
+    port: u16,
+    token: &str,
+    state: &Path,
+) -> (Rogue, pb::LeaseResponse, u64) {
+    for attempt in 0..8 {
+        let done = counted_job_ids(state);
+        let mut identity = register(port, token, &format!("turncoat-{}", attempt + 2)).await;
+        let lease = identity.lease(8).await;
+        let others_only = |id: u64| {
+            let own =
+                format!("SELECT COUNT(*) FROM results WHERE job_id={id} AND credential='host-c'");
+            done.contains(&(id as i64)) && query_count(state, &own) == 0
+        };
+        if let Some(job) = lease.jobs.iter().map(|s| s.job_id).find(|id| others_only(*id)) {
+            return (identity, lease, job);
+        }
+        let ids = lease.jobs.iter().map(|s| s.job_id).collect();
+        identity.release(lease.lease_id, ids).await;
+    }
+    panic!("no first lease carried a spot check of a count on other credentials");
+}
+
 /// A per-host party earns trust with true answers beside two honest per-host workers in a plain
 /// run without the referee (every answer re-checked, so every count rests on two credentials);
 /// the honest workers are paused, and a second identity of the trusted party takes its first
@@ -211,26 +238,12 @@ async fn liveness_a_wrong_answer_to_a_spot_check_strands_no_job() {
     for w in &workers {
         w.signal(libc::SIGSTOP);
     }
-    let done_before = counted_job_ids(&state);
-    let mut second = register(port, &c, "turncoat-2").await;
-    let lease = second.lease(8).await;
-    let spot_checked: Vec<u64> = lease
-        .jobs
-        .iter()
-        .map(|s| s.job_id)
-        .filter(|id| done_before.contains(&(*id as i64)))
-        .collect();
-    assert!(!spot_checked.is_empty(), "no spot check came with the first lease");
+    let (mut second, lease, spot_checked) = first_lease_with_a_spot_check(port, &c, &state).await;
     let acks = second.send(answers(&second, &lease, n, lie)).await;
     assert!(acks.iter().all(|a| !a.run_complete), "the run ended before the spot check");
     assert!(untrusted(&state, second.id), "a wrong spot-check answer left its party trusted");
-    for id in &spot_checked {
-        let still = query_count(
-            &state,
-            &format!("SELECT COUNT(*) FROM jobs WHERE id={id} AND state='done'"),
-        );
-        assert_eq!(still, 1, "spot-checked job {id} was un-counted");
-    }
+    let still = format!("SELECT COUNT(*) FROM jobs WHERE id={spot_checked} AND state='done'");
+    assert_eq!(query_count(&state, &still), 1, "spot-checked job {spot_checked} was un-counted");
     for w in &workers {
         w.signal(libc::SIGCONT);
     }
