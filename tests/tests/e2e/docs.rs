@@ -19,21 +19,15 @@ const LIBRARY_CRATES: [&str; 10] = [
     "cli",
     "worker",
 ];
-/// Every crate of the workspace: a table row or an "Inside the ..." section names one.
-const CRATES: [&str; 12] = [
-    "core",
-    "gpu",
-    "scheduler",
-    "store",
-    "proto",
-    "process",
-    "result",
-    "coordinator",
-    "cli",
-    "worker",
-    "tests",
-    "tools",
-];
+/// The workspace's other crates: with [`LIBRARY_CRATES`], every crate (a table row or an
+/// "Inside the ..." section names one).
+const OTHER_CRATES: [&str; 2] = ["tests", "tools"];
+
+/// The crate named `name`, if it is one of the workspace's.
+fn workspace_crate(name: &str) -> Option<&'static str> {
+    LIBRARY_CRATES.iter().chain(&OTHER_CRATES).find(|c| **c == name).copied()
+}
+
 /// Endings of the file names the document may name.
 const ENDINGS: [&str; 10] =
     [".rs", ".cl", ".proto", ".txt", ".tsv", ".sh", ".py", ".md", ".toml", ".html"];
@@ -93,12 +87,12 @@ fn named_in_the_document(doc: &str) -> Vec<(String, String)> {
     for line in doc.lines() {
         if let Some(heading) = line.strip_prefix("## ") {
             let inside = heading.strip_prefix("Inside the ").unwrap_or("");
-            section = if CRATES.contains(&inside) { inside.to_owned() } else { String::new() };
+            section = workspace_crate(inside).unwrap_or_default().to_owned();
             continue;
         }
         let row = line.strip_prefix("| `").and_then(|r| r.split('`').next());
         let scope = match row {
-            Some(krate) if CRATES.contains(&krate) => krate.to_owned(),
+            Some(krate) if workspace_crate(krate).is_some() => krate.to_owned(),
             _ => section.clone(),
         };
         named.extend(names_in(line).into_iter().map(|name| (scope.clone(), name)));
@@ -370,7 +364,7 @@ fn misplaced_entries(doc: &str, files: &[String]) -> Vec<String> {
     for line in doc.lines() {
         if let Some(heading) = line.strip_prefix("## ") {
             let inside = heading.strip_prefix("Inside the ").unwrap_or("");
-            krate = CRATES.iter().find(|c| **c == inside).copied().unwrap_or("");
+            krate = workspace_crate(inside).unwrap_or("");
         } else if line.starts_with("```") {
             in_block = !in_block;
         } else if in_block && !krate.is_empty() && !line.starts_with(char::is_whitespace) {
