@@ -135,7 +135,10 @@ impl Scheduler {
     fn pool_and_refer_stored(&mut self) {
         for id in self.jobs.ids() {
             self.pool(id);
-            if self.jobs.entry(id).opinions.iter().any(|o| !self.is_untrusted(o.worker_id)) {
+            // Only a waiting job can be in dispute: a counted or held one needs no ruling here.
+            let job = self.jobs.entry(id);
+            let waiting = matches!(job.standing(), Standing::Pending | Standing::Leased { .. });
+            if waiting && job.opinions.iter().any(|o| !self.is_untrusted(o.worker_id)) {
                 let ruling = self.ruling_now(id);
                 self.mark_disputed(id, &ruling);
             }

@@ -30,6 +30,26 @@ fn lie_by(n: u32, id: u64, k: u64) -> JobCounts {
     JobCounts { solutions: t.solutions + k, ..t }
 }
 
+/// The serve arguments of a plain run that ends when done, with every answer re-checked and no
+/// referee, and `extra`.
+fn plain_run_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--exit-when-done", "--token", TOKEN, "--recheck-fraction", "1"];
+    args.extend_from_slice(&NO_REFEREE);
+    args.extend_from_slice(extra);
+    args
+}
+
+/// A plain run of board `n` served with `args` in `dir` on `port`, with per-host tokens `host-a`
+/// and `host-b` added (as `record_run` makes a record run): the coordinator and the two tokens.
+async fn plain_run(dir: &Path, n: u32, port: u16, args: &[&str]) -> (Proc, String, String) {
+    let coordinator = spawn_coordinator(dir, n, port, args, "coordinator.log");
+    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
+    let state = dir.join("run.db");
+    let (a, b) = (token_add(&state, "host-a"), token_add(&state, "host-b"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    (coordinator, a, b)
+}
+
 /// Jobs of the state file in `state`.
 fn jobs_in(state: &Path, which: &str) -> i64 {
     query_count(state, &format!("SELECT COUNT(*) FROM jobs WHERE state='{which}'"))
@@ -81,13 +101,8 @@ async fn liveness_a_late_dissent_and_a_restart_leave_a_plain_run_exact() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run.db");
     let (port, n) = (free_port(), 12);
-    let mut args = vec!["--exit-when-done", "--token", TOKEN, "--recheck-fraction", "1"];
-    args.extend_from_slice(&["--no-spot-checks"]);
-    args.extend_from_slice(&NO_REFEREE);
-    let coordinator = spawn_coordinator(dir.path(), n, port, &args, "coordinator.log");
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
-    let (a, b) = (token_add(&state, "host-a"), token_add(&state, "host-b"));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let args = plain_run_args(&["--no-spot-checks"]);
+    let (coordinator, a, b) = plain_run(dir.path(), n, port, &args).await;
     let mut honest = register(port, &a, "honest-a").await;
     let mut w1 = register(port, TOKEN, "shared-1").await;
     let mut w2 = register(port, TOKEN, "shared-2").await;
@@ -224,13 +239,8 @@ async fn liveness_a_wrong_answer_to_a_spot_check_strands_no_job() {
     let state = dir.path().join("run.db");
     // Large enough that the honest workers are still busy once the party has earned its trust.
     let (port, n) = (free_port(), 18);
-    let mut args = vec!["--exit-when-done", "--token", TOKEN, "--recheck-fraction", "1"];
-    args.extend_from_slice(&NO_REFEREE);
-    let coordinator = spawn_coordinator(dir.path(), n, port, &args, "coordinator.log");
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
-    let (a, b) = (token_add(&state, "host-a"), token_add(&state, "host-b"));
+    let (coordinator, a, b) = plain_run(dir.path(), n, port, &plain_run_args(&[])).await;
     let c = token_add(&state, "host-c");
-    tokio::time::sleep(Duration::from_secs(3)).await;
     let workers =
         [spawn_worker(dir.path(), port, "a", &a), spawn_worker(dir.path(), port, "b", &b)];
     let mut first = register(port, &c, "turncoat-1").await;
