@@ -457,7 +457,7 @@ impl Engine {
                         .map(|()| self.on_result(&answer, now));
                     if let Err(refusal) = outcome {
                         self.metrics.results_rejected.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(job = %answer.job_id, worker = %answer.caller.worker_id, ?refusal, "result refused: the caller is not that worker");
+                        tracing::warn!(job = %answer.delivery.job_id, worker = %answer.caller.worker_id, ?refusal, "result refused: the caller is not that worker");
                     }
                     replies.push(Outgoing::Result(Deferred { tx: reply, outcome }));
                 }
@@ -524,7 +524,7 @@ impl Engine {
     fn on_result(&mut self, answer: &JobAnswer, now: Instant) -> Verdict {
         if self.ending.is_final() {
             // The result is summed: nothing may change the rows it was summed from.
-            tracing::debug!(job = %answer.job_id, worker = %answer.caller.worker_id, "result after the run was complete: not decided");
+            tracing::debug!(job = %answer.delivery.job_id, worker = %answer.caller.worker_id, "result after the run was complete: not decided");
             return Verdict::Duplicate;
         }
         let verdict = self.decide_result(answer, now);
@@ -543,16 +543,11 @@ impl Engine {
     /// One authenticated answer, decided by the scheduler.
     fn decide_result(&mut self, result: &JobAnswer, now: Instant) -> Verdict {
         let worker_id = result.caller.worker_id;
-        if let Finding::SolverError(error) = &result.finding {
-            tracing::warn!(job = %result.job_id, worker = %worker_id, error = %error.escape_debug(), "worker reported a solver error");
+        let delivery = &result.delivery;
+        if let Finding::SolverError(error) = &delivery.finding {
+            tracing::warn!(job = %delivery.job_id, worker = %worker_id, error = %error.escape_debug(), "worker reported a solver error");
         }
-        self.scheduler.result(
-            worker_id,
-            result.lease_id,
-            result.job_id,
-            result.finding.clone(),
-            now,
-        )
+        self.scheduler.result(worker_id, delivery, now)
     }
 
     /// Sends the jobs the scheduler wants the coordinator's own answer for to the referee.
@@ -589,9 +584,9 @@ impl Engine {
         let worker_id = msg.caller.worker_id;
         match outcome {
             Verdict::Accepted | Verdict::Confirmed => {
-                self.publisher.rate.counted(now);
+                self.publisher.counted(now);
                 m.results_accepted.fetch_add(1, Ordering::Relaxed);
-                if let Finding::Solved { counts, .. } = msg.finding {
+                if let Finding::Solved { counts, .. } = msg.delivery.finding {
                     m.nodes.fetch_add(counts.nodes, Ordering::Relaxed);
                 }
                 self.registry.proven(worker_id);
@@ -606,7 +601,7 @@ impl Engine {
             Verdict::Conflict => {
                 m.conflicts.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    job = %msg.job_id,
+                    job = %msg.delivery.job_id,
                     worker = %worker_id,
                     "conflicting result recorded; the job will be re-run"
                 );
@@ -623,8 +618,8 @@ impl Engine {
             | Verdict::Implausible => {
                 m.results_rejected.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    job = %msg.job_id,
-                    lease = %msg.lease_id,
+                    job = %msg.delivery.job_id,
+                    lease = %msg.delivery.lease_id,
                     worker = %worker_id,
                     ?outcome,
                     "result rejected"

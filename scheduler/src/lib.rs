@@ -49,7 +49,7 @@ pub use credential::{
     UNKNOWN_CREDENTIAL,
 };
 pub use ids::{JobId, LeaseId, WorkerId, COORDINATOR};
-pub use outcome::{Change, Finding, Verdict};
+pub use outcome::{Change, Delivery, Finding, Verdict};
 pub use pace::ACTIVE_LEASES;
 pub use per_second::PerSecond;
 pub use state::{JobState, JobsByState, ResultKind, Review};

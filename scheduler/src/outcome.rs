@@ -1,5 +1,6 @@
 //! What the scheduler's decisions give back: the durable [`Change`]s the engine commits, and
-//! what became of a result ([`Verdict`]); and what a worker reports ([`Finding`]).
+//! what became of a result ([`Verdict`]); and what a worker reports ([`Delivery`], with its
+//! [`Finding`]).
 
 use crate::ids::{JobId, LeaseId, WorkerId};
 use crate::state::{JobState, ResultKind, Review};
@@ -120,6 +121,19 @@ impl Change {
             },
         ]
     }
+}
+
+/// One answer to one job as a worker sends it: the job, the lease it answers under and what was
+/// found. The one shape an answer has from the wire's conversion (the coordinator's `ResultCall`)
+/// to the ruling ([`crate::Scheduler::result`]), beside the identity that authenticated it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    /// The job answered.
+    pub job_id: JobId,
+    /// The lease the worker answers under (it may no longer hold the job: a late answer).
+    pub lease_id: LeaseId,
+    /// What the worker found.
+    pub finding: Finding,
 }
 
 /// What a worker found for one job.

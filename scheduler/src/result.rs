@@ -6,14 +6,14 @@
 use crate::answer::Answer;
 use crate::checks::implausible;
 use crate::ids::{JobId, LeaseId, WorkerId};
-use crate::outcome::{Finding, Verdict};
+use crate::outcome::{Delivery, Finding, Verdict};
 use crate::settle::NewAnswer;
 use crate::state::Review;
 use crate::Scheduler;
 use std::time::Instant;
 
 impl Scheduler {
-    /// Takes one result, at `now` on the coordinator's clock (which times the job: the seconds a
+    /// Takes one result (`delivery`, from the authenticated identity `worker_id`), at `now` on the coordinator's clock (which times the job: the seconds a
     /// worker reports are stored, never believed). Unknown jobs and leases that never covered the
     /// job are refused without any change.
     ///
@@ -31,31 +31,18 @@ impl Scheduler {
     /// again) is kept as an opinion of its credential, never counted by itself, and agrees with
     /// a later answer only as another credential. Every answer keeps the credential it arrived
     /// under for good.
-    pub fn result(
-        &mut self,
-        worker_id: WorkerId,
-        lease_id: LeaseId,
-        job_id: JobId,
-        finding: Finding,
-        now: Instant,
-    ) -> Verdict {
-        let outcome = self.take_result(worker_id, lease_id, job_id, finding, now);
+    pub fn result(&mut self, worker_id: WorkerId, delivery: &Delivery, now: Instant) -> Verdict {
+        let outcome = self.take_result(worker_id, delivery, now);
         self.checked("result");
         outcome
     }
 
-    fn take_result(
-        &mut self,
-        worker_id: WorkerId,
-        lease_id: LeaseId,
-        job_id: JobId,
-        finding: Finding,
-        now: Instant,
-    ) -> Verdict {
+    fn take_result(&mut self, worker_id: WorkerId, delivery: &Delivery, now: Instant) -> Verdict {
+        let Delivery { job_id, lease_id, ref finding } = *delivery;
         if let Some(refusal) = self.refusal(worker_id, lease_id, job_id) {
             return refusal;
         }
-        let (counts, seconds) = match finding {
+        let (counts, seconds) = match *finding {
             Finding::Solved { counts, seconds } => (counts, seconds),
             Finding::SolverError(_) => return self.record_error(worker_id, lease_id, job_id),
         };

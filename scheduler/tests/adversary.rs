@@ -73,8 +73,8 @@
 use nqueens_core::{JobCounts, SplitMix64};
 use nqueens_scheduler::evidence::{basis, Basis};
 use nqueens_scheduler::{
-    Finding, JobId, JobState, LeaseId, ResultKind, Scheduler, SchedulerConfig, StoredJob, Verdict,
-    WorkerId, COORDINATOR, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL,
+    Delivery, Finding, JobId, JobState, LeaseId, ResultKind, Scheduler, SchedulerConfig, StoredJob,
+    Verdict, WorkerId, COORDINATOR, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

@@ -7,7 +7,7 @@
 
 use nqueens_core::{JobCounts, SplitMix64};
 use nqueens_scheduler::{
-    Finding, JobId, JobState, LeaseId, Scheduler, SchedulerConfig, StoredJob, WorkerId,
+    Delivery, Finding, JobId, JobState, LeaseId, Scheduler, SchedulerConfig, StoredJob, WorkerId,
     PER_HOST_CREDENTIALS,
 };
 use std::collections::HashMap;
@@ -70,7 +70,8 @@ fn escaped(seed: u64, config: &SchedulerConfig, lies: u32, strategy: Strategy) -
                     }
                     _ => truth(job),
                 };
-                s.result(w, lease, job, Finding::Solved { counts, seconds: 0.01 }, now);
+                let finding = Finding::Solved { counts, seconds: 0.01 };
+                s.result(w, &Delivery { job_id: job, lease_id: lease, finding }, now);
             }
         }
         let leases: Vec<LeaseId> = held.iter().map(|(l, _)| *l).collect();
@@ -85,7 +86,11 @@ fn escaped(seed: u64, config: &SchedulerConfig, lies: u32, strategy: Strategy) -
         if others_done {
             for (lease, job) in held.drain(..) {
                 let finding = Finding::Solved { counts: lie(job), seconds: 0.01 };
-                s.result(WorkerId::new(LIAR), lease, job, finding, now);
+                s.result(
+                    WorkerId::new(LIAR),
+                    &Delivery { job_id: job, lease_id: lease, finding },
+                    now,
+                );
             }
         }
         for job in s.take_referee_jobs() {

@@ -7,8 +7,8 @@
 
 use nqueens_core::{JobCounts, SplitMix64};
 use nqueens_scheduler::{
-    Finding, JobId, JobState, LeaseId, Scheduler, SchedulerConfig, StoredJob, Verdict, WorkerId,
-    PER_HOST_CREDENTIALS, SHARED_CREDENTIAL,
+    Delivery, Finding, JobId, JobState, LeaseId, Scheduler, SchedulerConfig, StoredJob, Verdict,
+    WorkerId, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -141,7 +141,8 @@ impl Run {
                     _ => {}
                 }
                 let finding = self.answer(worker, job);
-                let outcome = self.scheduler.result(worker, lease, job, finding.clone(), self.now);
+                let outcome =
+                    self.scheduler.result(worker, &delivery(lease, job, finding.clone()), self.now);
                 if job.get() >= JOBS && !self.scheduler.is_untrusted(worker) {
                     assert_eq!(outcome, Verdict::UnknownJob);
                 }
@@ -162,7 +163,8 @@ impl Run {
                 }
                 let (worker, lease, job, finding) =
                     self.sent[self.rng.below(self.sent.len() as u64) as usize].clone();
-                let outcome = self.scheduler.result(worker, lease, job, finding, self.now);
+                let outcome =
+                    self.scheduler.result(worker, &delivery(lease, job, finding), self.now);
                 *self.outcomes.entry(format!("again {outcome:?}")).or_default() += 1;
             }
             68..=77 => {
@@ -283,7 +285,7 @@ impl Run {
             if let Some((lease, jobs)) = self.scheduler.lease(worker, 4, self.now) {
                 for job in jobs {
                     let finding = Finding::Solved { counts: truth(job), seconds: 0.1 };
-                    self.scheduler.result(worker, lease, job, finding, self.now);
+                    self.scheduler.result(worker, &delivery(lease, job, finding), self.now);
                 }
             }
             self.stored.apply(&self.scheduler.take_changes());
@@ -327,4 +329,9 @@ fn random_command_sequences_keep_the_scheduler_consistent() {
         started.elapsed().as_secs_f64()
     );
     assert!(complete > 0);
+}
+
+/// `finding` for `job` under `lease`, as a worker sends it.
+fn delivery(lease: LeaseId, job: JobId, finding: Finding) -> Delivery {
+    Delivery { job_id: job, lease_id: lease, finding }
 }

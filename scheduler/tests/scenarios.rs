@@ -37,8 +37,8 @@ use common::Stored;
 use datadriven::{walk, TestCase};
 use nqueens_core::JobCounts;
 use nqueens_scheduler::{
-    Change, Finding, JobId, JobState, LeaseId, Scheduler, SchedulerConfig, StoredJob, WorkerId,
-    OPEN_CREDENTIAL, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL,
+    Change, Delivery, Finding, JobId, JobState, LeaseId, Scheduler, SchedulerConfig, StoredJob,
+    WorkerId, OPEN_CREDENTIAL, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL,
 };
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -120,7 +120,8 @@ impl Script {
                     Finding::Solved { counts: counts(case), seconds }
                 };
                 let (lease, job) = (LeaseId::new(arg(case, "lease")), JobId::new(arg(case, "job")));
-                format!("{:?}\n", s.result(w(), lease, job, finding, self.now))
+                let delivery = Delivery { job_id: job, lease_id: lease, finding };
+                format!("{:?}\n", s.result(w(), &delivery, self.now))
             }
             "heartbeat" => {
                 let leases: Vec<LeaseId> = list(case, "leases").map(LeaseId::new).collect();

@@ -220,7 +220,7 @@ fn adversary_engine_forgotten_identities_stay_one_credential() {
     // s1 and s2 answer J late with the lie.
     let mut verdicts = Vec::new();
     for (i, lease_id) in [s1, s2].into_iter().zip(old) {
-        let answer = JobAnswer { caller: caller(&world, i), lease_id, job_id: j, finding: lie(j) };
+        let answer = JobAnswer::new(caller(&world, i), lease_id, j, lie(j));
         let verdict = send_answers(&engine, vec![answer]).remove(0);
         world.log(format!("{} answers J late with the lie: {verdict:?}", world.idents[i].name));
         verdicts.push(verdict);
@@ -240,12 +240,7 @@ fn adversary_engine_forgotten_identities_stay_one_credential() {
         world.trace.join("\n")
     );
     // s3 answers J late with the lie.
-    let answer = JobAnswer {
-        caller: caller(&world, s3),
-        lease_id: held.lease_id,
-        job_id: j,
-        finding: lie(j),
-    };
+    let answer = JobAnswer::new(caller(&world, s3), held.lease_id, j, lie(j));
     let verdict = send_answers(&engine, vec![answer]).remove(0);
     world.log(format!("s3 answers J late with the lie: {verdict:?}"));
     world.check().unwrap();

@@ -2,7 +2,7 @@
 //! what comes back, once the changes a command made are committed.
 
 use crate::secrets::Credential;
-use nqueens_scheduler::{Finding, JobId, LeaseId, Verdict, WorkerId};
+use nqueens_scheduler::{Delivery, Finding, JobId, LeaseId, Verdict, WorkerId};
 use nqueens_store::StoreError;
 use std::sync::mpsc;
 use tokio::sync::oneshot;
@@ -130,13 +130,20 @@ pub struct Registration {
     pub peer: Option<std::net::IpAddr>,
 }
 
-/// One job's answer as a worker sent it, with who sent it.
+/// One job's answer as a worker sent it: the scheduler's [`Delivery`], which reaches
+/// [`nqueens_scheduler::Scheduler::result`] as it came off the wire, with who sent it (checked
+/// before anything is decided).
 #[derive(Debug, Clone)]
 pub struct JobAnswer {
     pub caller: Caller,
-    pub lease_id: LeaseId,
-    pub job_id: JobId,
-    pub finding: Finding,
+    pub delivery: Delivery,
+}
+
+impl JobAnswer {
+    /// `caller`'s answer `finding` to job `job_id` under lease `lease_id`.
+    pub fn new(caller: Caller, lease_id: LeaseId, job_id: JobId, finding: Finding) -> Self {
+        JobAnswer { caller, delivery: Delivery { job_id, lease_id, finding } }
+    }
 }
 
 /// A registration taken: the worker's id and the secret every later call naming it must carry.

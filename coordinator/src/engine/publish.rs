@@ -46,7 +46,7 @@ pub(super) struct Publisher {
     started: Instant,
     /// The run's rate: the one rule for its jobs per second and quiet time (see
     /// `snapshot/rate.rs`).
-    pub(super) rate: RunRate,
+    rate: RunRate,
     /// When the leases' last deadline was last looked up, and what it was (see
     /// [`Engine::last_lease_deadline`]).
     lease_deadline: (Option<Instant>, Option<Instant>),
@@ -65,6 +65,11 @@ impl Publisher {
             lease_deadline: (None, None),
             workers: WorkerTable { built: None, views: Arc::from([]), live: 0 },
         }
+    }
+
+    /// A job was counted at `now` (for the run's rate).
+    pub(super) fn counted(&mut self, now: Instant) {
+        self.rate.counted(now);
     }
 }
 

@@ -93,12 +93,12 @@ fn every_command_of_a_caller_that_is_not_the_worker_it_names_is_refused_alike() 
         let release =
             ask(&engine, |reply| Command::Release { caller: c, lease_id, job_ids: vec![], reply });
         assert_eq!(release.outcome.unwrap_err(), refusal);
-        let answer = JobAnswer {
+        let answer = JobAnswer::new(
             caller,
             lease_id,
-            job_id: nqueens_scheduler::JobId::new(0),
-            finding: Finding::SolverError("x".into()),
-        };
+            nqueens_scheduler::JobId::new(0),
+            Finding::SolverError("x".into()),
+        );
         let result = ask(&engine, |reply| Command::Results { answers: vec![(answer, reply)] });
         assert_eq!(result.outcome.unwrap_err(), refusal);
     }
@@ -183,12 +183,12 @@ fn answer_every_job(engine: &EngineHandle, list: &nqueens_core::JobList) {
         }
         for job_id in job_ids {
             let counts = list.jobs[job_id.get() as usize].solve().unwrap();
-            let answer = JobAnswer {
-                caller: caller.clone(),
+            let answer = JobAnswer::new(
+                caller.clone(),
                 lease_id,
                 job_id,
-                finding: Finding::Solved { counts, seconds: 0.001 },
-            };
+                Finding::Solved { counts, seconds: 0.001 },
+            );
             let reply = ask(engine, |reply| Command::Results { answers: vec![(answer, reply)] });
             assert!(
                 matches!(

@@ -88,6 +88,40 @@ fn ready_after(
     (messages, false)
 }
 
+/// Where a result stream's answers go once sent to the engine: each with the receiver of its
+/// verdict, to be acknowledged after its commit.
+type Committing =
+    tokio::sync::mpsc::UnboundedSender<(JobAnswer, oneshot::Receiver<Reply<Verdict>>)>;
+
+/// Starts a result stream's acknowledger: acks leave on `acks` in the order the answers reached
+/// the engine, which is the order it commits and answers them in (one task per stream, woken
+/// once per commit, not once per answer). An answer the engine took marks the connection
+/// authenticated.
+fn spawn_acks(
+    mark: ConnectionMark,
+    acks: tokio::sync::mpsc::Sender<Result<pb::ResultAck, Status>>,
+) -> Committing {
+    let (committing, mut committed) =
+        tokio::sync::mpsc::unbounded_channel::<(JobAnswer, oneshot::Receiver<Reply<Verdict>>)>();
+    tokio::spawn(async move {
+        while let Some((result, rx)) = committed.recv().await {
+            let ack = match rx.await {
+                Ok(reply) => {
+                    if reply.outcome.is_ok() {
+                        mark.authenticated();
+                    }
+                    Ok(result_ack(&result, reply))
+                }
+                Err(_) => Err(shutting_down()),
+            };
+            if acks.send(ack).await.is_err() {
+                break;
+            }
+        }
+    });
+    committing
+}
+
 /// Nothing more is read from a result stream: its token was revoked, or nobody reads its acks.
 struct StreamEnds;
 
@@ -102,6 +136,44 @@ struct ResultStream {
 }
 
 impl ResultStream {
+    /// Reads the stream's results until it ends or breaks, the coordinator stops, or nothing
+    /// more is taken on it; the results read together go to the engine together (one wake-up).
+    async fn read(
+        self,
+        mut inbound: Streaming<pb::JobResult>,
+        mut stopping: watch::Receiver<bool>,
+        committing: Committing,
+    ) {
+        loop {
+            let next = tokio::select! {
+                msg = inbound.next() => msg,
+                _ = stopping.wait_for(|s| *s) => break,
+            };
+            let (messages, ended) = match next {
+                Some(Ok(msg)) => ready_after(msg, &mut inbound),
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "result stream broke");
+                    break;
+                }
+                None => break,
+            };
+            let mut answers = Vec::with_capacity(messages.len());
+            for msg in messages {
+                match self.admit(msg).await {
+                    Ok(Some(answer)) => answers.push(answer),
+                    Ok(None) => {}
+                    Err(StreamEnds) => return,
+                }
+            }
+            if !answers.is_empty() && !self.to_engine(answers, &committing).await {
+                break;
+            }
+            if ended {
+                break;
+            }
+        }
+    }
+
     /// `msg` as an answer for the engine, or None where it was refused here (its rejection is
     /// acknowledged at once).
     async fn admit(&self, msg: pb::JobResult) -> Result<Option<JobAnswer>, StreamEnds> {
@@ -136,14 +208,7 @@ impl ResultStream {
     /// Sends `answers` to the engine; each one's acknowledgement follows its commit (on
     /// `committing`). The next results are read meanwhile, so a worker can keep many in flight.
     /// False once the engine or the ack task is gone.
-    async fn to_engine(
-        &self,
-        answers: Vec<JobAnswer>,
-        committing: &tokio::sync::mpsc::UnboundedSender<(
-            JobAnswer,
-            oneshot::Receiver<Reply<Verdict>>,
-        )>,
-    ) -> bool {
+    async fn to_engine(&self, answers: Vec<JobAnswer>, committing: &Committing) -> bool {
         let mut sent = Vec::with_capacity(answers.len());
         let mut waiting = Vec::with_capacity(answers.len());
         for answer in answers {
@@ -314,31 +379,9 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
     ) -> Result<Response<Self::ResultsStream>, Status> {
         let credential = credential_of(&request);
         let mark = ConnectionMark::of(&request);
-        let mut inbound = request.into_inner();
+        let inbound = request.into_inner();
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Result<pb::ResultAck, Status>>(1024);
-        let mut stopping = self.stopping.clone();
-        // Acks leave in the order the answers reached the engine, which is the order it commits
-        // and answers them in: one task per stream, woken once per commit, not once per answer.
-        let (committing_tx, mut committing_rx) =
-            tokio::sync::mpsc::unbounded_channel::<(JobAnswer, oneshot::Receiver<Reply<Verdict>>)>(
-            );
-        let acks = out_tx.clone();
-        tokio::spawn(async move {
-            while let Some((result, rx)) = committing_rx.recv().await {
-                let ack = match rx.await {
-                    Ok(reply) => {
-                        if reply.outcome.is_ok() {
-                            mark.authenticated();
-                        }
-                        Ok(result_ack(&result, reply))
-                    }
-                    Err(_) => Err(shutting_down()),
-                };
-                if acks.send(ack).await.is_err() {
-                    break;
-                }
-            }
-        });
+        let committing = spawn_acks(mark, out_tx.clone());
         let stream = ResultStream {
             credential,
             engine: self.engine.clone(),
@@ -347,37 +390,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
             credentials: self.credentials.clone(),
             out: out_tx,
         };
-        tokio::spawn(async move {
-            loop {
-                let next = tokio::select! {
-                    msg = inbound.next() => msg,
-                    _ = stopping.wait_for(|s| *s) => break,
-                };
-                let (messages, ended) = match next {
-                    Some(Ok(msg)) => ready_after(msg, &mut inbound),
-                    Some(Err(e)) => {
-                        tracing::debug!(error = %e, "result stream broke");
-                        break;
-                    }
-                    None => break,
-                };
-                // The answers read together reach the engine together: one wake-up for them all.
-                let mut answers = Vec::with_capacity(messages.len());
-                for msg in messages {
-                    match stream.admit(msg).await {
-                        Ok(Some(answer)) => answers.push(answer),
-                        Ok(None) => {}
-                        Err(StreamEnds) => return,
-                    }
-                }
-                if !answers.is_empty() && !stream.to_engine(answers, &committing_tx).await {
-                    break;
-                }
-                if ended {
-                    break;
-                }
-            }
-        });
+        tokio::spawn(stream.read(inbound, self.stopping.clone(), committing));
         Ok(Response::new(Box::pin(ReceiverStream::new(out_rx)) as AckStream))
     }
 

@@ -135,16 +135,13 @@ impl ResultCall {
             }
             Finding::SolverError(error)
         };
-        let answer = JobAnswer {
-            caller: Caller {
-                worker_id: WorkerId::new(msg.worker_id),
-                secret: msg.worker_secret,
-                credential,
-            },
-            lease_id: LeaseId::new(msg.lease_id),
-            job_id: JobId::new(msg.job_id),
-            finding,
+        let caller = Caller {
+            worker_id: WorkerId::new(msg.worker_id),
+            secret: msg.worker_secret,
+            credential,
         };
+        let answer =
+            JobAnswer::new(caller, LeaseId::new(msg.lease_id), JobId::new(msg.job_id), finding);
         Ok(ResultCall { run: msg.run, answer })
     }
 }
@@ -202,7 +199,7 @@ impl Refusal {
 /// The acknowledgement of one result: its outcome, and for a refusal the typed reason and a
 /// sentence a person can act on.
 pub fn result_ack(result: &JobAnswer, reply: Reply<Verdict>) -> pb::ResultAck {
-    let (job_id, lease_id) = (result.job_id, result.lease_id);
+    let (job_id, lease_id) = (result.delivery.job_id, result.delivery.lease_id);
     let worker_id = result.caller.worker_id;
     let verdict = match reply.outcome {
         Ok(verdict) => verdict,
@@ -256,8 +253,8 @@ fn ack(
     run_complete: bool,
 ) -> pb::ResultAck {
     pb::ResultAck {
-        job_id: result.job_id.get(),
-        lease_id: result.lease_id.get(),
+        job_id: result.delivery.job_id.get(),
+        lease_id: result.delivery.lease_id.get(),
         outcome: outcome as i32,
         reason: reason as i32,
         message,

@@ -148,8 +148,8 @@ impl World {
         let honest = ident.party != 0;
         let counts = if k == 0 || honest { truth(job) } else { lie(job, k) };
         let finding = Finding::Solved { counts, seconds: 1.0 };
-        let verdict =
-            self.scheduler.result(WorkerId::new(w), lease, JobId::new(job), finding, self.now);
+        let delivery = Delivery { job_id: JobId::new(job), lease_id: lease, finding };
+        let verdict = self.scheduler.result(WorkerId::new(w), &delivery, self.now);
         self.verdict = Some(verdict);
         self.effect = "answered".into();
         if matches!(verdict, Verdict::Accepted | Verdict::Confirmed) {

@@ -224,14 +224,16 @@ impl World<'_> {
                 let answers = granted
                     .job_ids
                     .iter()
-                    .map(|&job_id| JobAnswer {
-                        caller: caller.clone(),
-                        lease_id: granted.lease_id,
-                        job_id,
-                        finding: Finding::Solved {
-                            counts: self.board.truth[job_id.get() as usize],
-                            seconds: 0.001,
-                        },
+                    .map(|&job_id| {
+                        JobAnswer::new(
+                            caller.clone(),
+                            granted.lease_id,
+                            job_id,
+                            Finding::Solved {
+                                counts: self.board.truth[job_id.get() as usize],
+                                seconds: 0.001,
+                            },
+                        )
                     })
                     .collect();
                 send_answers(&self.engine(), answers);

@@ -210,12 +210,8 @@ impl<'a> World<'a> {
         let caller = self.idents[i].caller.clone().expect("registered");
         let counts = self.counts(i, job_id, lie);
         let told = if counts == self.board.truth[job_id.get() as usize] { "truth" } else { "LIE" };
-        let answer = JobAnswer {
-            caller,
-            lease_id,
-            job_id,
-            finding: Finding::Solved { counts, seconds: 0.001 },
-        };
+        let answer =
+            JobAnswer::new(caller, lease_id, job_id, Finding::Solved { counts, seconds: 0.001 });
         let verdict = send_answers(&self.engine(), vec![answer]).remove(0);
         let how = if late { "late " } else { "" };
         let line = format!(

@@ -347,7 +347,7 @@ fn registrations_and_results_are_bounded_where_they_are_converted() {
     };
     let taken =
         ResultCall::from_wire(result("e".repeat(MAX_TEXT), "s".into()), Credential::shared());
-    let cut = taken.unwrap().answer.finding;
+    let cut = taken.unwrap().answer.delivery.finding;
     assert!(matches!(cut, Finding::SolverError(e) if e.len() == MAX_ERROR_TEXT + " [cut]".len()));
     for (msg, name) in [
         (result("e".repeat(MAX_TEXT + 1), String::new()), "error"),
@@ -386,7 +386,9 @@ fn counts_no_solver_gives_reach_the_scheduler_and_are_implausible() {
             ..Default::default()
         };
         let answer = ResultCall::from_wire(msg, Credential::shared()).unwrap().answer;
-        assert!(matches!(answer.finding, Finding::Solved { counts: c, .. } if c == counts));
+        assert!(
+            matches!(answer.delivery.finding, Finding::Solved { counts: c, .. } if c == counts)
+        );
         for weight in [2, 4, 8] {
             assert!(
                 nqueens_scheduler::implausible(&counts, weight).is_some(),
