@@ -4,9 +4,9 @@
 //! this module adds the coordinator's own (registrations, results, acknowledgements, and in
 //! [`status`] the status call). Besides this module, only the service's handlers
 //! ([`super::service`], which wrap converted values in their responses), `server.rs` (the run's
-//! `RunId`, made once in `server/open.rs`, and the gRPC server) and the binary's `status` client
-//! (its `StatusRequest`) build or read a protocol message: the engine, the scheduler and the
-//! status views speak domain types only.
+//! `RunId`, made once in `server/open.rs`, and the gRPC server) and the command line's `status`
+//! client (its `StatusRequest`, in the `nqueens-cli` crate) build or read a protocol message: the
+//! engine, the scheduler and the status views speak domain types only.
 //!
 //! Every request is checked against the contract's bounds (`nqueens_proto::bounds`) here, in its
 //! conversion off the wire, and nowhere else: the service reads, logs or keeps no string or list
