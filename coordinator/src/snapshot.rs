@@ -22,7 +22,7 @@ mod worker;
 #[cfg(test)]
 pub use progress::{eta, Eta};
 pub use progress::{percent, Progress, RunName};
-pub use rate::{per_second, RunRate};
+pub use rate::{per_second, RateNow, RunRate};
 pub use worker::WorkerView;
 
 use nqueens_result::RunResult;

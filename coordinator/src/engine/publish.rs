@@ -12,7 +12,7 @@
 //! delivering tens of thousands of results a second do not cost 10,000 views a batch.
 
 use super::Engine;
-use crate::snapshot::{Progress, RunRate};
+use crate::snapshot::{Progress, RateNow, RunRate};
 use crate::snapshot::{RunName, RunSnapshot, WorkerView};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::WorkerId;
@@ -48,7 +48,7 @@ pub(super) struct Publisher {
     /// `snapshot/rate.rs`).
     rate: RunRate,
     /// When the leases' last deadline was last looked up, and what it was (see
-    /// [`Engine::last_lease_deadline`]).
+    /// [`Publisher::lease_deadline`]).
     lease_deadline: (Option<Instant>, Option<Instant>),
     workers: WorkerTable,
 }
@@ -71,6 +71,72 @@ impl Publisher {
     pub(super) fn counted(&mut self, now: Instant) {
         self.rate.counted(now);
     }
+
+    /// After a decided batch: the worker table is built again with the next snapshot where the
+    /// fleet is small (`small_fleet`) or the table is older than [`WORKERS_EVERY`].
+    fn batch_decided(&mut self, small_fleet: bool) {
+        let due = self.workers.built.is_none_or(|t| t.elapsed() >= WORKERS_EVERY);
+        if small_fleet || due {
+            self.workers.built = None;
+        }
+    }
+
+    /// Whether the last snapshot is older than [`REFRESH_EVERY`].
+    fn stale(&self) -> bool {
+        self.published.1.elapsed() >= REFRESH_EVERY
+    }
+
+    /// Publishes `snapshot`, built at `now`.
+    fn send(&mut self, snapshot: RunSnapshot, now: Instant) {
+        self.published = (snapshot.snapshot_seq, now);
+        self.snapshots.send_replace(Arc::new(snapshot));
+    }
+
+    /// The number the next snapshot carries.
+    fn next_seq(&self) -> u64 {
+        self.published.0 + 1
+    }
+
+    /// Seconds since the engine started.
+    fn uptime(&self, now: Instant) -> f64 {
+        now.duration_since(self.started).as_secs_f64()
+    }
+
+    /// The run's rate at `now`, with `done` jobs done and `nodes` searched (see `snapshot/rate.rs`).
+    fn rate(&mut self, now: Instant, done: u64, nodes: u64) -> RateNow {
+        self.rate.measure(now, done, nodes)
+    }
+
+    /// When the last current lease runs out unless renewed: what `walk` found when it last ran,
+    /// walked again when that is older than [`REFRESH_EVERY`]. Walking the leases costs about as
+    /// much as everything else in a snapshot together (every lease of the run is looked at): a
+    /// lease granted or renewed since shows up in the expiry within a second.
+    fn lease_deadline(
+        &mut self,
+        now: Instant,
+        walk: impl FnOnce() -> Option<Instant>,
+    ) -> Option<Instant> {
+        let (walked, deadline) = &mut self.lease_deadline;
+        if walked.is_none_or(|t| now.duration_since(t) >= REFRESH_EVERY) {
+            (*walked, *deadline) = (Some(now), walk());
+        }
+        *deadline
+    }
+
+    /// The worker table and the live count as last built, while that is younger than
+    /// [`REFRESH_EVERY`] and no batch made it due.
+    fn current_table(&self, now: Instant) -> Option<(Arc<[WorkerView]>, u64)> {
+        let table = &self.workers;
+        let fresh = table.built.is_some_and(|t| now.duration_since(t) < REFRESH_EVERY);
+        fresh.then(|| (table.views.clone(), table.live))
+    }
+
+    /// Keeps the worker table built at `now`, shared by the snapshots until the next build.
+    fn new_table(&mut self, now: Instant, views: Vec<WorkerView>, live: u64) -> Arc<[WorkerView]> {
+        let views: Arc<[WorkerView]> = views.into();
+        self.workers = WorkerTable { built: Some(now), views: views.clone(), live };
+        views
+    }
 }
 
 impl Engine {
@@ -79,13 +145,9 @@ impl Engine {
     /// module's comment).
     pub(super) fn publish_if(&mut self, changed: bool) {
         if changed {
-            let small = self.registry.len() <= EXACT_TABLE_UP_TO;
-            let due = self.publisher.workers.built.is_none_or(|t| t.elapsed() >= WORKERS_EVERY);
-            if small || due {
-                self.publisher.workers.built = None;
-            }
+            self.publisher.batch_decided(self.registry.len() <= EXACT_TABLE_UP_TO);
         }
-        if changed || self.publisher.published.1.elapsed() >= REFRESH_EVERY {
+        if changed || self.publisher.stale() {
             self.publish();
         }
     }
@@ -94,15 +156,14 @@ impl Engine {
     pub(super) fn publish(&mut self) {
         let now = Instant::now();
         let snapshot = self.snapshot(now);
-        self.publisher.published = (snapshot.snapshot_seq, now);
-        self.publisher.snapshots.send_replace(Arc::new(snapshot));
+        self.publisher.send(snapshot, now);
     }
 
     /// The run now, as the engine knows it.
     fn snapshot(&mut self, now: Instant) -> RunSnapshot {
         let jobs = self.scheduler.by_state();
         let counters = self.metrics.counters();
-        let rate = self.publisher.rate.measure(now, jobs.get(JobState::Done), counters.nodes);
+        let rate = self.publisher.rate(now, jobs.get(JobState::Done), counters.nodes);
         let meta = self.store.meta();
         let run = RunName { n: meta.n.into(), fingerprint: &meta.fingerprint };
         let progress = Progress::new(
@@ -113,10 +174,11 @@ impl Engine {
             self.scheduler.conflicts_total(),
             self.ending.published(),
         );
-        let last_deadline = self.last_lease_deadline(now);
+        let last_deadline =
+            self.publisher.lease_deadline(now, || self.scheduler.last_lease_deadline());
         let (workers, live) = self.worker_table(now);
         RunSnapshot {
-            snapshot_seq: self.publisher.published.0 + 1,
+            snapshot_seq: self.publisher.next_seq(),
             taken_unix: unix_now(),
             progress,
             nodes_per_second: Some(rate.nodes_per_second),
@@ -127,35 +189,20 @@ impl Engine {
             lease_expiries: Some(self.scheduler.lease_expiries()),
             leases_expire_in_seconds: last_deadline
                 .map(|d| d.saturating_duration_since(now).as_secs_f64()),
-            uptime_seconds: Some(now.duration_since(self.publisher.started).as_secs_f64()),
+            uptime_seconds: Some(self.publisher.uptime(now)),
             all_workers: workers,
             counters: Some(counters),
         }
     }
 
-    /// When the last current lease runs out unless renewed. Walking the leases costs about as
-    /// much as everything else in a snapshot together (every lease of the run is looked at), so
-    /// it is walked at most every [`REFRESH_EVERY`]: a lease granted or renewed since shows up in
-    /// the expiry within a second.
-    fn last_lease_deadline(&mut self, now: Instant) -> Option<Instant> {
-        let (walked, deadline) = &mut self.publisher.lease_deadline;
-        if walked.is_none_or(|t| now.duration_since(t) >= REFRESH_EVERY) {
-            (*walked, *deadline) = (Some(now), self.scheduler.last_lease_deadline());
-        }
-        *deadline
-    }
-
     /// The worker table and the live count: the last one built, or a new one when it is due.
     fn worker_table(&mut self, now: Instant) -> (Arc<[WorkerView]>, u64) {
-        let table = &self.publisher.workers;
-        if table.built.is_some_and(|t| now.duration_since(t) < REFRESH_EVERY) {
-            return (table.views.clone(), table.live);
+        if let Some(table) = self.publisher.current_table(now) {
+            return table;
         }
-        let views: Arc<[WorkerView]> = self.worker_views(now).into();
+        let views = self.worker_views(now);
         let live = self.registry.iter().filter(|w| self.registry.live(w.last_seen, now)).count();
-        self.publisher.workers =
-            WorkerTable { built: Some(now), views: views.clone(), live: live as u64 };
-        (views, live as u64)
+        (self.publisher.new_table(now, views, live as u64), live as u64)
     }
 
     /// Every worker registered with this process, by id.
