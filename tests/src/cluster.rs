@@ -156,38 +156,6 @@ pub fn counted_job_ids(state: &Path) -> std::collections::BTreeSet<i64> {
     q.query_map([], |r| r.get::<_, i64>(0)).unwrap().map(|r| r.unwrap()).collect()
 }
 
-/// Arguments of `serve` for a test run on 127.0.0.1:`port`.
-pub fn serve_args(n: u32, state: &Path, port: u16, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = vec![
-        "serve".into(),
-        "--n".into(),
-        n.to_string(),
-        "--state".into(),
-        state.display().to_string(),
-        "--listen".into(),
-        format!("127.0.0.1:{port}"),
-        "--http-listen".into(),
-        "off".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args
-}
-
-pub fn worker_args(port: u16, threads: usize, name: &str, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = vec![
-        "--connect".into(),
-        format!("http://127.0.0.1:{port}"),
-        "--threads".into(),
-        threads.to_string(),
-        "--name".into(),
-        name.into(),
-        "--max-backoff-seconds".into(),
-        "1".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args
-}
-
 /// Runs `nqueens-coordinator solve ARGS` to its end.
 pub fn solve(args: &[&str]) -> std::process::Output {
     coordinator_output(std::iter::once("solve").chain(args.iter().copied()))

@@ -137,4 +137,5 @@ pub fn build_binaries() -> Result<PathBuf, String> {
 
 pub mod cluster;
 pub mod flood;
+pub mod harness;
 pub mod rogue;

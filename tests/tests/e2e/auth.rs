@@ -7,6 +7,7 @@ use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_proto::Reason;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::RunDir;
 use nqueens_tests::rogue::{claimed_self_test, connect, outcome, reason, Rogue};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -58,28 +59,11 @@ async fn try_register(port: u16, token: Option<&str>) -> Result<(), tonic::Code>
     client.register(register_request("probe")).await.map(|_| ()).map_err(|s| s.code())
 }
 
-/// Waits (off the async runtime) until `coordinator` has opened its run and serves.
-async fn listening(coordinator: &Proc) {
-    let log = coordinator.log.clone();
-    tokio::task::spawn_blocking(move || {
-        wait_until(LONG, "the coordinator to serve", || {
-            std::fs::read_to_string(&log).unwrap_or_default().contains("coordinator listening")
-        })
-    })
-    .await
-    .unwrap();
-}
-
 /// Starts a coordinator on a new run of N=12 and stops it again: the state file then exists, so
 /// that tokens can be added to it offline.
-fn make_run(dir: &Path, state: &Path) {
-    let port = free_port();
-    let mut first = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, state, port, &[]),
-        dir.join("first.log"),
-    );
-    wait_until(LONG, "the run's creation", || first.log_text().contains("coordinator listening"));
+fn make_run(dir: &RunDir) {
+    let mut first = dir.coordinator(12).log("first.log").start();
+    first.wait_listening();
     first.signal(libc::SIGTERM);
     assert!(first.wait_exit(LONG).success());
 }
@@ -89,12 +73,11 @@ fn make_run(dir: &Path, state: &Path) {
 /// let in (not the revoked token, not a call without a token), also after a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_the_last_per_host_token_leaves_the_port_closed() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let args = serve_args(12, &state, port, &[]);
-    let coordinator = Proc::spawn("nqueens-coordinator", &args, dir.path().join("c.log"));
-    listening(&coordinator).await;
+    let dir = RunDir::new();
+    let (state, port) = (dir.state(), dir.port());
+    let serve = dir.coordinator(12);
+    let coordinator = serve.clone().log("c.log").start();
+    coordinator.listening().await;
     assert_eq!(try_register(port, None).await, Ok(()), "a loopback run without tokens is open");
     let host_a = add_token(&state, "host-a");
     assert_eq!(try_register(port, Some(&host_a)).await, Ok(()));
@@ -105,7 +88,7 @@ async fn revoking_the_last_per_host_token_leaves_the_port_closed() {
     }
     coordinator.signal(libc::SIGTERM);
     drop(coordinator);
-    let _again = Proc::spawn("nqueens-coordinator", &args, dir.path().join("c2.log"));
+    let _again = serve.log("c2.log").start();
     for token in [None, Some(host_a.as_str())] {
         assert_eq!(try_register(port, token).await, Err(tonic::Code::Unauthenticated), "{token:?}");
     }
@@ -115,17 +98,13 @@ async fn revoking_the_last_per_host_token_leaves_the_port_closed() {
 /// token from the moment its port accepts connections: every one is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokenless_calls_in_the_first_second_after_start_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    make_run(dir.path(), &state);
+    let dir = RunDir::new();
+    let state = dir.state();
+    make_run(&dir);
     let host_a = add_token(&state, "host-a");
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let _coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, &state, port, &[]),
-        dir.path().join("c.log"),
-    );
+    let _coordinator = dir.coordinator(12).port(port).log("c.log").start();
     // The first connection the port accepts.
     let started = Instant::now();
     let channel = loop {
@@ -154,15 +133,11 @@ async fn tokenless_calls_in_the_first_second_after_start_are_refused() {
 /// revoked: the next result is refused (the stream ends UNAUTHENTICATED) and not committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_tokens_open_stream_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, &state, port, &["--token", TOKEN, "--no-spot-checks"]),
-        dir.path().join("c.log"),
-    );
-    listening(&coordinator).await;
+    let dir = RunDir::new();
+    let (state, port) = (dir.state(), dir.port());
+    let serve = dir.coordinator(12).token(TOKEN).args(&["--no-spot-checks"]);
+    let coordinator = serve.log("c.log").start();
+    coordinator.listening().await;
     let host_a = add_token(&state, "host-a");
     let mut rogue = Rogue::register_with(port, &host_a, register_request("revoked")).await;
     let lease = rogue.lease(2).await;
@@ -218,15 +193,12 @@ fn http_get(port: u16, path: &str, token: &str) -> u16 {
 /// required (off loopback).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_host_tokens_read_no_status_on_either_port() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let (port, http) = (free_port(), free_port());
-    let mut args = serve_args(12, &state, port, &["--token", TOKEN]);
-    let listen = args.iter().position(|a| a == "--http-listen").unwrap();
+    let dir = RunDir::new();
+    let (state, port, http) = (dir.state(), dir.port(), free_port());
     // Every address: the HTTP port requires the token there, and is reached on 127.0.0.1.
-    args[listen + 1] = format!("0.0.0.0:{http}");
-    let coordinator = Proc::spawn("nqueens-coordinator", &args, dir.path().join("c.log"));
-    listening(&coordinator).await;
+    let serve = dir.coordinator(12).token(TOKEN).http_port_on_all_addresses(http);
+    let coordinator = serve.log("c.log").start();
+    coordinator.listening().await;
     let host_a = add_token(&state, "host-a");
 
     let mut shared = connect(port, Some(TOKEN)).await;

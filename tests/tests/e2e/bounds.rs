@@ -8,6 +8,7 @@ use nqueens_proto as pb;
 use nqueens_proto::bounds::{MAX_IDS, MAX_REQUEST, MAX_VERSION};
 use nqueens_proto::Reason;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::RunDir;
 use nqueens_tests::rogue::{claimed_self_test, connect, reason, Rogue};
 use std::time::Duration;
 
@@ -33,14 +34,9 @@ fn long_version(bytes: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_megabyte_version_is_refused_and_the_state_file_stays_small() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let _coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, &state, port, &["--token", TOKEN]),
-        dir.path().join("coordinator.log"),
-    );
+    let dir = RunDir::new();
+    let (state, port) = (dir.state(), dir.port());
+    let _coordinator = dir.coordinator(12).token(TOKEN).start();
     let mut client = connect(port, Some(TOKEN)).await;
 
     // 3.9 MiB: past the whole message's limit, refused before it is decoded.

@@ -3,6 +3,7 @@
 
 use nqueens_coordinator::result_file;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::RunDir;
 use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(240);
@@ -23,24 +24,11 @@ fn status_of(state: &std::path::Path) -> std::process::Output {
 
 #[test]
 fn sigkilled_worker_leases_expire_and_total_stays_exact() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("run16.db");
-    let port = free_port();
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(
-            16,
-            &state,
-            port,
-            &["--lease-seconds", "3", "--verify-fraction", "0", "--exit-when-done"],
-        ),
-        dir.path().join("coordinator.log"),
-    );
-    let mut doomed = Proc::spawn(
-        "nqueens-worker",
-        &worker_args(port, 1, "doomed", &[]),
-        dir.path().join("doomed.log"),
-    );
+    let serve = dir.coordinator(16).state(&state).lease_seconds(3).verify_fraction("0");
+    let mut coordinator = serve.exit_when_done().start();
+    let mut doomed = coordinator.worker("doomed").start();
     wait_until(LONG, "the first worker to commit results while holding leases", || {
         committed_results(&state) >= 30
             && query_count(&state, "SELECT COUNT(*) FROM jobs WHERE state='leased'") > 0
@@ -49,11 +37,7 @@ fn sigkilled_worker_leases_expire_and_total_stays_exact() {
     let before = counted_job_ids(&state);
     assert!((before.len() as i64) < jobs_in(&state), "killed mid-run, not after it");
 
-    let mut survivor = Proc::spawn(
-        "nqueens-worker",
-        &worker_args(port, 1, "survivor", &[]),
-        dir.path().join("survivor.log"),
-    );
+    let mut survivor = coordinator.worker("survivor").start();
     let status = coordinator.wait_exit(LONG);
     assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());
     assert!(
@@ -78,34 +62,13 @@ fn sigkilled_worker_leases_expire_and_total_stays_exact() {
 
 #[test]
 fn sigkilled_coordinator_restarts_on_its_state_and_nothing_is_lost_or_doubled() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("run16.db");
-    let port = free_port();
-    let args = serve_args(
-        16,
-        &state,
-        port,
-        &[
-            "--lease-seconds",
-            "10",
-            "--verify-fraction",
-            "0.02",
-            "--exit-when-done",
-            "--token",
-            "sesame",
-        ],
-    );
-    let mut first = Proc::spawn("nqueens-coordinator", &args, dir.path().join("coordinator1.log"));
-    let mut workers: Vec<Proc> = ["w1", "w2"]
-        .iter()
-        .map(|name| {
-            Proc::spawn(
-                "nqueens-worker",
-                &worker_args(port, 1, name, &["--token", "sesame"]),
-                dir.path().join(format!("{name}.log")),
-            )
-        })
-        .collect();
+    let serve = dir.coordinator(16).state(&state).lease_seconds(10).verify_fraction("0.02");
+    let serve = serve.exit_when_done().token("sesame");
+    let mut first = serve.clone().log("coordinator1.log").start();
+    let mut workers: Vec<Proc> =
+        ["w1", "w2"].iter().map(|name| dir.worker(name).token("sesame").start()).collect();
     wait_until(LONG, "a fifth of the jobs committed", || {
         let jobs = jobs_in(&state);
         jobs > 0 && committed_results(&state) * 5 >= jobs
@@ -116,7 +79,7 @@ fn sigkilled_coordinator_restarts_on_its_state_and_nothing_is_lost_or_doubled() 
     std::thread::sleep(Duration::from_millis(500));
 
     // Same port, same state file: the workers reconnect on their own.
-    let mut second = Proc::spawn("nqueens-coordinator", &args, dir.path().join("coordinator2.log"));
+    let mut second = serve.log("coordinator2.log").start();
     let status = second.wait_exit(LONG);
     assert!(status.success(), "restarted coordinator: {status}\n{}", second.log_text());
     let log = second.log_text();
@@ -143,19 +106,11 @@ fn sigkilled_coordinator_restarts_on_its_state_and_nothing_is_lost_or_doubled() 
 
 #[test]
 fn sigterm_worker_releases_its_leases_and_exits_zero() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("run16.db");
-    let port = free_port();
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(16, &state, port, &["--lease-seconds", "120", "--verify-fraction", "0"]),
-        dir.path().join("coordinator.log"),
-    );
-    let mut worker = Proc::spawn(
-        "nqueens-worker",
-        &worker_args(port, 1, "polite", &[]),
-        dir.path().join("worker.log"),
-    );
+    let serve = dir.coordinator(16).state(&state).lease_seconds(120).verify_fraction("0");
+    let mut coordinator = serve.start();
+    let mut worker = coordinator.worker("polite").log("worker.log").start();
     let leased = || query_count(&state, "SELECT COUNT(*) FROM jobs WHERE state='leased'");
     wait_until(LONG, "results committed while jobs are leased", || {
         committed_results(&state) >= 5 && leased() > 0
@@ -175,19 +130,15 @@ fn sigterm_worker_releases_its_leases_and_exits_zero() {
 
 #[test]
 fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("run16.db");
-    let port = free_port();
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(16, &state, port, &["--exit-when-done"]),
-        dir.path().join("coordinator.log"),
-    );
+    let serve = dir.coordinator(16).state(&state).exit_when_done();
+    let coordinator = serve.start();
     wait_until(LONG, "the run to be created", || jobs_in(&state) > 0);
     let jobs = jobs_in(&state);
 
     // Another coordinator, or a `solve --state`, on the same file: both would count the same jobs.
-    let second = coordinator_output(serve_args(16, &state, free_port(), &["--exit-when-done"]));
+    let second = coordinator_output(serve.clone().port(free_port()).serve_args());
     let solve = coordinator_output([
         "solve".as_ref(),
         "16".as_ref(),
@@ -209,20 +160,13 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
 
     // The first run is untouched: a worker finishes it exactly, each job counted once.
     assert_eq!(jobs_in(&state), jobs);
-    let mut worker = Proc::spawn(
-        "nqueens-worker",
-        &worker_args(port, 2, "finisher", &[]),
-        dir.path().join("worker.log"),
-    );
-    let s = coordinator.wait_exit(LONG);
-    assert!(s.success(), "coordinator: {s}\n{}", coordinator.log_text());
-    assert_matches_reference(&read_result_file(&result_file(&state)));
-    assert_each_job_counted_once(&state);
+    let mut worker = coordinator.worker("finisher").threads(2).log("worker.log").start();
+    coordinator.wait_exact();
     worker.wait_exit(Duration::from_secs(60));
 
     // Its lock went with it: the file opens again (the run is complete, so `serve` just reports
     // it).
-    let again = coordinator_output(serve_args(16, &state, free_port(), &["--exit-when-done"]));
+    let again = coordinator_output(serve.port(free_port()).serve_args());
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
 }
 
@@ -230,7 +174,7 @@ fn a_second_writer_on_a_live_state_file_is_refused_and_changes_nothing() {
 fn held_and_failed_jobs_block_the_run_until_requeued() {
     use nqueens_scheduler::state::JobState;
     use nqueens_scheduler::Change;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("run12.db");
     let coordinator_cmd = |args: &[&str]| {
         let out =
@@ -274,17 +218,9 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
     let jobs = jobs_in(&state);
 
     // Every other job gets solved, but the run cannot complete.
-    let port = free_port();
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, &state, port, &["--exit-when-done"]),
-        dir.path().join("coordinator1.log"),
-    );
-    let mut worker = Proc::spawn(
-        "nqueens-worker",
-        &worker_args(port, 1, "solo", &[]),
-        dir.path().join("worker.log"),
-    );
+    let serve = dir.coordinator(12).state(&state).exit_when_done();
+    let mut coordinator = serve.clone().log("coordinator1.log").start();
+    let mut worker = coordinator.worker("solo").log("worker.log").start();
     wait_until(LONG, "every job but the held and the failed one solved", || {
         committed_results(&state) == jobs - 2
     });
@@ -306,15 +242,7 @@ fn held_and_failed_jobs_block_the_run_until_requeued() {
     assert!(coordinator_cmd(&["requeue", "--state"]).contains("nothing to requeue"));
 
     // Restarted on the same port, the waiting worker reconnects and the run completes, exactly.
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, &state, port, &["--exit-when-done"]),
-        dir.path().join("coordinator2.log"),
-    );
-    let s = coordinator.wait_exit(LONG);
-    assert!(s.success(), "coordinator: {s}\n{}", coordinator.log_text());
-    assert_matches_reference(&read_result_file(&result_file(&state)));
-    assert_each_job_counted_once(&state);
+    serve.log("coordinator2.log").start().wait_exact();
     let s = worker.wait_exit(Duration::from_secs(60));
     assert!(s.success(), "worker: {s}\n{}", worker.log_text());
 }

@@ -6,6 +6,7 @@
 
 use nqueens_coordinator::result_file;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::{CoordinatorBuilder, RunDir};
 use std::path::Path;
 use std::time::Duration;
 
@@ -50,26 +51,16 @@ fn mixed_run(
     gpu_env: &[(&str, &str)],
 ) -> (std::path::PathBuf, String, String) {
     let state = dir.join(format!("run{n}.db"));
-    let port = free_port();
-    let mut extra = vec!["--exit-when-done"];
-    extra.extend_from_slice(serve_extra);
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(n, &state, port, &extra),
-        dir.join("coordinator.log"),
-    );
+    let serve = CoordinatorBuilder::new(dir, n).state(&state).exit_when_done();
+    let mut coordinator = serve.args(serve_extra).start();
     // `--threads` given: one CPU thread beside the device; few slots so that both workers get jobs.
-    let mut gpu = Proc::spawn_with(
-        "nqueens-worker",
-        &worker_args(port, 1, "gpu", &["--gpu", "0", "--gpu-slots", "4"]),
-        dir.join("gpu.log"),
-        |c| {
-            c.env("NQ_GPU_ITEMS", "4096");
-            for (k, v) in gpu_env {
-                c.env(k, v);
-            }
-        },
-    );
+    let gpu = coordinator.worker("gpu").args(&["--gpu", "0", "--gpu-slots", "4"]);
+    let mut gpu = gpu.start_with(|c| {
+        c.env("NQ_GPU_ITEMS", "4096");
+        for (k, v) in gpu_env {
+            c.env(k, v);
+        }
+    });
     // The GPU worker registers first: its self-tests take a second or more on pocl, and a CPU
     // worker started beside it could finish a small run before it asks for a job.
     let started = std::time::Instant::now();
@@ -77,13 +68,7 @@ fn mixed_run(
         assert!(started.elapsed() < LONG, "the GPU worker never registered:\n{}", gpu.log_text());
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut cpu: Vec<Proc> = cpus
-        .iter()
-        .map(|name| {
-            let log = dir.join(format!("{name}.log"));
-            Proc::spawn("nqueens-worker", &worker_args(port, 1, name, &[]), log)
-        })
-        .collect();
+    let mut cpu: Vec<Proc> = cpus.iter().map(|name| coordinator.worker(name).start()).collect();
     let status = coordinator.wait_exit(LONG);
     assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());
     for w in &mut cpu {
@@ -103,7 +88,7 @@ fn a_gpu_worker_and_a_cpu_worker_end_exact_each_counting() {
     if !have_device() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let (state, log, _) = mixed_run(dir.path(), 14, &["cpu"], &[], &[]);
     assert!(!log.contains("GPU fault"), "GPU worker log:\n{log}");
     assert!(counted_by(&state, "gpu") > 0, "the GPU worker counted nothing:\n{log}");
@@ -115,7 +100,7 @@ fn a_device_failing_mid_batch_hands_its_jobs_to_the_cpu_and_the_run_ends_exact()
     if !have_device() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let (state, log, _) = mixed_run(dir.path(), 13, &["cpu"], &[], &[("NQ_GPU_FAULT", "midbatch")]);
     assert!(log.contains("FAULT INJECTION"), "the fault was not switched on:\n{log}");
     assert!(log.contains("GPU fault"), "the fault is not logged:\n{log}");
@@ -128,7 +113,7 @@ fn a_gpu_worker_with_wrong_counts_is_caught_like_any_other() {
     if !have_device() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     // Two honest workers, as in faulty_worker.rs: a conflict between two answers needs a third.
     // Wrong on one job in five: on a loaded machine the GPU worker (pocl, slow batches) may give
     // only a few dozen answers before the CPU workers finish N=15, and a rarer fault could miss
@@ -192,22 +177,13 @@ fn a_lone_gpu_workers_leases_grow_to_what_the_device_finishes() {
     if !have_device() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(17, &state, port, &["--exit-when-done", "--lease-seconds", "10"]),
-        dir.path().join("coordinator.log"),
-    );
-    let mut gpu = Proc::spawn_with(
-        "nqueens-worker",
-        &worker_args(port, 1, "gpu", &["--gpu", "0", "--gpu-slots", "1024"]),
-        dir.path().join("gpu.log"),
-        |c| {
-            c.env("RUST_LOG", "info,nqueens_worker=debug");
-        },
-    );
+    let dir = RunDir::new();
+    let state = dir.state();
+    let mut coordinator = dir.coordinator(17).exit_when_done().lease_seconds(10).start();
+    let gpu = coordinator.worker("gpu").args(&["--gpu", "0", "--gpu-slots", "1024"]);
+    let mut gpu = gpu.start_with(|c| {
+        c.env("RUST_LOG", "info,nqueens_worker=debug");
+    });
     let status = coordinator.wait_exit(Duration::from_secs(600));
     assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());
     gpu.wait_exit(Duration::from_secs(30));

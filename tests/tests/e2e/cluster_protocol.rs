@@ -6,6 +6,7 @@ use nqueens_core::{job_list, JobCounts, SplitParams};
 use nqueens_proto as pb;
 use nqueens_proto::Reason;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::RunDir;
 use nqueens_tests::rogue::{connect, reason};
 use std::collections::HashMap;
 use std::path::Path;
@@ -51,22 +52,6 @@ async fn status(client: &mut pb::Client) -> pb::StatusResponse {
     client.status(pb::StatusRequest::default()).await.unwrap().into_inner()
 }
 
-/// A coordinator for N=12 on `state`, its log beside it in `dir`.
-fn spawn_coordinator(dir: &Path, state: &Path, port: u16, extra: &[&str]) -> Proc {
-    Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, state, port, extra),
-        dir.join("coordinator.log"),
-    )
-}
-
-/// Stops the coordinator with SIGTERM; it exits cleanly.
-fn stop(coordinator: &mut Proc) {
-    coordinator.signal(libc::SIGTERM);
-    let s = coordinator.wait_exit(Duration::from_secs(60));
-    assert!(s.success(), "{s}\n{}", coordinator.log_text());
-}
-
 /// Runs the coordinator binary's command line against the live coordinator at `port`.
 fn coordinator_command(port: u16, args: &[&str], token: Option<&str>) -> std::process::Output {
     let bin = nqueens_tests::binary("nqueens-coordinator");
@@ -110,14 +95,13 @@ impl Results {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replayed_result_counts_once_and_forged_results_change_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run12.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let (state, port) = (dir.path().join("run12.db"), dir.port());
     // No spot checks: this test reads the exact outcome of each answer it sends, and a spot check
     // would turn some into confirmations of known answers.
     let extra =
         ["--lease-seconds", "60", "--verify-fraction", "0", "--token", TOKEN, "--no-spot-checks"];
-    let mut coordinator = spawn_coordinator(dir.path(), &state, port, &extra);
+    let mut coordinator = dir.coordinator(12).state(&state).args(&extra).start();
     let mut client = connect(port, Some(TOKEN)).await;
 
     wrong_or_missing_tokens_are_refused(port).await;
@@ -131,7 +115,7 @@ async fn replayed_result_counts_once_and_forged_results_change_nothing() {
     status_and_healthcheck_answer(port);
 
     drop(results.tx);
-    stop(&mut coordinator);
+    coordinator.stop_within(Duration::from_secs(60));
 }
 
 /// Wrong or missing token: refused on every call, with the typed reason.
@@ -384,9 +368,8 @@ impl Workers {
 /// further leases and results refused with the typed reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run12v.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let (state, port) = (dir.path().join("run12v.db"), dir.port());
     let extra = [
         "--lease-seconds",
         "60",
@@ -399,7 +382,7 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
         "--recheck-fraction",
         "0",
     ];
-    let mut coordinator = spawn_coordinator(dir.path(), &state, port, &extra);
+    let mut coordinator = dir.coordinator(12).state(&state).args(&extra).start();
     let mut client = connect(port, None).await;
     let w = Workers::register(&mut client).await;
     let mut results = Results::open(&mut client).await;
@@ -412,7 +395,7 @@ async fn a_worker_that_loses_a_verification_is_untrusted_and_its_jobs_rerun() {
     status_shows_the_untrusted_worker(port);
 
     drop(results.tx);
-    stop(&mut coordinator);
+    coordinator.stop_within(Duration::from_secs(60));
     assert!(coordinator.log_text().contains("untrusted"), "warned in the log");
 }
 

@@ -5,6 +5,7 @@
 
 use nqueens_coordinator::result_file;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::RunDir;
 use std::process::Command;
 use std::time::Duration;
 
@@ -80,27 +81,18 @@ fn make_certificates(d: &std::path::Path) -> bool {
 
 #[test]
 fn worker_and_healthcheck_over_tls() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let d = dir.path();
     if !make_certificates(d) {
         eprintln!("SKIPPED: the openssl command is not available to make test certificates");
         return;
     }
-    let state = d.join("run12.db");
-    let port = free_port();
+    let (state, port) = (d.join("run12.db"), dir.port());
     let cert = d.join("leaf.pem").display().to_string();
     let key = d.join("leaf.key").display().to_string();
     let ca = d.join("ca.pem").display().to_string();
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(
-            12,
-            &state,
-            port,
-            &["--tls-cert", &cert, "--tls-key", &key, "--exit-when-done"],
-        ),
-        d.join("coordinator.log"),
-    );
+    let serve = dir.coordinator(12).state(&state).args(&["--tls-cert", &cert, "--tls-key", &key]);
+    let mut coordinator = serve.exit_when_done().start();
     let url = format!("https://localhost:{port}");
     wait_until(Duration::from_secs(60), "the TLS health check to pass", || {
         Command::new(nqueens_tests::binary("nqueens-coordinator"))

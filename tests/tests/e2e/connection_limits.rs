@@ -18,6 +18,7 @@ use nqueens_coordinator::{fd_limit, result_file};
 use nqueens_proto as pb;
 use nqueens_tests::cluster::*;
 use nqueens_tests::flood::{Flood, Speech};
+use nqueens_tests::harness::{Coordinator, RunDir};
 use nqueens_tests::rogue::connect_counting;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -52,36 +53,24 @@ fn all_closed(held: &mut [TcpStream], within: Duration) -> Duration {
     t.elapsed()
 }
 
-fn spawn_coordinator(
-    dir: &std::path::Path,
-    extra: &[&str],
-    nofile: Option<u64>,
-) -> (Proc, u16, u16) {
-    let (port, http) = (free_port(), free_port());
-    let state = dir.join("run.db");
+/// A coordinator of N=14 in `dir` with an HTTP port, the short handshake timeout, `extra` flags
+/// and at most `nofile` descriptors, once it serves.
+fn serving(dir: &RunDir, extra: &[&str], nofile: Option<u64>) -> Coordinator {
     let handshake = HANDSHAKE_SECONDS.to_string();
-    let mut args = serve_args(
-        14,
-        &state,
-        port,
-        &["--verify-fraction", "0", "--grpc-handshake-seconds", &handshake],
-    );
-    let off = args.iter().position(|a| a == "off").unwrap();
-    args[off] = format!("127.0.0.1:{http}");
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let coordinator = Proc::spawn_with("nqueens-coordinator", &args, dir.join("coord.log"), |c| {
-        if let Some(n) = nofile {
-            limit(c, libc::RLIMIT_NOFILE, n);
-        }
-    });
-    wait_until(LONG, "the coordinator to serve", || health(port) == "SERVING");
-    (coordinator, port, http)
+    let mut serve = dir.coordinator(14).http_port(free_port()).log("coord.log");
+    serve = serve.verify_fraction("0").args(&["--grpc-handshake-seconds", &handshake]).args(extra);
+    if let Some(n) = nofile {
+        serve = serve.limit(libc::RLIMIT_NOFILE, n);
+    }
+    let coordinator = serve.start();
+    coordinator.wait_serving();
+    coordinator
 }
 
 #[test]
 fn idle_grpc_sockets_are_closed_and_an_honest_client_is_served_meanwhile() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_coordinator, port, _) = spawn_coordinator(dir.path(), &[], None);
+    let dir = RunDir::new();
+    let (_coordinator, port) = (serving(&dir, &[], None), dir.port());
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
 
     let mut idle = connect_many(addr, 100);
@@ -96,9 +85,9 @@ fn idle_grpc_sockets_are_closed_and_an_honest_client_is_served_meanwhile() {
 
 #[test]
 fn idle_grpc_sockets_cannot_starve_a_coordinator_with_few_descriptors() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     // 64 descriptors: far fewer than the idle sockets below.
-    let (mut coordinator, port, _) = spawn_coordinator(dir.path(), &[], Some(64));
+    let (mut coordinator, port) = (serving(&dir, &[], Some(64)), dir.port());
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
 
     let mut idle = connect_many(addr, 250);
@@ -115,15 +104,14 @@ fn idle_grpc_sockets_cannot_starve_a_coordinator_with_few_descriptors() {
     let took = all_closed(&mut idle, Duration::from_secs(60));
     eprintln!("{count} idle gRPC sockets closed by the coordinator within {took:?}");
     assert_eq!(health(port), "SERVING");
-    coordinator.signal(libc::SIGTERM);
-    assert!(coordinator.wait_exit(LONG).success(), "{}", coordinator.log_text());
+    coordinator.stop_within(LONG);
 }
 
 #[test]
 fn one_address_holds_at_most_its_cap_of_grpc_connections() {
-    let dir = tempfile::tempdir().unwrap();
-    let (coordinator, port, _) =
-        spawn_coordinator(dir.path(), &["--grpc-max-conns-per-ip", "8"], None);
+    let dir = RunDir::new();
+    let coordinator = serving(&dir, &["--grpc-max-conns-per-ip", "8"], None);
+    let port = coordinator.port;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
 
     let mut held = connect_many(addr, 20);
@@ -140,8 +128,9 @@ fn one_address_holds_at_most_its_cap_of_grpc_connections() {
 
 #[test]
 fn slowloris_on_the_http_port_holds_up_no_honest_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_coordinator, _, http) = spawn_coordinator(dir.path(), &[], None);
+    let dir = RunDir::new();
+    let coordinator = serving(&dir, &[], None);
+    let http = coordinator.http();
     let addr: SocketAddr = format!("127.0.0.1:{http}").parse().unwrap();
 
     // 200 connections (the port serves 64 at once), each with a request head that never ends.
@@ -271,21 +260,12 @@ fn watch_answers(
 /// `/status.json` answer throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tokenless_flood_of_both_ports_keeps_out_no_worker_and_no_reader() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run14.db");
-    let (port, http) = (free_port(), free_port());
-    let mut args = serve_args(14, &state, port, &["--exit-when-done", "--token", FLOOD_TOKEN]);
-    let off = args.iter().position(|a| a == "off").unwrap();
-    args[off] = format!("127.0.0.1:{http}");
-    let mut coordinator =
-        Proc::spawn_with("nqueens-coordinator", &args, dir.path().join("coord.log"), |c| {
-            limit(c, libc::RLIMIT_NOFILE, FLOOD_NOFILE)
-        });
-    tokio::task::spawn_blocking(move || {
-        wait_until(LONG, "the coordinator to serve", || health(port) == "SERVING")
-    })
-    .await
-    .unwrap();
+    let dir = RunDir::new();
+    let (state, port, http) = (dir.path().join("run14.db"), dir.port(), free_port());
+    let serve = dir.coordinator(14).state(&state).http_port(http).log("coord.log");
+    let serve = serve.exit_when_done().token(FLOOD_TOKEN);
+    let mut coordinator = serve.limit(libc::RLIMIT_NOFILE, FLOOD_NOFILE).start();
+    coordinator.serving().await;
     let pid = coordinator.child.id();
 
     let grpc_flood = Flood::start(port, &FLOOD_SOURCES, 60, Speech::IdleHttp2);
@@ -313,8 +293,7 @@ async fn a_tokenless_flood_of_both_ports_keeps_out_no_worker_and_no_reader() {
         move || watch_answers(port, http, log, stop)
     });
     let started = Instant::now();
-    let worker_args = worker_args(port, 1, "honest", &["--token", FLOOD_TOKEN]);
-    let mut worker = Proc::spawn("nqueens-worker", &worker_args, dir.path().join("worker.log"));
+    let mut worker = coordinator.worker("honest").token(FLOOD_TOKEN).log("worker.log").start();
     let worker_log = worker.log.clone();
     let registered = tokio::task::spawn_blocking(move || {
         wait_until(REGISTERS_WITHIN, "the worker to register during the flood", || {
@@ -373,20 +352,11 @@ async fn calls_until_opened(client: &mut pb::Client, opened: &AtomicUsize, count
 /// opens another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_stays_once_a_call_on_it_proved_authenticated_and_only_then() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let args = serve_args(
-        14,
-        &dir.path().join("run.db"),
-        port,
-        &["--token", FLOOD_TOKEN, "--grpc-auth-seconds", "1"],
-    );
-    let _coordinator = Proc::spawn("nqueens-coordinator", &args, dir.path().join("coord.log"));
-    tokio::task::spawn_blocking(move || {
-        wait_until(LONG, "the coordinator to serve", || health(port) == "SERVING")
-    })
-    .await
-    .unwrap();
+    let dir = RunDir::new();
+    let serve = dir.coordinator(14).token(FLOOD_TOKEN).args(&["--grpc-auth-seconds", "1"]);
+    let coordinator = serve.log("coord.log").start();
+    coordinator.serving().await;
+    let port = coordinator.port;
     let past_deadline = Duration::from_millis(2500);
 
     let (mut worker, worker_opened) = connect_counting(port, Some(FLOOD_TOKEN)).await;

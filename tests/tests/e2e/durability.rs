@@ -10,6 +10,7 @@ use nqueens_coordinator::result_file;
 use nqueens_core::Job;
 use nqueens_proto as pb;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::RunDir;
 use nqueens_tests::rogue::{claimed_self_test, outcome, Rogue};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -163,21 +164,11 @@ fn sqlite3_shell() -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_beside_a_live_run_lose_no_acknowledged_result() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let serve = |extra: &[&str]| {
-        let mut args = vec!["--token", TOKEN, "--lease-seconds", "6"];
-        args.extend_from_slice(extra);
-        serve_args(18, &state, port, &args)
-    };
-    let mut coordinator =
-        Proc::spawn("nqueens-coordinator", &serve(&[]), dir.path().join("coordinator.log"));
-    let worker = Proc::spawn(
-        "nqueens-worker",
-        &worker_args(port, 1, "loader", &["--token", TOKEN]),
-        dir.path().join("worker.log"),
-    );
+    let dir = RunDir::new();
+    let (state, port) = (dir.state(), dir.port());
+    let serve = dir.coordinator(18).token(TOKEN).lease_seconds(6);
+    let mut coordinator = serve.start();
+    let worker = coordinator.worker("loader").token(TOKEN).log("worker.log").start();
     let stop = Arc::new(AtomicBool::new(false));
     let counter = tokio::spawn(acknowledged_results(port, stop.clone()));
     let watched = state.clone();
@@ -228,11 +219,7 @@ async fn commands_beside_a_live_run_lose_no_acknowledged_result() {
     }
 
     // The run resumes and ends exact.
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve(&["--exit-when-done"]),
-        dir.path().join("coordinator-2.log"),
-    );
+    let mut coordinator = serve.exit_when_done().log("coordinator-2.log").start();
     let status = tokio::task::spawn_blocking(move || coordinator.wait_exit(LONG)).await.unwrap();
     assert!(status.success(), "the resumed coordinator: {status}");
     assert_matches_reference(&read_result_file(&result_file(&state)));

@@ -5,41 +5,25 @@
 
 use nqueens_coordinator::result_file;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::RunDir;
 use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(300);
 
 #[test]
 fn a_worker_wrong_on_one_job_in_fifty_is_caught_and_the_run_ends_exact() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("run15.db");
-    let port = free_port();
     // N=15 has 2310 jobs; the faulty worker solves about a third of them, so about 15 of its
     // answers are wrong. Half of all jobs are cross-checked: the chance that none of its wrong
     // answers meets a cross-check is about 2^-15, before spot checks and probation.
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(15, &state, port, &["--verify-fraction", "0.5", "--exit-when-done"]),
-        dir.path().join("coordinator.log"),
-    );
-    let mut workers: Vec<Proc> = ["honest-a", "honest-b"]
-        .iter()
-        .map(|name| {
-            Proc::spawn(
-                "nqueens-worker",
-                &worker_args(port, 1, name, &[]),
-                dir.path().join(format!("{name}.log")),
-            )
-        })
-        .collect();
-    workers.push(Proc::spawn_with(
-        "nqueens-worker",
-        &worker_args(port, 1, "faulty", &[]),
-        dir.path().join("faulty.log"),
-        |c| {
-            c.env("NQ_FAULT_WRONG_ONE_IN", "50");
-        },
-    ));
+    let serve = dir.coordinator(15).state(&state).verify_fraction("0.5");
+    let mut coordinator = serve.exit_when_done().start();
+    let mut workers: Vec<Proc> =
+        ["honest-a", "honest-b"].iter().map(|name| coordinator.worker(name).start()).collect();
+    workers.push(coordinator.worker("faulty").start_with(|c| {
+        c.env("NQ_FAULT_WRONG_ONE_IN", "50");
+    }));
 
     let status = coordinator.wait_exit(LONG);
     assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());

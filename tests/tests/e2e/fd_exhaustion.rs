@@ -7,8 +7,8 @@
 //! least 16 connections, see `fd_limit.rs`); below 16 + 128 descriptors the HTTP port's 64 slots
 //! do, which is how this test runs the table out.
 
-use nqueens_coordinator::result_file;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::RunDir;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -35,35 +35,16 @@ fn open_descriptors(pid: u32) -> usize {
 
 #[test]
 fn accept_loops_pause_while_descriptors_run_out_and_serve_again_after() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("run13.db");
-    let (port, metrics_port) = (free_port(), free_port());
-    let args: Vec<String> = [
-        "serve",
-        "--n",
-        "13",
-        "--state",
-        state.to_str().unwrap(),
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--http-listen",
-        &format!("127.0.0.1:{metrics_port}"),
-        "--verify-fraction",
-        "0",
-        "--exit-when-done",
-        // The idle connections below must stay accepted while the CPU is measured, not be closed
-        // after the default 10 s handshake timeout (that is `connection_limits.rs`'s subject).
-        "--grpc-handshake-seconds",
-        "120",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut coordinator =
-        Proc::spawn_with("nqueens-coordinator", &args, dir.path().join("coord.log"), |c| {
-            limit(c, libc::RLIMIT_NOFILE, NOFILE)
-        });
-    wait_until(LONG, "the coordinator to serve", || health(port) == "SERVING");
+    let (port, metrics_port) = (dir.port(), free_port());
+    let serve = dir.coordinator(13).state(&state).http_port(metrics_port).log("coord.log");
+    let serve = serve.verify_fraction("0").exit_when_done();
+    // The idle connections below must stay accepted while the CPU is measured, not be closed
+    // after the default 10 s handshake timeout (that is `connection_limits.rs`'s subject).
+    let serve = serve.args(&["--grpc-handshake-seconds", "120"]);
+    let coordinator = serve.limit(libc::RLIMIT_NOFILE, NOFILE).start();
+    coordinator.wait_serving();
     let pid = coordinator.child.id();
 
     // Fill the descriptor table: every connection the coordinator accepts takes one descriptor;
@@ -98,11 +79,7 @@ fn accept_loops_pause_while_descriptors_run_out_and_serve_again_after() {
     wait_until(Duration::from_secs(30), "the coordinator to serve again", || {
         health(port) == "SERVING"
     });
-    let mut worker =
-        Proc::spawn("nqueens-worker", &worker_args(port, 2, "w", &[]), dir.path().join("w.log"));
-    let status = coordinator.wait_exit(LONG);
-    assert!(status.success(), "coordinator: {status}\n{}", coordinator.log_text());
-    assert_matches_reference(&read_result_file(&result_file(&state)));
-    assert_each_job_counted_once(&state);
+    let mut worker = coordinator.worker("w").threads(2).start();
+    coordinator.wait_exact();
     assert!(worker.wait_exit(LONG).success(), "{}", worker.log_text());
 }

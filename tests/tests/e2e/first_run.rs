@@ -4,6 +4,7 @@
 
 use nqueens_coordinator::{result_file, DEFAULT_HTTP_PORT};
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::{Coordinator, CoordinatorBuilder, RunDir, WorkerBuilder};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Duration;
@@ -12,20 +13,15 @@ const LONG: Duration = Duration::from_secs(120);
 
 /// `serve --n N --state STATE --listen 127.0.0.1:PORT` plus `extra`, nothing else (so the HTTP
 /// port takes its default). Retried while another process holds the default HTTP port.
-fn plain_serve(dir: &Path, n: u32, port: u16, extra: &[&str]) -> Proc {
-    let state = dir.join(format!("run{n}.db"));
-    let mut args: Vec<String> =
-        ["serve", "--n", &n.to_string(), "--state"].iter().map(|s| s.to_string()).collect();
-    args.push(state.display().to_string());
-    args.extend(["--listen".into(), format!("127.0.0.1:{port}")]);
-    args.extend(extra.iter().map(|s| s.to_string()));
+fn plain_serve(dir: &Path, n: u32, port: u16, extra: &[&str]) -> Coordinator {
+    let serve = CoordinatorBuilder::new(dir, n).state(dir.join(format!("run{n}.db"))).port(port);
+    let serve = serve.default_http_listen().args(extra);
     for attempt in 0.. {
-        let mut p =
-            Proc::spawn("nqueens-coordinator", &args, dir.join(format!("c{n}-{attempt}.log")));
+        let mut p = serve.clone().log(&format!("c{n}-{attempt}.log")).start();
         wait_until(LONG, "the coordinator to listen or fail", || {
-            p.log_text().contains("coordinator listening") || p.child.try_wait().unwrap().is_some()
+            p.is_listening() || p.child.try_wait().unwrap().is_some()
         });
-        if p.log_text().contains("coordinator listening") {
+        if p.is_listening() {
             return p;
         }
         let log = p.log_text();
@@ -46,8 +42,8 @@ fn http_status(port: u16, path: &str) -> String {
 
 #[test]
 fn a_first_run_on_loopback_needs_no_token_and_finishes() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let dir = RunDir::new();
+    let port = dir.port();
     let mut big = plain_serve(dir.path(), 18, port, &[]);
     assert!(
         big.log_text().contains(&format!("127.0.0.1:{DEFAULT_HTTP_PORT}")),
@@ -66,11 +62,7 @@ fn a_first_run_on_loopback_needs_no_token_and_finishes() {
 
     let port = free_port();
     let mut small = plain_serve(dir.path(), 12, port, &["--exit-when-done"]);
-    let _worker = Proc::spawn(
-        "nqueens-worker",
-        &worker_args(port, 1, "first", &[]),
-        dir.path().join("w.log"),
-    );
+    let _worker = small.worker("first").log("w.log").start();
     assert!(small.wait_exit(LONG).success(), "{}", small.log_text());
     assert_matches_reference(&read_result_file(&result_file(&dir.path().join("run12.db"))));
 }
@@ -78,8 +70,7 @@ fn a_first_run_on_loopback_needs_no_token_and_finishes() {
 /// A worker started with `args` against the coordinator on `port` exits non-zero within a minute,
 /// saying `why` on stderr.
 fn exits_saying(dir: &Path, port: u16, name: &str, extra: &[&str], why: &str) {
-    let mut worker =
-        Proc::spawn("nqueens-worker", &worker_args(port, 1, name, extra), dir.join("refused.log"));
+    let mut worker = WorkerBuilder::new(dir, port, name).args(extra).log("refused.log").start();
     let status = worker.wait_exit(Duration::from_secs(60));
     let log = worker.log_text();
     assert!(!status.success(), "the refused worker exited 0: {log}");
@@ -88,15 +79,10 @@ fn exits_saying(dir: &Path, port: u16, name: &str, extra: &[&str], why: &str) {
 
 #[test]
 fn a_worker_refused_for_good_exits_with_the_reason() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let dir = RunDir::new();
+    let port = dir.port();
     let token = "first-run-token";
-    let state = dir.path().join("run.db");
-    let _coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, &state, port, &["--token", token]),
-        dir.path().join("c.log"),
-    );
+    let _coordinator = dir.coordinator(12).token(token).log("c.log").start();
     let long_name = "n".repeat(300);
     exits_saying(dir.path(), port, &long_name, &["--token", token], "name: 300 bytes, at most 256");
     exits_saying(dir.path(), port, "wrong", &["--token", "not-the-token"], "BadToken");

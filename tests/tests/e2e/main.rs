@@ -1,7 +1,8 @@
 //! The end-to-end tests, one module per subject, in one test binary (`cargo test -p nqueens-tests
 //! --release -- trust::` runs one module). Shared helpers live in the `nqueens_tests` library
-//! (`tests/src`): `cluster` (processes, ports, state-file checks) and `rogue` (a hand-written
-//! protocol client).
+//! (`tests/src`): `harness` (the coordinator and worker processes a test starts, in a temporary
+//! directory it owns), `cluster` (processes, ports, state-file checks), `rogue` (a hand-written
+//! protocol client) and `flood` (connection floods).
 //!
 //! The tests run as threads of one process, so none may change process-wide state. They do not:
 //! resource limits (`store_faults`, `connection_limits`, `fd_exhaustion`) are set in the child

@@ -3,14 +3,12 @@
 //! lie and its re-check asks the check again after the restart. Each ends exact, the liar
 //! untrusted, and nothing it said counted.
 
-use super::trust::{
-    finishes_exact, keep_beating, register, spawn_coordinator, spawn_worker, token_add,
-    wait_for_log, LONG, TOKEN,
-};
+use super::trust::{keep_beating, register, LONG, TOKEN};
 use super::trust_evidence::{counted_from, lie, truth, untrusted};
 use nqueens_core::JobCounts;
 use nqueens_proto as pb;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::{spawn_worker, RunDir};
 use nqueens_tests::rogue::{outcome, Rogue};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -107,31 +105,15 @@ async fn tell_lies(rogue: &mut Rogue, n: u32, held: &[(u64, u64)]) {
 /// lies; the party is untrusted and the honest worker's answers end the run exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trusted_partys_last_lies_are_caught_before_the_result_is_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
     let n = 13;
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        n,
-        port,
-        // Long leases: the held jobs are overdue (copied to the honest worker) only after that
-        // long, so a slow honest worker on a loaded host cannot take them before the lies.
-        &[
-            "--exit-when-done",
-            "--token",
-            TOKEN,
-            "--recheck-fraction",
-            "1",
-            "--lease-seconds",
-            "120",
-        ],
-        "coordinator.log",
-    );
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
-    let evil = token_add(&state, "evil");
-    let good = token_add(&state, "good");
-    tokio::time::sleep(Duration::from_secs(3)).await; // the tokens reach the live run
+    // Long leases: the held jobs are overdue (copied to the honest worker) only after that long,
+    // so a slow honest worker on a loaded host cannot take them before the lies.
+    let serve = dir.coordinator(n).exit_when_done().token(TOKEN).recheck_fraction("1");
+    let coordinator = serve.lease_seconds(120).start();
+    let [evil, good] = coordinator.tokens_in_force(["evil", "good"]).await;
     let mut liar = register(port, &evil, "turncoat").await;
     earn_trust(&mut liar, n, port).await;
     // Trusted: its lease is the heaviest pending jobs. It holds them, heartbeating.
@@ -144,7 +126,7 @@ async fn a_trusted_partys_last_lies_are_caught_before_the_result_is_written() {
     beating.abort();
     let liar_id = liar.id;
     tell_lies(&mut liar, n, &held).await;
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(honest);
     assert!(untrusted(&state, liar_id), "the liar is not untrusted");
     assert_eq!(counted_from(&state, liar_id), 0, "an answer of the liar is counted");
@@ -161,17 +143,14 @@ async fn a_trusted_partys_last_lies_are_caught_before_the_result_is_written() {
 /// exists; an honest worker then ends the run exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recheck_open_when_the_coordinator_is_killed_is_asked_again_after_the_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
     let n = 13;
     let args = ["--exit-when-done", "--token", TOKEN, "--recheck-fraction", "1"];
     let no_checks = [&args[..], &["--no-coordinator-checks", "--lease-seconds", "20"]].concat();
-    let mut coordinator = spawn_coordinator(dir.path(), n, port, &no_checks, "first.log");
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
-    let evil = token_add(&state, "evil");
-    let good = token_add(&state, "good");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut coordinator = dir.coordinator(n).args(&no_checks).log("first.log").start();
+    let [evil, good] = coordinator.tokens_in_force(["evil", "good"]).await;
     let mut liar = register(port, &evil, "turncoat").await;
     let mut other = register(port, &good, "witness").await;
     // Each answers what the other answered before (on probation both take the cheapest jobs,
@@ -192,7 +171,7 @@ async fn a_recheck_open_when_the_coordinator_is_killed_is_asked_again_after_the_
     assert_eq!(query_count(&state, &review), 1, "the lie's re-check is not in the state file");
     coordinator.sigkill();
     assert!(!untrusted(&state, liar.id), "the liar was caught before the kill");
-    let restarted = spawn_coordinator(dir.path(), n, port, &args, "second.log");
+    let restarted = dir.coordinator(n).args(&args).log("second.log").start();
     let (state_file, liar_id) = (state.clone(), liar.id);
     tokio::task::spawn_blocking(move || {
         wait_until(LONG, "the restarted coordinator's re-check", || untrusted(&state_file, liar_id))
@@ -200,7 +179,7 @@ async fn a_recheck_open_when_the_coordinator_is_killed_is_asked_again_after_the_
     .await
     .unwrap();
     let honest = spawn_worker(dir.path(), port, "honest", &good);
-    finishes_exact(restarted, &state).await;
+    restarted.finishes_exact().await;
     drop(honest);
     assert_eq!(counted_from(&state, liar_id), 0, "an answer of the liar is counted");
 }

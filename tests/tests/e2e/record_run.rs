@@ -6,14 +6,12 @@
 //! `verify` say what the total rests on.
 
 use super::open_checks::{answers, earn_trust, same_identity, wait_until_only_held_jobs_are_open};
-use super::trust::{
-    finishes_exact, keep_beating, register, spawn_coordinator, spawn_worker, token_add,
-    wait_for_log, TOKEN,
-};
+use super::trust::{keep_beating, register, TOKEN};
 use super::trust_evidence::{counted_from, lie, untrusted};
 use nqueens_coordinator::result_file;
 use nqueens_store::Evidence;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::{spawn_coordinator, spawn_worker, token_add, Coordinator, RunDir};
 use nqueens_tests::rogue::Rogue;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -21,18 +19,13 @@ use std::time::{Duration, Instant};
 /// A record run of N=`n` with `extra` flags, the shared token, and per-host tokens `a` and `b`
 /// (returned, with the coordinator), once they are in force.
 pub(crate) async fn record_run(
-    dir: &Path,
+    dir: &RunDir,
     n: u32,
-    port: u16,
     extra: &[&str],
-) -> (Proc, String, String) {
-    let mut args = vec!["--exit-when-done", "--token", TOKEN, "--replication", "2"];
-    args.extend_from_slice(extra);
-    let coordinator = spawn_coordinator(dir, n, port, &args, "coordinator.log");
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
-    let state = dir.join("run.db");
-    let (a, b) = (token_add(&state, "host-a"), token_add(&state, "host-b"));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+) -> (Coordinator, String, String) {
+    let serve = dir.coordinator(n).exit_when_done().token(TOKEN).args(&["--replication", "2"]);
+    let coordinator = serve.args(extra).start();
+    let [a, b] = coordinator.tokens_in_force(["host-a", "host-b"]).await;
     (coordinator, a, b)
 }
 
@@ -72,13 +65,13 @@ fn status_and_verify_show(state: &Path, evidence: &Evidence) {
 /// refused, naming the run's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_run_ends_exact_on_two_credentials_and_says_what_its_total_rests_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let (coordinator, a, b) = record_run(dir.path(), 12, port, &[]).await;
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
+    let (coordinator, a, b) = record_run(&dir, 12, &[]).await;
     let workers =
         [spawn_worker(dir.path(), port, "a", &a), spawn_worker(dir.path(), port, "b", &b)];
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(workers);
     let record = read_result_file(&result_file(&state));
     let evidence = record.evidence.expect("the result file states its evidence");
@@ -89,11 +82,8 @@ async fn a_record_run_ends_exact_on_two_credentials_and_says_what_its_total_rest
     assert!(evidence.jobs_independent * 2 > jobs, "most jobs answered by both: {evidence:?}");
     assert_eq!((evidence.wrong_jobs_bound, evidence.lie_escape_probability), (0.0, 0.0));
     status_and_verify_show(&state, &evidence);
-    let out = coordinator_output(
-        serve_args(12, &state, free_port(), &["--replication", "1", "--token", TOKEN])
-            .iter()
-            .map(String::as_str),
-    );
+    let again = dir.coordinator(12).port(free_port()).args(&["--replication", "1"]);
+    let out = coordinator_output(again.token(TOKEN).serve_args());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("replication 2"), "a changed replication: {err}");
 }
@@ -102,13 +92,13 @@ async fn a_record_run_ends_exact_on_two_credentials_and_says_what_its_total_rest
 /// credential's word, the re-checks drawn, and the bound on the wrong answers among them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_runs_result_file_states_the_one_credential_jobs_and_their_bound() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
     let args = ["--exit-when-done", "--token", TOKEN, "--recheck-fraction", "0.2"];
     let coordinator = spawn_coordinator(dir.path(), 12, port, &args, "coordinator.log");
     let worker = spawn_worker(dir.path(), port, "alone", TOKEN);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(worker);
     let evidence = read_result_file(&result_file(&state)).evidence.unwrap();
     assert_eq!(evidence.replication, 1);
@@ -133,16 +123,15 @@ async fn a_plain_runs_result_file_states_the_one_credential_jobs_and_their_bound
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_partys_lies_first_or_last_never_count_in_a_record_run() {
     for last in [true, false] {
-        let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join("run.db");
-        let port = free_port();
+        let dir = RunDir::new();
+        let state = dir.state();
+        let port = dir.port();
         let n = 12;
         // Long leases when the party holds jobs to lie on last: its jobs are overdue (copied to
         // the honest workers) only after that long, so a slow start of the honest workers on a
         // loaded host cannot take them from it before it lies.
         let lease_seconds = if last { "120" } else { "20" };
-        let (coordinator, a, b) =
-            record_run(dir.path(), n, port, &["--lease-seconds", lease_seconds]).await;
+        let (coordinator, a, b) = record_run(&dir, n, &["--lease-seconds", lease_seconds]).await;
         let evil = token_add(&state, "evil");
         tokio::time::sleep(Duration::from_secs(3)).await;
         let mut pair =
@@ -175,7 +164,7 @@ async fn one_partys_lies_first_or_last_never_count_in_a_record_run() {
             tokio::join!(lie_for(first, n, 4), lie_for(second, n, 4));
         }
         beating.into_iter().for_each(|b| b.abort());
-        finishes_exact(coordinator, &state).await;
+        coordinator.finishes_exact().await;
         drop(honest);
         for rogue in &pair {
             assert_eq!(counted_from(&state, rogue.id), 0, "last {last}: a lie was counted");
@@ -189,17 +178,17 @@ async fn one_partys_lies_first_or_last_never_count_in_a_record_run() {
 /// credentials end the run exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shared_token_identities_lying_together_never_count_in_a_record_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
     let n = 12;
-    let (coordinator, a, b) = record_run(dir.path(), n, port, &[]).await;
+    let (coordinator, a, b) = record_run(&dir, n, &[]).await;
     let mut sybils =
         [register(port, TOKEN, "sybil-1").await, register(port, TOKEN, "sybil-2").await];
     let [first, second] = &mut sybils;
     tokio::join!(lie_for(first, n, 3), lie_for(second, n, 3));
     let honest = [spawn_worker(dir.path(), port, "a", &a), spawn_worker(dir.path(), port, "b", &b)];
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(honest);
     for sybil in &sybils {
         assert_eq!(counted_from(&state, sybil.id), 0, "a sybil's lie was counted");

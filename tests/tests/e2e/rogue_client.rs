@@ -9,11 +9,11 @@
 //! weight, too many solutions per node, too many nodes, counts past 64-bit columns) untrust their
 //! sender and every identity of its credential, each rule on its own credential.
 
-use nqueens_coordinator::result_file;
 use nqueens_core::{Job, JobCounts};
 use nqueens_proto as pb;
 use nqueens_proto::Reason;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::{spawn_worker, token_add, RunDir};
 use nqueens_tests::rogue::{claimed_self_test, outcome, reason, Rogue};
 use rayon::prelude::*;
 use std::path::Path;
@@ -33,14 +33,9 @@ fn old_public_choice(job_id: u64) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lying_client_is_caught_and_the_run_ends_exact() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run16.db");
-    let port = free_port();
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(16, &state, port, &["--exit-when-done", "--token", TOKEN]),
-        dir.path().join("coordinator.log"),
-    );
+    let dir = RunDir::new();
+    let (state, port) = (dir.path().join("run16.db"), dir.port());
+    let coordinator = dir.coordinator(16).state(&state).exit_when_done().token(TOKEN).start();
     let mut rogue = Rogue::register_with(
         port,
         TOKEN,
@@ -62,13 +57,7 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
     let lie_job = take_all_and_lie_once(&mut rogue).await;
 
     // The honest workers finish the run; the answer is exact.
-    let status =
-        tokio::task::spawn_blocking(move || (coordinator.wait_exit(LONG), coordinator.log_text()))
-            .await
-            .unwrap();
-    assert!(status.0.success(), "coordinator: {}\n{}", status.0, status.1);
-    assert_matches_reference(&read_result_file(&result_file(&state)));
-    assert_each_job_counted_once(&state);
+    coordinator.finishes_exact().await;
     drop(honest);
 
     status_names_the_rogue_and_the_lie_is_recorded(&state, rogue_id, lie_job);
@@ -78,13 +67,7 @@ async fn a_lying_client_is_caught_and_the_run_ends_exact() {
 async fn honest_workers_join(dir: &Path, state: &Path, port: u16) -> Vec<Proc> {
     let honest: Vec<Proc> = ["honest-a", "honest-b"]
         .into_iter()
-        .map(|name| {
-            Proc::spawn(
-                "nqueens-worker",
-                &worker_args(port, 1, name, &["--token", TOKEN]),
-                dir.join(format!("{name}.log")),
-            )
-        })
+        .map(|name| spawn_worker(dir, port, name, TOKEN))
         .collect();
     let watched = state.to_owned();
     let registered = move || query_count(&watched, "SELECT COUNT(*) FROM workers") >= 3;
@@ -171,24 +154,11 @@ type Rule = (&'static str, fn(JobCounts) -> JobCounts);
 /// both identities of that credential are refused, durably (the state file records them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_no_solver_gives_untrust_the_sender_and_its_credential() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run12.db");
-    let port = free_port();
-    let extra =
-        ["--exit-when-done", "--token", TOKEN, "--no-spot-checks", "--verify-fraction", "0"];
-    let coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, &state, port, &extra),
-        dir.path().join("coordinator.log"),
-    );
-    let log = coordinator.log.clone();
-    tokio::task::spawn_blocking(move || {
-        wait_until(LONG, "the coordinator to listen", || {
-            std::fs::read_to_string(&log).unwrap_or_default().contains("coordinator listening")
-        })
-    })
-    .await
-    .unwrap();
+    let dir = RunDir::new();
+    let (state, port) = (dir.path().join("run12.db"), dir.port());
+    let serve = dir.coordinator(12).state(&state).exit_when_done().token(TOKEN);
+    let coordinator = serve.args(&["--no-spot-checks", "--verify-fraction", "0"]).start();
+    coordinator.listening().await;
     let rules: [Rule; 6] = [
         ("sym90-above-sym180", |t| JobCounts { sym90: t.sym180 + 1, ..t }),
         ("sym180-above-solutions", |t| JobCounts { sym180: t.solutions + 1, ..t }),
@@ -229,33 +199,9 @@ async fn counts_no_solver_gives_untrust_the_sender_and_its_credential() {
     }
     // An honest worker finishes the run exact; every liar is recorded as untrusted.
     let good = token_add(&state, "good");
-    let honest = Proc::spawn(
-        "nqueens-worker",
-        &worker_args(port, 1, "honest", &["--token", &good]),
-        dir.path().join("honest.log"),
-    );
-    let mut coordinator = coordinator;
-    let (status, text) =
-        tokio::task::spawn_blocking(move || (coordinator.wait_exit(LONG), coordinator.log_text()))
-            .await
-            .unwrap();
-    assert!(status.success(), "coordinator: {status}\n{text}");
+    let honest = coordinator.worker("honest").token(&good).start();
+    coordinator.finishes_exact().await;
     drop(honest);
-    assert_matches_reference(&read_result_file(&result_file(&state)));
-    assert_each_job_counted_once(&state);
     let recorded = query_count(&state, "SELECT COUNT(DISTINCT worker_id) FROM untrusted_workers");
     assert_eq!(recorded, untrusted.len() as i64, "untrusted: {untrusted:?}");
-}
-
-/// `token add NAME` on the live run in `state`: the new per-host token.
-fn token_add(state: &std::path::Path, name: &str) -> String {
-    let out = coordinator_output([
-        "token".as_ref(),
-        "add".as_ref(),
-        name.as_ref(),
-        "--state".as_ref(),
-        state.as_os_str(),
-    ]);
-    assert!(out.status.success(), "token add: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }

@@ -2,6 +2,7 @@
 //! makes a wrong total, and a file that is not ours is refused and left exactly as it was.
 
 use nqueens_tests::cluster::coordinator_output;
+use nqueens_tests::harness::RunDir;
 use nqueens_tests::known_counts;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -184,22 +185,15 @@ fn files_that_are_not_ours_are_refused_by_every_command_and_left_untouched() {
 
 #[test]
 fn a_cluster_run_with_a_damaged_row_solves_its_job_again_and_ends_exact() {
-    use nqueens_tests::cluster::{free_port, read_result_file, serve_args, worker_args, Proc};
+    use nqueens_tests::cluster::{free_port, read_result_file};
     use std::time::Duration;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("cluster.db");
     let run = |tag: &str| {
-        let port = free_port();
-        let mut coord = Proc::spawn(
-            "nqueens-coordinator",
-            &serve_args(12, &state, port, &["--exit-when-done", "--verify-fraction", "0"]),
-            dir.path().join(format!("coord-{tag}.log")),
-        );
-        let _worker = Proc::spawn(
-            "nqueens-worker",
-            &worker_args(port, 2, &format!("w-{tag}"), &[]),
-            dir.path().join(format!("worker-{tag}.log")),
-        );
+        let serve = dir.coordinator(12).state(&state).port(free_port()).exit_when_done();
+        let mut coord = serve.verify_fraction("0").log(&format!("coord-{tag}.log")).start();
+        let worker = coord.worker(&format!("w-{tag}")).threads(2);
+        let _worker = worker.log(&format!("worker-{tag}.log")).start();
         let status = coord.wait_exit(Duration::from_secs(60));
         assert!(status.success(), "{}", coord.log_text());
         coord.log_text()
@@ -231,17 +225,13 @@ fn a_cluster_run_with_a_damaged_row_solves_its_job_again_and_ends_exact() {
 
 #[test]
 fn a_live_status_reports_a_row_damaged_while_the_coordinator_runs() {
-    use nqueens_tests::cluster::{free_port, serve_args, wait_until, worker_args, Proc};
+    use nqueens_tests::cluster::wait_until;
     use std::time::Duration;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("live.db");
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let mut coord = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, &state, port, &["--verify-fraction", "0"]),
-        dir.path().join("coord.log"),
-    );
+    let url = format!("http://127.0.0.1:{}", dir.port());
+    let serve = dir.coordinator(12).state(&state).verify_fraction("0");
+    let mut coord = serve.log("coord.log").start();
     let live = || {
         let out = coordinator_output(["status", "--json", "--connect", &url]);
         match out.status.success() {
@@ -249,8 +239,7 @@ fn a_live_status_reports_a_row_damaged_while_the_coordinator_runs() {
             false => None,
         }
     };
-    let mut worker =
-        Proc::spawn("nqueens-worker", &worker_args(port, 2, "w", &[]), dir.path().join("w.log"));
+    let mut worker = coord.worker("w").threads(2).start();
     wait_until(Duration::from_secs(120), "the run to complete", || {
         live().is_some_and(|v| v["complete"].as_bool() == Some(true))
     });
@@ -300,9 +289,9 @@ fn a_live_status_reports_a_row_damaged_while_the_coordinator_runs() {
 
 #[test]
 fn an_empty_state_file_becomes_a_new_run_for_serve_and_solve_alike() {
-    use nqueens_tests::cluster::{free_port, serve_args, wait_until, Proc};
+    use nqueens_tests::cluster::wait_until;
     use std::time::Duration;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let expected = known_counts()[&12].total;
 
     // solve --state on a 0-byte file: initialised, solved, exact.
@@ -333,12 +322,7 @@ fn an_empty_state_file_becomes_a_new_run_for_serve_and_solve_alike() {
     assert_eq!(std::fs::metadata(&served).unwrap().len(), 0);
 
     // With --n it is initialised like a missing file, and serves the new run.
-    let port = free_port();
-    let mut coord = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(12, &served, port, &[]),
-        dir.path().join("serve.log"),
-    );
+    let mut coord = dir.coordinator(12).state(&served).log("serve.log").start();
     wait_until(Duration::from_secs(60), "the run to be created", || {
         let out = coordinator_output(["status", "--json", "--state", arg(&served)]);
         out.status.success()
@@ -367,12 +351,11 @@ fn an_empty_state_file_becomes_a_new_run_for_serve_and_solve_alike() {
 #[test]
 fn a_state_file_of_the_previous_schema_is_read_resumed_and_finished_exact() {
     use nqueens_tests::cluster::{
-        assert_each_job_counted_once, assert_matches_reference, free_port, query_count,
-        read_result_file, serve_args, worker_args, Proc,
+        assert_each_job_counted_once, assert_matches_reference, query_count, read_result_file,
     };
     let fixture =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join("schema4-n17-midrun.db");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("old.db");
     std::fs::copy(&fixture, &state).unwrap();
     let schema = |state: &Path| {
@@ -388,18 +371,9 @@ fn a_state_file_of_the_previous_schema_is_read_resumed_and_finished_exact() {
     assert!(worker_line.contains("1 slots"), "{worker_line}");
     assert_eq!(schema(&state), 4, "a read-only look changes nothing");
 
-    let port = free_port();
-    let extra = ["--exit-when-done", "--target-jobs", "300", "--lease-seconds", "5"];
-    let mut coordinator = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(17, &state, port, &extra),
-        dir.path().join("coordinator.log"),
-    );
-    let worker = Proc::spawn(
-        "nqueens-worker",
-        &worker_args(port, 2, "new-worker", &[]),
-        dir.path().join("worker.log"),
-    );
+    let serve = dir.coordinator(17).state(&state).exit_when_done().lease_seconds(5);
+    let mut coordinator = serve.args(&["--target-jobs", "300"]).start();
+    let worker = coordinator.worker("new-worker").threads(2).log("worker.log").start();
     let status = coordinator.wait_exit(std::time::Duration::from_secs(240));
     drop(worker);
     assert!(status.success(), "{}", coordinator.log_text());

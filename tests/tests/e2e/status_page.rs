@@ -7,6 +7,7 @@
 
 use nqueens_coordinator::escape_html;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::{Coordinator, RunDir};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -105,10 +106,10 @@ pub(crate) fn u(v: &Value, key: &str) -> u64 {
 
 #[test]
 fn the_status_page_in_a_browser_matches_status() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("page.db");
-    let (port, http) = (free_port(), free_port());
-    let _processes = start_mid_run(dir.path(), &state, port, http);
+    let (port, http) = (dir.port(), free_port());
+    let _processes = start_mid_run(&dir, &state, http);
     the_routes_serve_the_page_and_its_data(port, http);
 
     let Some(chromium) = chromium() else {
@@ -127,15 +128,13 @@ fn the_status_page_in_a_browser_matches_status() {
 
 /// A coordinator (its page on port `http`) and one worker, mid-run with a few rate samples (one
 /// every 10 s) behind it. The processes are stopped when what it returns is dropped.
-fn start_mid_run(dir: &Path, state: &Path, port: u16, http: u16) -> (Proc, Proc) {
-    let mut args = serve_args(N, state, port, &["--verify-fraction", "0"]);
-    let off = args.iter().position(|a| a == "off").unwrap();
-    args[off] = format!("127.0.0.1:{http}");
+fn start_mid_run(dir: &RunDir, state: &Path, http: u16) -> (Coordinator, Proc) {
+    let serve = dir.coordinator(N).state(state).http_port(http).verify_fraction("0");
     // Built first (the first test to ask builds them), so that the wait below counts run time.
     nqueens_tests::binary("nqueens-coordinator");
     let started = Instant::now();
-    let coordinator = Proc::spawn("nqueens-coordinator", &args, dir.join("coordinator.log"));
-    let worker = Proc::spawn("nqueens-worker", &worker_args(port, 1, NAME, &[]), dir.join("w.log"));
+    let coordinator = serve.start();
+    let worker = coordinator.worker(NAME).log("w.log").start();
 
     // Mid-run, with a few rate samples (one every 10 s) behind it.
     wait_until(Duration::from_secs(120), "some results committed", || committed_results(state) > 0);
@@ -294,21 +293,12 @@ fn same_figures(live: &Value, offline: &Value) {
 /// the symmetry classes and the export digest, beside a rate chart with labelled axes.
 #[test]
 fn a_finished_runs_page_shows_what_the_total_rests_on_and_status_agrees_offline() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("done.db");
-    let (port, http) = (free_port(), free_port());
-    let mut args = serve_args(13, &state, port, &["--verify-fraction", "0.05"]);
-    let off = args.iter().position(|a| a == "off").unwrap();
-    args[off] = format!("127.0.0.1:{http}");
-    let _coordinator =
-        Proc::spawn("nqueens-coordinator", &args, dir.path().join("coordinator.log"));
-    let _workers: Vec<Proc> = ["one", "two"]
-        .iter()
-        .map(|name| {
-            let log = dir.path().join(format!("{name}.log"));
-            Proc::spawn("nqueens-worker", &worker_args(port, 1, name, &[]), log)
-        })
-        .collect();
+    let (port, http) = (dir.port(), free_port());
+    let serve = dir.coordinator(13).state(&state).http_port(http).verify_fraction("0.05");
+    let _coordinator = serve.start();
+    let _workers: Vec<Proc> = ["one", "two"].iter().map(|name| dir.worker(name).start()).collect();
     let result = nqueens_coordinator::result_file(&state);
     wait_until(Duration::from_secs(120), "the run finished", || result.exists());
     std::thread::sleep(Duration::from_secs(1));

@@ -11,6 +11,7 @@
 
 use super::status_page::{get, number, status, text_of, u};
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::RunDir;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -75,17 +76,13 @@ fn assert_eta_follows_the_rate(v: &Value) {
 
 #[test]
 fn status_connect_status_json_the_page_and_status_state_show_one_snapshot() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = RunDir::new();
     let state = dir.path().join("views.db");
-    let (port, http) = (free_port(), free_port());
+    let (port, http) = (dir.port(), free_port());
     // Leases outlive the test: the killed worker's jobs stay leased, nothing moves.
-    let mut args =
-        serve_args(N, &state, port, &["--verify-fraction", "0", "--lease-seconds", "900"]);
-    let off = args.iter().position(|a| a == "off").unwrap();
-    args[off] = format!("127.0.0.1:{http}");
-    let _coordinator = Proc::spawn("nqueens-coordinator", &args, dir.path().join("c.log"));
-    let mut worker =
-        Proc::spawn("nqueens-worker", &worker_args(port, 1, "w1", &[]), dir.path().join("w.log"));
+    let serve = dir.coordinator(N).state(&state).http_port(http).verify_fraction("0");
+    let _coordinator = serve.lease_seconds(900).log("c.log").start();
+    let mut worker = dir.worker("w1").log("w.log").start();
     wait_until(Duration::from_secs(120), "some results committed", || {
         committed_results(&state) >= 50
     });

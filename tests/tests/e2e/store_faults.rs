@@ -5,20 +5,21 @@
 
 use nqueens_coordinator::result_file;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::RunDir;
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(240);
 
 #[test]
 fn a_write_failure_stops_the_coordinator_loudly_and_a_restart_ends_exact() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run15.db");
-    let port = free_port();
-    let args = serve_args(15, &state, port, &["--verify-fraction", "0", "--target-jobs", "4096"]);
+    let dir = RunDir::new();
+    let (state, port) = (dir.path().join("run15.db"), dir.port());
+    let serve = dir.coordinator(15).state(&state);
+    let roomy = serve.clone().verify_fraction("0").args(&["--target-jobs", "4096"]);
 
     // The run is created with room to spare, then stopped.
-    let mut create = Proc::spawn("nqueens-coordinator", &args, dir.path().join("create.log"));
-    wait_until(LONG, "the run to be created", || health(port) == "SERVING");
+    let mut create = roomy.clone().log("create.log").start();
+    create.wait_serving();
     create.signal(libc::SIGTERM);
     assert!(create.wait_exit(LONG).success(), "{}", create.log_text());
     let jobs = query_count(&state, "SELECT COUNT(*) FROM jobs");
@@ -27,13 +28,9 @@ fn a_write_failure_stops_the_coordinator_loudly_and_a_restart_ends_exact() {
     // Resumed under a file-size limit a little above the file's size: the write-ahead log soon
     // runs into it while results arrive.
     let room = std::fs::metadata(&state).unwrap().len() + 256 * 1024;
-    let mut cramped =
-        Proc::spawn_with("nqueens-coordinator", &args, dir.path().join("cramped.log"), |c| {
-            limit(c, libc::RLIMIT_FSIZE, room)
-        });
-    wait_until(LONG, "the cramped coordinator to serve", || health(port) == "SERVING");
-    let mut worker =
-        Proc::spawn("nqueens-worker", &worker_args(port, 2, "w", &[]), dir.path().join("w.log"));
+    let mut cramped = roomy.log("cramped.log").limit(libc::RLIMIT_FSIZE, room).start();
+    cramped.wait_serving();
+    let mut worker = cramped.worker("w").threads(2).start();
 
     // Health must say NOT SERVING before the process goes, and the process must go soon after.
     let mut not_serving_at = None;
@@ -59,15 +56,7 @@ fn a_write_failure_stops_the_coordinator_loudly_and_a_restart_ends_exact() {
     assert!(committed < jobs, "the failure came mid-run ({committed} of {jobs} committed)");
 
     // With room again, the same worker (still holding its unacknowledged results) finishes the run.
-    let mut resumed = Proc::spawn(
-        "nqueens-coordinator",
-        &serve_args(15, &state, port, &["--exit-when-done"]),
-        dir.path().join("resumed.log"),
-    );
-    let status = resumed.wait_exit(LONG);
-    assert!(status.success(), "resumed coordinator: {status}\n{}", resumed.log_text());
-    assert_matches_reference(&read_result_file(&result_file(&state)));
-    assert_each_job_counted_once(&state);
+    serve.exit_when_done().log("resumed.log").start().wait_exact();
     assert!(worker.wait_exit(LONG).success(), "{}", worker.log_text());
 }
 
@@ -76,15 +65,13 @@ fn a_write_failure_stops_the_coordinator_loudly_and_a_restart_ends_exact() {
 /// non-zero saying so; restarted once the way is clear, it writes the file at once and ends exact.
 #[test]
 fn a_result_file_that_cannot_be_written_never_ends_the_run_with_exit_0() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run10.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let (state, port) = (dir.path().join("run10.db"), dir.port());
     let blocked = result_file(&state);
     std::fs::create_dir(&blocked).unwrap();
-    let args = serve_args(10, &state, port, &["--exit-when-done"]);
-    let mut coordinator = Proc::spawn("nqueens-coordinator", &args, dir.path().join("coord.log"));
-    let _worker =
-        Proc::spawn("nqueens-worker", &worker_args(port, 2, "w", &[]), dir.path().join("w.log"));
+    let serve = dir.coordinator(10).state(&state).exit_when_done();
+    let mut coordinator = serve.clone().log("coord.log").start();
+    let _worker = coordinator.worker("w").threads(2).start();
     wait_until(LONG, "the failed write of the result file to be logged", || {
         coordinator.log_text().contains("cannot write the result file")
     });
@@ -100,9 +87,6 @@ fn a_result_file_that_cannot_be_written_never_ends_the_run_with_exit_0() {
     assert!(log.contains("its result file") && log.contains("cannot be written"), "{log}");
 
     std::fs::remove_dir(&blocked).unwrap();
-    let mut restarted = Proc::spawn("nqueens-coordinator", &args, dir.path().join("again.log"));
-    let status = restarted.wait_exit(LONG);
-    assert!(status.success(), "restarted coordinator: {status}\n{}", restarted.log_text());
-    assert_matches_reference(&read_result_file(&blocked));
-    assert_each_job_counted_once(&state);
+    // The result file is written where `blocked` stood.
+    serve.log("again.log").start().wait_exact();
 }

@@ -7,6 +7,9 @@ use nqueens_core::{job_list, Job, JobCounts, SplitParams};
 use nqueens_proto as pb;
 use nqueens_proto::Reason;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::{
+    spawn_coordinator, spawn_worker, token_add, CoordinatorBuilder, RunDir,
+};
 use nqueens_tests::rogue::{claimed_self_test, connect, outcome, reason, Rogue};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -52,67 +55,18 @@ pub(crate) async fn wait_for_log(log: std::path::PathBuf, text: &'static str) {
     .unwrap();
 }
 
-pub(crate) fn spawn_coordinator(dir: &Path, n: u32, port: u16, extra: &[&str], log: &str) -> Proc {
-    let state = dir.join("run.db");
-    Proc::spawn("nqueens-coordinator", &serve_args(n, &state, port, extra), dir.join(log))
-}
-
-pub(crate) fn spawn_worker(dir: &Path, port: u16, name: &str, token: &str) -> Proc {
-    Proc::spawn(
-        "nqueens-worker",
-        &worker_args(port, 1, name, &["--token", token]),
-        dir.join(format!("{name}.log")),
-    )
-}
-
-/// Waits (off the async runtime) until `coordinator` exits, and checks the answer is exact.
-pub(crate) async fn finishes_exact(mut coordinator: Proc, state: &Path) {
-    let (status, log) =
-        tokio::task::spawn_blocking(move || (coordinator.wait_exit(LONG), coordinator.log_text()))
-            .await
-            .unwrap();
-    assert!(status.success(), "coordinator: {status}\n{log}");
-    assert_matches_reference(&read_result_file(&result_file(state)));
-    assert_each_job_counted_once(state);
-}
-
-pub(crate) fn token_add(state: &Path, name: &str) -> String {
-    let out = coordinator_output([
-        "token".as_ref(),
-        "add".as_ref(),
-        name.as_ref(),
-        "--state".as_ref(),
-        state.as_os_str(),
-    ]);
-    assert!(out.status.success(), "token add: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 /// Two identities registered under one per-host token answer one job with the same lie. They
 /// never confirm each other: the lie waits for another credential, the honest worker contradicts
 /// it, the coordinator settles the dispute itself, and the liars are untrusted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_identities_under_one_token_cannot_confirm_a_lie() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        12,
-        port,
-        &[
-            "--exit-when-done",
-            "--token",
-            TOKEN,
-            "--no-spot-checks",
-            "--recheck-fraction",
-            "0",
-            "--lease-seconds",
-            "5",
-        ],
-        "coordinator.log",
-    );
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
+    let serve = dir.coordinator(12).exit_when_done().token(TOKEN);
+    let coordinator =
+        serve.recheck_fraction("0").lease_seconds(5).args(&["--no-spot-checks"]).start();
+    coordinator.listening().await;
     let evil = token_add(&state, "evil");
     let good = token_add(&state, "good");
     // `token add` returns once the live coordinator has the token in force. The sybils act
@@ -154,7 +108,7 @@ async fn two_identities_under_one_token_cannot_confirm_a_lie() {
     assert_eq!(outcome(&acks[0]), pb::Outcome::Rejected);
     let honest = spawn_worker(dir.path(), port, "honest", &good);
 
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(honest);
     let liar_counted = query_count(
         &state,
@@ -189,15 +143,9 @@ async fn two_identities_under_one_token_cannot_confirm_a_lie() {
 /// refused, and registering as it without the secret gives a new id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn impersonation_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        12,
-        port,
-        &["--token", TOKEN, "--no-spot-checks"],
-        "coordinator.log",
-    );
+    let dir = RunDir::new();
+    let port = dir.port();
+    let coordinator = dir.coordinator(12).token(TOKEN).args(&["--no-spot-checks"]).start();
     let mut victim = register(port, TOKEN, "victim").await;
     let lease = victim.lease(2).await;
     assert!(!lease.jobs.is_empty());
@@ -270,16 +218,10 @@ async fn impersonation_is_refused() {
 /// ends up untrusted: no job fails, and one honest worker finishes the run without `requeue`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_flood_ends_exact_with_one_honest_worker() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        12,
-        port,
-        &["--exit-when-done", "--token", TOKEN],
-        "coordinator.log",
-    );
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
+    let coordinator = dir.coordinator(12).exit_when_done().token(TOKEN).start();
     let mut flood = register(port, TOKEN, "flood").await;
     let honest = spawn_worker(dir.path(), port, "honest", TOKEN);
     let started = Instant::now();
@@ -312,7 +254,7 @@ async fn an_error_flood_ends_exact_with_one_honest_worker() {
         }
     }
     assert!(refused, "the flooding worker was never refused");
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(honest);
     assert_eq!(query_count(&state, "SELECT COUNT(*) FROM jobs WHERE state='failed'"), 0);
 }
@@ -323,9 +265,9 @@ async fn an_error_flood_ends_exact_with_one_honest_worker() {
 /// error, and an honest worker then finishes the run exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_symmetry_breaking_lie_is_repaired_without_a_crash_loop() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
     let quiet =
         ["--token", TOKEN, "--no-spot-checks", "--verify-fraction", "0", "--recheck-fraction", "0"];
     let mut coordinator = spawn_coordinator(dir.path(), 10, port, &quiet, "coordinator-1.log");
@@ -376,7 +318,7 @@ async fn a_symmetry_breaking_lie_is_repaired_without_a_crash_loop() {
     args.push("--exit-when-done");
     let third = spawn_coordinator(dir.path(), 10, port, &args, "coordinator-3.log");
     let honest = spawn_worker(dir.path(), port, "honest", TOKEN);
-    finishes_exact(third, &state).await;
+    third.finishes_exact().await;
     drop(honest);
     let untrusted = query_count(
         &state,
@@ -390,16 +332,9 @@ async fn a_symmetry_breaking_lie_is_repaired_without_a_crash_loop() {
 /// and are copied to the honest workers, who finish the run while it still heartbeats.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poisoned_duration_model_still_makes_overdue_copies() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        12,
-        port,
-        &["--exit-when-done", "--token", TOKEN, "--lease-seconds", "3"],
-        "coordinator.log",
-    );
+    let dir = RunDir::new();
+    let port = dir.port();
+    let coordinator = dir.coordinator(12).exit_when_done().token(TOKEN).lease_seconds(3).start();
     let mut hoarder = register(port, TOKEN, "hoarder").await;
     let lease = hoarder.lease(64).await;
     assert!(lease.jobs.len() >= 2);
@@ -410,7 +345,7 @@ async fn a_poisoned_duration_model_still_makes_overdue_copies() {
     let honest: Vec<Proc> =
         ["honest-a", "honest-b"].iter().map(|n| spawn_worker(dir.path(), port, n, TOKEN)).collect();
     let beating = keep_beating(hoarder, vec![lease.lease_id]);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     beating.abort();
     drop(honest);
 }
@@ -419,20 +354,14 @@ async fn a_poisoned_duration_model_still_makes_overdue_copies() {
 /// worker waiting for its opinion: the run finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_identity_does_not_stall_a_run_with_one_real_worker() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        11,
-        port,
-        &["--exit-when-done", "--token", TOKEN, "--lease-seconds", "3", "--verify-fraction", "0.2"],
-        "coordinator.log",
-    );
+    let dir = RunDir::new();
+    let port = dir.port();
+    let serve = dir.coordinator(11).exit_when_done().token(TOKEN);
+    let coordinator = serve.lease_seconds(3).verify_fraction("0.2").start();
     let idle = register(port, TOKEN, "idle").await;
     let worker = spawn_worker(dir.path(), port, "real", TOKEN);
     let beating = keep_beating(idle, vec![]);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     beating.abort();
     drop(worker);
 }
@@ -442,18 +371,12 @@ async fn an_idle_identity_does_not_stall_a_run_with_one_real_worker() {
 /// file stays small.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_and_malformed_input_is_refused_and_the_state_file_stays_small() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
     let coordinator =
         // 32 expected workers: a credential's identities that never delivered are capped at 64.
-        spawn_coordinator(
-            dir.path(),
-            12,
-            port,
-            &["--token", TOKEN, "--expected-workers", "32"],
-            "coordinator.log",
-        );
+        dir.coordinator(12).token(TOKEN).args(&["--expected-workers", "32"]).start();
     let mut c = connect(port, Some(TOKEN)).await;
     let huge = "x".repeat(1 << 20);
     for _ in 0..70 {
@@ -517,11 +440,10 @@ async fn oversized_and_malformed_input_is_refused_and_the_state_file_stays_small
 /// `-wal` shows the same progress as the original.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_sigterm_the_db_file_alone_holds_every_acknowledged_result() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let mut coordinator =
-        spawn_coordinator(dir.path(), 14, port, &["--token", TOKEN], "coordinator.log");
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
+    let mut coordinator = dir.coordinator(14).token(TOKEN).start();
     let worker = spawn_worker(dir.path(), port, "w", TOKEN);
     let watched = state.clone();
     tokio::task::spawn_blocking(move || {
@@ -535,8 +457,7 @@ async fn after_sigterm_the_db_file_alone_holds_every_acknowledged_result() {
     assert!(status.success());
     let wal = dir.path().join("run.db-wal");
     assert!(std::fs::metadata(&wal).map_or(0, |m| m.len()) == 0, "a -wal with content is left");
-    let copy_dir = tempfile::tempdir().unwrap();
-    let copy = copy_dir.path().join("copy.db");
+    let copy = dir.path().join("copy.db");
     std::fs::copy(&state, &copy).unwrap();
     let done = |p: &Path| query_count(p, "SELECT COUNT(*) FROM results WHERE counted=1");
     assert!(done(&copy) > 50);
@@ -546,28 +467,16 @@ async fn after_sigterm_the_db_file_alone_holds_every_acknowledged_result() {
 /// A second writer cannot open the state file through a symbolic or a hard link.
 #[test]
 fn a_second_writer_through_a_link_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let first = spawn_coordinator(dir.path(), 12, port, &["--token", TOKEN], "coordinator.log");
-    wait_until(LONG, "the first coordinator", || {
-        first.log_text().contains("coordinator listening")
-    });
+    let dir = RunDir::new();
+    let state = dir.state();
+    let first = dir.coordinator(12).token(TOKEN).start();
+    first.wait_listening();
     std::os::unix::fs::symlink(&state, dir.path().join("sym.db")).unwrap();
     std::fs::hard_link(&state, dir.path().join("hard.db")).unwrap();
     for link in ["sym.db", "hard.db"] {
         let path = dir.path().join(link);
-        let out = coordinator_output([
-            "serve".as_ref(),
-            "--n".as_ref(),
-            "12".as_ref(),
-            "--state".as_ref(),
-            path.as_os_str(),
-            "--listen".as_ref(),
-            format!("127.0.0.1:{}", free_port()).as_ref(),
-            "--http-listen".as_ref(),
-            "off".as_ref(),
-        ]);
+        let out =
+            coordinator_output(CoordinatorBuilder::new(dir.path(), 12).state(path).serve_args());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "a second writer through {link} started");
         assert!(err.contains("in use") || err.contains("locked"), "{link}: {err}");

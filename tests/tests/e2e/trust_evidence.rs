@@ -4,13 +4,11 @@
 //! refusal, and none depends on who wins a race: the attacker acts before the honest worker
 //! starts, or beside it with nothing that order could change.
 
-use super::trust::{
-    finishes_exact, keep_beating, register, register_request, spawn_coordinator, spawn_worker,
-    token_add, wait_for_log, TOKEN,
-};
+use super::trust::{keep_beating, register, register_request, TOKEN};
 use nqueens_core::{job_list, JobCounts, SplitParams};
 use nqueens_proto as pb;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::{spawn_worker, Coordinator, RunDir};
 use nqueens_tests::rogue::{connect_from, outcome, Rogue};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -63,15 +61,9 @@ async fn hoard(rogue: &mut Rogue, calls: usize) -> (Vec<(u64, u64)>, Vec<u64>) {
 
 /// A coordinator of N=`n` with per-host tokens `evil` and `good` (and no shared token); waits
 /// until it listens with both tokens in force.
-async fn per_host_run(dir: &Path, n: u32, port: u16, extra: &[&str]) -> (Proc, String, String) {
-    let mut args = vec!["--exit-when-done"];
-    args.extend_from_slice(extra);
-    let coordinator = spawn_coordinator(dir, n, port, &args, "coordinator.log");
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
-    let state = dir.join("run.db");
-    let evil = token_add(&state, "evil");
-    let good = token_add(&state, "good");
-    tokio::time::sleep(Duration::from_secs(3)).await; // tokens reach the live run
+async fn per_host_run(dir: &RunDir, n: u32, extra: &[&str]) -> (Coordinator, String, String) {
+    let coordinator = dir.coordinator(n).exit_when_done().args(extra).start();
+    let [evil, good] = coordinator.tokens_in_force(["evil", "good"]).await;
     (coordinator, evil, good)
 }
 
@@ -82,11 +74,10 @@ async fn per_host_run(dir: &Path, n: u32, port: u16, extra: &[&str]) -> (Proc, S
 /// coordinator checked it, and the honest worker of another token finishes exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hoarder_with_poisoned_job_times_gets_neither_the_run_nor_a_lie() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let (coordinator, evil, good) =
-        per_host_run(dir.path(), 13, port, &["--lease-seconds", "5"]).await;
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
+    let (coordinator, evil, good) = per_host_run(&dir, 13, &["--lease-seconds", "5"]).await;
     let mut slow = Vec::new();
     for i in 0..3 {
         let mut rogue = register(port, &evil, &format!("slow-{i}")).await;
@@ -121,7 +112,7 @@ async fn a_hoarder_with_poisoned_job_times_gets_neither_the_run_nor_a_lie() {
     assert!(acks.iter().all(|a| outcome(a) != pb::Outcome::Confirmed));
     let hoarder_id = hoarder.id;
     let beating = keep_beating(hoarder, leases);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     beating.abort();
     drop(honest);
     assert_eq!(counted_from(&state, hoarder_id), 0, "a lie was counted");
@@ -132,10 +123,10 @@ async fn a_hoarder_with_poisoned_job_times_gets_neither_the_run_nor_a_lie() {
 /// honest worker that comes later finishes exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_liar_that_registers_first_has_nothing_counted() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let (coordinator, evil, good) = per_host_run(dir.path(), 12, port, &[]).await;
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
+    let (coordinator, evil, good) = per_host_run(&dir, 12, &[]).await;
     let mut liar = register(port, &evil, "first").await;
     let lease = liar.lease(64).await;
     assert!(!lease.jobs.is_empty());
@@ -159,7 +150,7 @@ async fn a_liar_that_registers_first_has_nothing_counted() {
     }
     let honest = spawn_worker(dir.path(), port, "honest", &good);
     let liar_id = liar.id;
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(honest);
     assert_eq!(counted_from(&state, liar_id), 0, "a lie was counted");
     assert!(untrusted(&state, liar_id));
@@ -170,16 +161,10 @@ async fn a_liar_that_registers_first_has_nothing_counted() {
 /// them untrusts it, and nothing it said is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_liar_is_caught_by_the_coordinators_checks_before_it_is_trusted() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        12,
-        port,
-        &["--exit-when-done", "--token", TOKEN],
-        "coordinator.log",
-    );
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
+    let coordinator = dir.coordinator(12).exit_when_done().token(TOKEN).start();
     let mut liar = register(port, TOKEN, "alone").await;
     let mut answered = 0;
     let caught = loop {
@@ -206,7 +191,7 @@ async fn a_lone_liar_is_caught_by_the_coordinators_checks_before_it_is_trusted()
     assert!(caught, "the lone liar answered {answered} jobs and was never caught");
     let liar_id = liar.id;
     let honest = spawn_worker(dir.path(), port, "honest", TOKEN);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(honest);
     assert_eq!(counted_from(&state, liar_id), 0, "an answer of the liar was counted");
     assert!(untrusted(&state, liar_id));
@@ -217,16 +202,10 @@ async fn a_lone_liar_is_caught_by_the_coordinators_checks_before_it_is_trusted()
 /// to solve the job itself, and the run ends exact without `requeue`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shared_token_identities_erroring_in_turn_fail_no_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        12,
-        port,
-        &["--exit-when-done", "--token", TOKEN, "--lease-seconds", "5"],
-        "coordinator.log",
-    );
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
+    let coordinator = dir.coordinator(12).exit_when_done().token(TOKEN).lease_seconds(5).start();
     let mut pair = vec![register(port, TOKEN, "err-a").await, register(port, TOKEN, "err-b").await];
     // Right answers first, until each was verified often enough to be trusted.
     for rogue in &mut pair {
@@ -255,7 +234,7 @@ async fn two_shared_token_identities_erroring_in_turn_fail_no_job() {
     }
     assert_eq!(query_count(&state, "SELECT COUNT(*) FROM jobs WHERE state='failed'"), 0);
     let honest = spawn_worker(dir.path(), port, "honest", TOKEN);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(honest);
 }
 
@@ -264,16 +243,9 @@ async fn two_shared_token_identities_erroring_in_turn_fail_no_job() {
 /// the run exact, in about the time it takes alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_identities_registered_every_lease_period_do_not_stall_the_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        12,
-        port,
-        &["--exit-when-done", "--token", TOKEN, "--lease-seconds", "3"],
-        "coordinator.log",
-    );
+    let dir = RunDir::new();
+    let port = dir.port();
+    let coordinator = dir.coordinator(12).exit_when_done().token(TOKEN).lease_seconds(3).start();
     let started = Instant::now();
     let spawner = tokio::spawn(async move {
         let mut beating = Vec::new();
@@ -286,7 +258,7 @@ async fn idle_identities_registered_every_lease_period_do_not_stall_the_run() {
         drop(beating);
     });
     let worker = spawn_worker(dir.path(), port, "real", TOKEN);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     spawner.abort();
     drop(worker);
     let took = started.elapsed();
@@ -301,17 +273,12 @@ async fn idle_identities_registered_every_lease_period_do_not_stall_the_run() {
 /// meanwhile gets in and finishes the run exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registration_flood_does_not_keep_a_joining_honest_worker_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        11,
-        port,
-        &["--exit-when-done", "--token", TOKEN, "--expected-workers", "32"],
-        "coordinator.log",
-    );
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
+    let serve = dir.coordinator(11).exit_when_done().token(TOKEN);
+    let coordinator = serve.args(&["--expected-workers", "32"]).start();
+    coordinator.listening().await;
     let mut flood = connect_from(port, [127, 0, 0, 2].into(), Some(TOKEN)).await;
     let mut refused = 0;
     for i in 0..1000 {
@@ -328,7 +295,7 @@ async fn a_registration_flood_does_not_keep_a_joining_honest_worker_out() {
         }
     });
     let worker = spawn_worker(dir.path(), port, "joining", TOKEN);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     flooding.abort();
     drop(worker);
     let rows = query_count(&state, "SELECT COUNT(*) FROM workers");
@@ -340,16 +307,10 @@ async fn a_registration_flood_does_not_keep_a_joining_honest_worker_out() {
 /// back that left the lease, so the second answers go to the honest worker and the run ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fast_heartbeats_do_not_hold_a_verification_from_the_other_worker() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        11,
-        port,
-        &["--exit-when-done", "--token", TOKEN, "--verify-fraction", "1", "--lease-seconds", "3"],
-        "coordinator.log",
-    );
+    let dir = RunDir::new();
+    let port = dir.port();
+    let serve = dir.coordinator(11).exit_when_done().token(TOKEN);
+    let coordinator = serve.verify_fraction("1").lease_seconds(3).start();
     let mut first = register(port, TOKEN, "first").await;
     let lease = first.lease(64).await;
     let results = lease
@@ -365,7 +326,7 @@ async fn fast_heartbeats_do_not_hold_a_verification_from_the_other_worker() {
         }
     });
     let honest = spawn_worker(dir.path(), port, "honest", TOKEN);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     beating.abort();
     drop(honest);
 }
@@ -375,19 +336,13 @@ async fn fast_heartbeats_do_not_hold_a_verification_from_the_other_worker() {
 /// alone. The run ends exact, nearly every job counted from the worker's own answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_honest_worker_leaves_probation_through_the_coordinators_checks() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
-    let coordinator = spawn_coordinator(
-        dir.path(),
-        13,
-        port,
-        &["--exit-when-done", "--token", TOKEN],
-        "coordinator.log",
-    );
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
+    let coordinator = dir.coordinator(13).exit_when_done().token(TOKEN).start();
     let log = coordinator.log.clone();
     let worker = spawn_worker(dir.path(), port, "alone", TOKEN);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(worker);
     let text = std::fs::read_to_string(log).unwrap();
     assert!(text.contains("credential trusted"), "the lone worker never left probation");

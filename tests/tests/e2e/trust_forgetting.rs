@@ -7,13 +7,11 @@
 
 use super::open_checks::{answers, same_identity};
 use super::record_run::record_run;
-use super::trust::{
-    finishes_exact, keep_beating, register, register_request, spawn_coordinator, spawn_worker,
-    token_add, wait_for_log, LONG, TOKEN,
-};
+use super::trust::{keep_beating, register, register_request, LONG, TOKEN};
 use super::trust_evidence::{counted_from, lie, truth, untrusted};
 use nqueens_proto as pb;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::{spawn_worker, token_add, RunDir};
 use nqueens_tests::rogue::{connect_from, outcome, Rogue};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -92,11 +90,11 @@ fn rows_of(state: &Path, ids: &[u64]) -> i64 {
 /// per-host workers end the run exact, every job on two credentials.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forgotten_shared_token_identities_never_become_independent_credentials() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
     let n = 12;
-    let (coordinator, a, b) = record_run(dir.path(), n, port, &QUIET).await;
+    let (coordinator, a, b) = record_run(&dir, n, &QUIET).await;
     let mut s0 = register(port, TOKEN, "sybil-0").await;
     let mut s1 = register(port, TOKEN, "sybil-1").await;
     let mut s2 = register(port, TOKEN, "sybil-2").await;
@@ -122,7 +120,7 @@ async fn forgotten_shared_token_identities_never_become_independent_credentials(
     assert_eq!(query_count(&state, &lie_counted), 0, "the lie counted");
     beating.abort();
     let honest = [spawn_worker(dir.path(), port, "a", &a), spawn_worker(dir.path(), port, "b", &b)];
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(honest);
     for sybil in [&s1, &s2, &s3] {
         // (s0's true answer may count beside an honest one: it is not checked here.)
@@ -144,16 +142,13 @@ async fn forgotten_shared_token_identities_never_become_independent_credentials(
 /// untrusted, and the run ends exact without the lie.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forgotten_identities_never_frame_an_honest_per_host_credential() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
     let n = 12;
     let args = [&["--exit-when-done", "--token", TOKEN][..], &QUIET].concat();
-    let coordinator = spawn_coordinator(dir.path(), n, port, &args, "coordinator.log");
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
-    let (evil, good, other) =
-        (token_add(&state, "evil"), token_add(&state, "good"), token_add(&state, "other"));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let coordinator = dir.coordinator(n).args(&args).start();
+    let [evil, good, other] = coordinator.tokens_in_force(["evil", "good", "other"]).await;
     let mut e1 = register(port, &evil, "evil-1").await;
     let mut e2 = register(port, &evil, "evil-2").await;
     let mut e3 = register(port, &evil, "evil-3").await;
@@ -180,7 +175,7 @@ async fn forgotten_identities_never_frame_an_honest_per_host_credential() {
         spawn_worker(dir.path(), port, "good", &good),
         spawn_worker(dir.path(), port, "other", &other),
     ];
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(workers);
     assert!(!untrusted(&state, honest.id), "the honest credential was framed");
     for liar in [&e1, &e2, &e3] {
@@ -195,11 +190,11 @@ async fn forgotten_identities_never_frame_an_honest_per_host_credential() {
 /// answer and waits for another party, so the result file shows no job on one party's word.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_run_that_catches_a_turncoat_ends_with_every_job_on_two_parties() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let port = free_port();
+    let dir = RunDir::new();
+    let state = dir.state();
+    let port = dir.port();
     let n = 12;
-    let (coordinator, a, b) = record_run(dir.path(), n, port, &QUIET).await;
+    let (coordinator, a, b) = record_run(&dir, n, &QUIET).await;
     let jobs = job_count(&state);
     let mut turncoat = register(port, &a, "turncoat").await;
     // Alone, truthful, until it has answered a third of the run: its answers wait.
@@ -240,7 +235,7 @@ async fn a_record_run_that_catches_a_turncoat_ends_with_every_job_on_two_parties
     // A third credential settles the disputes: the turncoat is untrusted.
     let third = token_add(&state, "host-c");
     let finisher = spawn_worker(dir.path(), port, "c", &third);
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop((honest, finisher));
     assert!(untrusted(&state, turncoat.id), "the turncoat was never caught");
     assert_eq!(counted_from(&state, turncoat.id), 0, "a turncoat's answer still counts");

@@ -6,15 +6,13 @@
 
 use super::open_checks::{answers, earn_trust};
 use super::record_run::record_run;
-use super::trust::{
-    finishes_exact, register, register_request, spawn_coordinator, spawn_worker, token_add,
-    wait_for_log, TOKEN,
-};
+use super::trust::{register, register_request, TOKEN};
 use super::trust_evidence::{lie, truth, untrusted};
 use super::trust_forgetting::evidence_of;
 use nqueens_core::JobCounts;
 use nqueens_proto as pb;
 use nqueens_tests::cluster::*;
+use nqueens_tests::harness::{spawn_coordinator, spawn_worker, token_add, Coordinator, RunDir};
 use nqueens_tests::rogue::{outcome, Rogue};
 use std::path::Path;
 use std::time::Duration;
@@ -41,12 +39,9 @@ fn plain_run_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 
 /// A plain run of board `n` served with `args` in `dir` on `port`, with per-host tokens `host-a`
 /// and `host-b` added (as `record_run` makes a record run): the coordinator and the two tokens.
-async fn plain_run(dir: &Path, n: u32, port: u16, args: &[&str]) -> (Proc, String, String) {
-    let coordinator = spawn_coordinator(dir, n, port, args, "coordinator.log");
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
-    let state = dir.join("run.db");
-    let (a, b) = (token_add(&state, "host-a"), token_add(&state, "host-b"));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+async fn plain_run(dir: &RunDir, n: u32, args: &[&str]) -> (Coordinator, String, String) {
+    let coordinator = dir.coordinator(n).args(args).start();
+    let [a, b] = coordinator.tokens_in_force(["host-a", "host-b"]).await;
     (coordinator, a, b)
 }
 
@@ -98,11 +93,11 @@ async fn lease_until(rogue: &mut Rogue, job: u64) -> u64 {
 /// the run ends exact with the true answer on that job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn liveness_a_late_dissent_and_a_restart_leave_a_plain_run_exact() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let (port, n) = (free_port(), 12);
+    let dir = RunDir::new();
+    let state = dir.state();
+    let (port, n) = (dir.port(), 12);
     let args = plain_run_args(&["--no-spot-checks"]);
-    let (coordinator, a, b) = plain_run(dir.path(), n, port, &args).await;
+    let (coordinator, a, b) = plain_run(&dir, n, &args).await;
     let mut honest = register(port, &a, "honest-a").await;
     let mut w1 = register(port, TOKEN, "shared-1").await;
     let mut w2 = register(port, TOKEN, "shared-2").await;
@@ -131,7 +126,7 @@ async fn liveness_a_late_dissent_and_a_restart_leave_a_plain_run_exact() {
     let mut coordinator = coordinator;
     coordinator.sigkill();
     let coordinator = spawn_coordinator(dir.path(), n, port, &args, "coordinator-2.log");
-    wait_for_log(coordinator.log.clone(), "coordinator listening").await;
+    coordinator.listening().await;
     // The witness comes back as itself and lies on what it gets now; two honest per-host
     // workers contradict it.
     let again = register_request("shared-1", w1.id, &w1.secret);
@@ -150,7 +145,7 @@ async fn liveness_a_late_dissent_and_a_restart_leave_a_plain_run_exact() {
     });
     let workers =
         [spawn_worker(dir.path(), port, "a", &a), spawn_worker(dir.path(), port, "b", &b)];
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(workers);
     let witness = liar.await.unwrap();
     assert!(untrusted(&state, witness), "the lying witness was not found");
@@ -164,12 +159,12 @@ async fn liveness_a_late_dissent_and_a_restart_leave_a_plain_run_exact() {
 /// held, and two honest per-host workers end the run exact with no requeue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn liveness_one_credential_answering_several_ways_holds_no_job_of_a_record_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
-    let (port, n) = (free_port(), 12);
+    let dir = RunDir::new();
+    let state = dir.state();
+    let (port, n) = (dir.port(), 12);
     let mut extra = vec!["--no-spot-checks"];
     extra.extend_from_slice(&NO_REFEREE);
-    let (coordinator, a, b) = record_run(dir.path(), n, port, &extra).await;
+    let (coordinator, a, b) = record_run(&dir, n, &extra).await;
     let c = token_add(&state, "host-c");
     let mut turncoat = register(port, &c, "turncoat").await;
     let other = register(port, &c, "turncoat-2").await;
@@ -192,7 +187,7 @@ async fn liveness_one_credential_answering_several_ways_holds_no_job_of_a_record
     assert!(untrusted(&state, other.id), "the credential's other identity stays trusted");
     let workers =
         [spawn_worker(dir.path(), port, "a", &a), spawn_worker(dir.path(), port, "b", &b)];
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(workers);
     let evidence = evidence_of(&state);
     assert_eq!(evidence.jobs_one_party, 0, "{evidence:?}");
@@ -235,11 +230,11 @@ async fn first_lease_with_a_spot_check(
 /// run ends exact with no requeue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn liveness_a_wrong_answer_to_a_spot_check_strands_no_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("run.db");
+    let dir = RunDir::new();
+    let state = dir.state();
     // Large enough that the honest workers are still busy once the party has earned its trust.
-    let (port, n) = (free_port(), 18);
-    let (coordinator, a, b) = plain_run(dir.path(), n, port, &plain_run_args(&[])).await;
+    let (port, n) = (dir.port(), 18);
+    let (coordinator, a, b) = plain_run(&dir, n, &plain_run_args(&[])).await;
     let c = token_add(&state, "host-c");
     let workers =
         [spawn_worker(dir.path(), port, "a", &a), spawn_worker(dir.path(), port, "b", &b)];
@@ -257,6 +252,6 @@ async fn liveness_a_wrong_answer_to_a_spot_check_strands_no_job() {
     for w in &workers {
         w.signal(libc::SIGCONT);
     }
-    finishes_exact(coordinator, &state).await;
+    coordinator.finishes_exact().await;
     drop(workers);
 }
