@@ -12,7 +12,7 @@
 //! delivering tens of thousands of results a second do not cost 10,000 views a batch.
 
 use super::Engine;
-use crate::snapshot::{Progress, RunRate};
+use crate::snapshot::{LiveFigures, Progress, RunRate};
 use crate::snapshot::{RunName, RunSnapshot, WorkerView};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::WorkerId;
@@ -89,7 +89,7 @@ impl Engine {
     pub(super) fn publish(&mut self) {
         let now = Instant::now();
         let snapshot = self.snapshot(now);
-        self.publisher.published = (snapshot.snapshot_seq, now);
+        self.publisher.published = (snapshot.live.snapshot_seq, now);
         self.publisher.snapshots.send_replace(Arc::new(snapshot));
     }
 
@@ -110,22 +110,19 @@ impl Engine {
         );
         let last_deadline = self.last_lease_deadline(now);
         let (workers, live) = self.worker_table(now);
-        RunSnapshot {
+        let live = LiveFigures {
             snapshot_seq: self.publisher.published.0 + 1,
-            taken_unix: unix_now(),
-            progress,
             nodes_per_second: Some(rate.nodes_per_second),
-            quiet_seconds: rate.quiet_seconds,
-            untrusted_workers: self.scheduler.untrusted_count(),
             live_workers: Some(live),
             disputed_jobs: Some(self.scheduler.disputed_jobs()),
             lease_expiries: Some(self.scheduler.lease_expiries()),
             leases_expire_in_seconds: last_deadline
                 .map(|d| d.saturating_duration_since(now).as_secs_f64()),
             uptime_seconds: Some(now.duration_since(self.publisher.started).as_secs_f64()),
-            all_workers: workers,
             counters: Some(counters),
-        }
+        };
+        let untrusted = self.scheduler.untrusted_count();
+        RunSnapshot::new(unix_now(), progress, rate.quiet_seconds, untrusted, workers, live)
     }
 
     /// When the last current lease runs out unless renewed. Walking the leases costs about as
