@@ -26,5 +26,5 @@ pub use server::{
     ServeConfigError, ServeError, DEFAULT_HTTP_PORT, MAX_TARGET_JOBS,
 };
 pub use snapshot::fleet::{Fleet, WorkerQuery};
-pub use snapshot::{Progress, RunSnapshot, WorkerView};
-pub use status::StatusView;
+pub use snapshot::{LiveFigures, Progress, RunSnapshot, WorkerView};
+pub use status::{Origin, RowFigures, StatusView};

@@ -1,10 +1,12 @@
 //! Prometheus metrics: the counters the engine and the services bump (atomics, so that no caller
-//! waits), and [`render`], which writes the Prometheus text of a [`RunSnapshot`]: jobs by state,
-//! workers and rates come from the snapshot alone, as on every other view of the run.
+//! waits), and [`render`], which writes the Prometheus text of a [`StatusView`] (the one `status`
+//! and the page show): jobs by state, workers and rates come from its snapshot, as on every other
+//! view of the run.
 //! [`crate::http`] serves it on `/metrics` (beside the status page), so scraping needs no
 //! framework and a slow scraper can never hold up the engine.
 
 use crate::snapshot::{Counters, RunSnapshot};
+use crate::status::StatusView;
 use nqueens_scheduler::state::JobState;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,8 +42,9 @@ impl Metrics {
     }
 }
 
-/// The Prometheus text exposition of `snapshot`.
-pub fn render(snapshot: &RunSnapshot) -> String {
+/// The Prometheus text exposition of `view`.
+pub fn render(view: &StatusView) -> String {
+    let snapshot = &view.run;
     let mut out = String::new();
     let p = &snapshot.progress;
     let _ =
@@ -66,7 +69,7 @@ type Series = (&'static str, &'static str, &'static str, f64);
 
 /// Every one-value series of [`render`], in the order they are written.
 fn series(snapshot: &RunSnapshot) -> Vec<Series> {
-    let c = snapshot.counters.unwrap_or_default();
+    let c = snapshot.live.counters.unwrap_or_default();
     [results_series(snapshot, &c), coordinator_series(snapshot, &c)].concat()
 }
 
@@ -78,13 +81,13 @@ fn results_series(snapshot: &RunSnapshot, c: &Counters) -> Vec<Series> {
             "nqueens_jobs_disputed",
             "gauge",
             "Jobs not counted whose answers disagree, waiting for another credential or the referee.",
-            g(snapshot.disputed_jobs.unwrap_or(0)),
+            g(snapshot.live.disputed_jobs.unwrap_or(0)),
         ),
         (
             "nqueens_workers",
             "gauge",
             "Workers seen within three heartbeats.",
-            g(snapshot.live_workers.unwrap_or(0)),
+            g(snapshot.live.live_workers.unwrap_or(0)),
         ),
         (
             "nqueens_results_total",
@@ -123,7 +126,7 @@ fn coordinator_series(snapshot: &RunSnapshot, c: &Counters) -> Vec<Series> {
                 "nqueens_lease_expiries_total",
                 "counter",
                 "Leases that expired and returned their jobs.",
-                g(snapshot.lease_expiries.unwrap_or(0)),
+                g(snapshot.live.lease_expiries.unwrap_or(0)),
             ),
             (
                 "nqueens_nodes_total",
@@ -159,7 +162,7 @@ fn coordinator_series(snapshot: &RunSnapshot, c: &Counters) -> Vec<Series> {
                 "nqueens_nodes_per_second",
                 "gauge",
                 "Search nodes per second over the same window.",
-                snapshot.nodes_per_second.unwrap_or(0.0),
+                snapshot.live.nodes_per_second.unwrap_or(0.0),
             ),
     ]
 }

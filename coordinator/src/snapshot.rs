@@ -4,15 +4,17 @@
 //! the latest one, so they never disagree on jobs, rate, quiet time or ETA; `status --state` builds
 //! the same type offline from a state file ([`RunSnapshot::from_store`]).
 //!
-//! A new figure is computed once, here: a field of [`RunSnapshot`] (or of its [`Progress`],
-//! `snapshot/progress.rs`), filled live in `engine/publish.rs` and offline in
-//! [`RunSnapshot::from_store`]; `status --json` and `/status.json` then carry it (`StatusView`
-//! and `http/view.rs`'s `PageView` flatten the snapshot in). Each view that shows it changes too
-//! (follow `jobs_held`): the text of `status` (`status/text.rs`), the page (`http/page.rs` and
-//! its markup and script, `http/page.html`), `/metrics` (`metrics.rs`), the wire (a
-//! `StatusResponse` field in `cluster.proto`, both directions in `grpc/wire/status.rs`, drawn in
-//! `grpc/wire/tests.rs`) and the list of figures in `docs/cluster.md`. A figure read from the
-//! committed rows instead is a field of `StatusView` (`status.rs`, read by `status/cache.rs`).
+//! A new figure is computed once, here: a field of [`RunSnapshot`] (an argument of
+//! [`RunSnapshot::new`], the one constructor), of its [`LiveFigures`] when only the live engine
+//! knows it, or of its [`Progress`] (`snapshot/progress.rs`); filled live in `engine/publish.rs`
+//! and offline in [`RunSnapshot::from_store`]. Every view renders the one `StatusView`
+//! (`status.rs`) that holds the snapshot, so `status --json` and `/status.json` carry it as it
+//! is; each view that shows it changes too (follow `jobs_held`): the text of `status`
+//! (`status/text.rs`), the page (`http/page.rs` and its markup and script, `http/page.html`),
+//! `/metrics` (`metrics.rs`), the wire (a `StatusResponse` field in `cluster.proto`, both
+//! directions in `grpc/wire/status.rs`, drawn in `grpc/wire/tests.rs`) and the list of figures
+//! in `docs/cluster.md`. ARCHITECTURE.md ("A new status figure") lists the files, a figure
+//! read from the committed rows among them.
 
 pub mod fleet;
 mod progress;
@@ -53,44 +55,67 @@ pub struct Counters {
     pub auth_failures: u64,
 }
 
-/// The run at one moment: jobs by state, pace and ETA by the one rule, every worker, the
-/// counters, and the result once complete.
+/// The run at one moment: jobs by state, pace and ETA by the one rule, every worker, and the
+/// result once complete; with what only the live engine knows ([`LiveFigures`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RunSnapshot {
-    /// Which of the engine's publications this is (1 for its first); 0 when read offline.
-    pub snapshot_seq: u64,
     /// Unix time (seconds) of the moment it shows.
     pub taken_unix: f64,
     /// Jobs by state, the rate and the ETA, the conflicts, the result.
     #[serde(flatten)]
     pub progress: Progress,
-    /// Search nodes per second over the same window as the rate (live only).
-    pub nodes_per_second: Option<f64>,
     /// Seconds since the last counted result (or since the start, if none yet).
     pub quiet_seconds: f64,
     /// Workers refused after losing a verification (or too many solver errors).
     pub untrusted_workers: u64,
-    /// Workers heard from within three heartbeats (live only).
-    pub live_workers: Option<u64>,
-    /// Jobs not counted whose answers disagree, waiting for another credential's answer or the
-    /// coordinator's ruling (live only: the scheduler's rulings say it).
-    pub disputed_jobs: Option<u64>,
-    /// Leases that expired since the coordinator started (live only).
-    pub lease_expiries: Option<u64>,
-    /// Seconds until the last current lease expires unless its worker renews it (live only).
-    pub leases_expire_in_seconds: Option<f64>,
-    /// Seconds since the coordinator started (live only).
-    pub uptime_seconds: Option<f64>,
+    /// What the live engine alone knows: none of it when read offline.
+    #[serde(flatten)]
+    pub live: LiveFigures,
     /// Every worker, by id: those registered with this process (live), or the stored rows. Not
     /// in the views' JSON, which list a page of them (their `workers`, chosen through the
     /// `fleet` index); a view decoded from the wire, which carries that page alone, has none.
     #[serde(skip)]
     pub all_workers: std::sync::Arc<[WorkerView]>,
-    /// The coordinator's counters (live only).
+}
+
+/// The figures of a [`RunSnapshot`] that only the live engine knows; the default (0 and `None`)
+/// is a snapshot read offline from a state file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct LiveFigures {
+    /// Which of the engine's publications this is (1 for its first); 0 when read offline.
+    pub snapshot_seq: u64,
+    /// Search nodes per second over the same window as the rate.
+    pub nodes_per_second: Option<f64>,
+    /// Workers heard from within three heartbeats.
+    pub live_workers: Option<u64>,
+    /// Jobs not counted whose answers disagree, waiting for another credential's answer or the
+    /// coordinator's ruling (the scheduler's rulings say it).
+    pub disputed_jobs: Option<u64>,
+    /// Leases that expired since the coordinator started.
+    pub lease_expiries: Option<u64>,
+    /// Seconds until the last current lease expires unless its worker renews it.
+    pub leases_expire_in_seconds: Option<f64>,
+    /// Seconds since the coordinator started.
+    pub uptime_seconds: Option<f64>,
+    /// The coordinator's counters (not on the status call's wire: they are on `/metrics`).
     pub counters: Option<Counters>,
 }
 
 impl RunSnapshot {
+    /// The run at `taken_unix` as `progress` counts it, quiet for `quiet_seconds`, with
+    /// `untrusted_workers` refused, every worker in `all_workers` and the `live` figures (their
+    /// default offline): every snapshot, live, offline or off the wire, is built here.
+    pub fn new(
+        taken_unix: f64,
+        progress: Progress,
+        quiet_seconds: f64,
+        untrusted_workers: u64,
+        all_workers: std::sync::Arc<[WorkerView]>,
+        live: LiveFigures,
+    ) -> RunSnapshot {
+        RunSnapshot { taken_unix, progress, quiet_seconds, untrusted_workers, live, all_workers }
+    }
+
     /// Offline, from the committed rows of a state file (and their `summary`). With no live
     /// clock, the rate is measured over the span of the result rows (the first to the last) and
     /// the quiet time since the last of them: the one rule of `snapshot/rate.rs`
@@ -128,26 +153,15 @@ impl RunSnapshot {
             None => store.age().as_secs_f64(),
         };
         let run = RunName { n: meta.n.into(), fingerprint: &meta.fingerprint };
-        Ok(RunSnapshot {
-            snapshot_seq: 0,
-            taken_unix: now_unix,
-            progress: Progress::new(run, &s.jobs, rate, quiet, s.conflicts, result),
-            nodes_per_second: None,
-            quiet_seconds: quiet,
-            untrusted_workers: s.untrusted_workers,
-            live_workers: None,
-            disputed_jobs: None,
-            lease_expiries: None,
-            leases_expire_in_seconds: None,
-            uptime_seconds: None,
-            all_workers: store.workers()?.into_iter().map(WorkerView::from).collect(),
-            counters: None,
-        })
+        let workers = store.workers()?.into_iter().map(WorkerView::from).collect();
+        let progress = Progress::new(run, &s.jobs, rate, quiet, s.conflicts, result);
+        let offline = LiveFigures::default();
+        Ok(RunSnapshot::new(now_unix, progress, quiet, s.untrusted_workers, workers, offline))
     }
 
     /// The ETA as words (see [`Progress::eta_text`]), with the leases' expiry when known.
     pub fn eta_text(&self) -> String {
-        self.progress.eta_text(self.leases_expire_in_seconds)
+        self.progress.eta_text(self.live.leases_expire_in_seconds)
     }
 }
 
@@ -172,20 +186,15 @@ impl RunSnapshot {
 
     /// A live-looking snapshot showing `progress`, everything else empty (for unit tests).
     pub fn with_progress(progress: Progress) -> RunSnapshot {
-        RunSnapshot {
+        let live = LiveFigures {
             snapshot_seq: 1,
-            taken_unix: 0.0,
-            progress,
-            nodes_per_second: None,
-            quiet_seconds: 0.0,
-            untrusted_workers: 0,
             live_workers: Some(0),
             disputed_jobs: Some(0),
             lease_expiries: Some(0),
-            leases_expire_in_seconds: None,
             uptime_seconds: Some(1.0),
-            all_workers: std::sync::Arc::from([]),
             counters: Some(Counters::default()),
-        }
+            ..LiveFigures::default()
+        };
+        RunSnapshot::new(0.0, progress, 0.0, 0, std::sync::Arc::from([]), live)
     }
 }

@@ -1,8 +1,10 @@
 //! A run's status, in three types: the [`StatusCache`] a live coordinator keeps for every status
-//! reader (`cache.rs`, with the chart's samples in `history.rs`); the [`StatusView`] that
-//! crosses the wire and that `status` prints (here; its text in `text.rs`); and the page's view,
-//! `PageView` (`http/view.rs`). Each is a view of the run's [`RunSnapshot`] (the engine's latest,
-//! or one built offline from a state file) with what the committed rows tell.
+//! reader (`cache.rs`, with the chart's samples in `history.rs`); the [`StatusView`] that every
+//! renderer reads (here, made only by [`StatusView::new`]): the text `status` prints
+//! (`text.rs`), the gRPC `Status` answer (`grpc/wire/status.rs`), `/metrics` (`metrics.rs`) and
+//! the page's view, `PageView` (`http/view.rs`, derived from it by `PageView::new`). A view is
+//! the run's [`RunSnapshot`] (the engine's latest, or one built offline from a state file) with
+//! what the committed rows tell ([`RowFigures`]) and a page of its workers.
 
 mod cache;
 mod history;
@@ -14,6 +16,7 @@ pub use text::shell_word;
 
 use crate::snapshot::fleet::{Fleet, FleetIndex, WorkerQuery};
 use crate::snapshot::{RunSnapshot, WorkerView};
+use nqueens_core::Tally;
 use nqueens_store::{Evidence, Store, StoreError};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -52,27 +55,80 @@ pub struct StatusView {
     pub checksums: bool,
 }
 
+/// What the committed rows tell a [`StatusView`], as read from the state file (offline, or by the
+/// live [`StatusCache`]) or off the wire.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowFigures {
+    /// The weighted sums of the counted rows (`n` and `jobs` are not shown).
+    pub tally: Tally,
+    /// What the counted answers rest on so far.
+    pub evidence: Option<Evidence>,
+    /// Result rows whose checksum fails.
+    pub bad_rows: u64,
+    /// Whether the rows carry checksums.
+    pub checksums: bool,
+}
+
+impl RowFigures {
+    /// The rows of a live coordinator that could not be read yet: no sums, no evidence. Its
+    /// rows carry checksums (the engine opened the file for writing, which adds them).
+    pub fn live_unread() -> RowFigures {
+        RowFigures { checksums: true, ..RowFigures::default() }
+    }
+}
+
+/// Where a [`StatusView`] was read.
+#[derive(Debug, Clone, Copy)]
+pub enum Origin<'a> {
+    /// The state file at this path, offline (`status --state`).
+    StateFile(&'a Path),
+    /// The live coordinator at this address (empty: this process, answering).
+    Coordinator(&'a str),
+}
+
 impl StatusView {
+    /// The one way a view is made: `run` as read at `origin`, with what the committed rows tell
+    /// (`rows`), the workers in aggregate (`fleet`) and the page of them listed (`workers`).
+    pub fn new(
+        run: RunSnapshot,
+        rows: RowFigures,
+        fleet: Option<Fleet>,
+        workers: Arc<[WorkerView]>,
+        origin: Origin<'_>,
+    ) -> StatusView {
+        let (source, state_file) = match origin {
+            Origin::StateFile(path) => (path.display().to_string(), Some(path.to_owned())),
+            Origin::Coordinator(url) => (url.to_owned(), None),
+        };
+        StatusView {
+            run,
+            source,
+            state_file,
+            partial_total: rows.tally.total,
+            partial_sym180: rows.tally.sym180,
+            partial_sym90: rows.tally.sym90,
+            nodes: rows.tally.nodes,
+            evidence: rows.evidence,
+            workers,
+            fleet,
+            bad_rows: rows.bad_rows,
+            checksums: rows.checksums,
+        }
+    }
+
     /// `status --state`: reads the state file at `path`, listing the workers `query` asks for.
     pub fn read(path: &Path, query: &WorkerQuery) -> Result<StatusView, StoreError> {
         let store = Store::open_to_show(path)?;
         let (s, evidence) = store.summary_and_evidence()?;
         let run = RunSnapshot::from_store(&store, &s)?;
         let (fleet, page) = FleetIndex::new(run.all_workers.clone()).select(query);
-        Ok(StatusView {
-            run,
-            source: path.display().to_string(),
-            state_file: Some(path.to_owned()),
-            partial_total: s.tally.total,
-            partial_sym180: s.tally.sym180,
-            partial_sym90: s.tally.sym90,
-            nodes: s.tally.nodes,
+        let rows = RowFigures {
+            tally: s.tally,
             evidence: Some(evidence),
-            workers: page.into(),
-            fleet: Some(fleet),
             bad_rows: s.bad_rows,
             checksums: store.has_checksums(),
-        })
+        };
+        Ok(StatusView::new(run, rows, Some(fleet), page.into(), Origin::StateFile(path)))
     }
 }
 

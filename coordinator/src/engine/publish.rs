@@ -12,7 +12,7 @@
 //! delivering tens of thousands of results a second do not cost 10,000 views a batch.
 
 use super::Engine;
-use crate::snapshot::{Progress, RateNow, RunRate};
+use crate::snapshot::{LiveFigures, Progress, RateNow, RunRate};
 use crate::snapshot::{RunName, RunSnapshot, WorkerView};
 use nqueens_scheduler::state::JobState;
 use nqueens_scheduler::WorkerId;
@@ -88,7 +88,7 @@ impl Publisher {
 
     /// Publishes `snapshot`, built at `now`.
     fn send(&mut self, snapshot: RunSnapshot, now: Instant) {
-        self.published = (snapshot.snapshot_seq, now);
+        self.published = (snapshot.live.snapshot_seq, now);
         self.snapshots.send_replace(Arc::new(snapshot));
     }
 
@@ -177,22 +177,19 @@ impl Engine {
         let last_deadline =
             self.publisher.lease_deadline(now, || self.scheduler.last_lease_deadline());
         let (workers, live) = self.worker_table(now);
-        RunSnapshot {
+        let live = LiveFigures {
             snapshot_seq: self.publisher.next_seq(),
-            taken_unix: unix_now(),
-            progress,
             nodes_per_second: Some(rate.nodes_per_second),
-            quiet_seconds: rate.quiet_seconds,
-            untrusted_workers: self.scheduler.untrusted_count(),
             live_workers: Some(live),
             disputed_jobs: Some(self.scheduler.disputed_jobs()),
             lease_expiries: Some(self.scheduler.lease_expiries()),
             leases_expire_in_seconds: last_deadline
                 .map(|d| d.saturating_duration_since(now).as_secs_f64()),
             uptime_seconds: Some(self.publisher.uptime(now)),
-            all_workers: workers,
             counters: Some(counters),
-        }
+        };
+        let untrusted = self.scheduler.untrusted_count();
+        RunSnapshot::new(unix_now(), progress, rate.quiet_seconds, untrusted, workers, live)
     }
 
     /// The worker table and the live count: the last one built, or a new one when it is due.

@@ -180,7 +180,9 @@ async fn answer(state: &HttpState, req: &Request<hyper::body::Incoming>) -> Resp
             )
         }
         (Route::Metrics, Some(_)) => {
-            let text = metrics::render(&state.status.latest());
+            // The view every reader gets, listing no worker: the series count them all.
+            let none = WorkerQuery { limit: 0, ..WorkerQuery::default() };
+            let text = metrics::render(&state.status.view_and_rows(&none).await.0);
             (StatusCode::OK, "text/plain; version=0.0.4", text.into_bytes())
         }
         (Route::Page, Some(viewer)) => (

@@ -51,7 +51,10 @@ fn seconds(s: Option<f64>) -> String {
 /// The value of the template's `{{key}}` for `s`.
 fn fill(s: &PageView, key: &str) -> Fill {
     use Fill::{Markup, Text};
-    let p = &s.run.progress;
+    let (run, p) = (&s.status.run, &s.status.run.progress);
+    // A live view always has its fleet; an empty one stands in otherwise.
+    let empty = Fleet::default();
+    let fleet = s.status.fleet.as_ref().unwrap_or(&empty);
     match key {
         "n" => Text(p.n.to_string()),
         "percent" => Text(format!("{:.2}", p.percent_done)),
@@ -67,7 +70,7 @@ fn fill(s: &PageView, key: &str) -> Fill {
         }
         "fingerprint" => Text(p.fingerprint.clone()),
         "state_file" => Text(s.state_file.clone()),
-        "uptime" => Text(seconds(s.run.uptime_seconds)),
+        "uptime" => Text(seconds(run.live.uptime_seconds)),
         "done" => Text(p.jobs_done.to_string()),
         "total" => Text(p.jobs_total.to_string()),
         "eta" => Text(s.eta_text.clone()),
@@ -76,17 +79,17 @@ fn fill(s: &PageView, key: &str) -> Fill {
         "held" => Text(p.jobs_held.to_string()),
         "failed" => Text(p.jobs_failed.to_string()),
         "rps" => Text(rate(p.results_per_second, 1)),
-        "nps" => Text(rate(s.run.nodes_per_second, 0)),
-        "live" => Text(s.run.live_workers.unwrap_or(0).to_string()),
+        "nps" => Text(rate(run.live.nodes_per_second, 0)),
+        "live" => Text(run.live.live_workers.unwrap_or(0).to_string()),
         "conflicts" => Text(p.conflicts.to_string()),
-        "disputed" => Text(s.run.disputed_jobs.unwrap_or(0).to_string()),
-        "expiries" => Text(s.run.lease_expiries.unwrap_or(0).to_string()),
-        "worker_count" => Text(s.fleet.workers.to_string()),
-        "fleet" => Markup(fleet_tables(&s.fleet)),
-        "filter" => Text(s.fleet.filter.clone()),
-        "worker_page" => Text(worker_page(&s.fleet)),
-        "paging" => Markup(paging(&s.fleet)),
-        "snapshot_seq" => Text(s.run.snapshot_seq.to_string()),
+        "disputed" => Text(run.live.disputed_jobs.unwrap_or(0).to_string()),
+        "expiries" => Text(run.live.lease_expiries.unwrap_or(0).to_string()),
+        "worker_count" => Text(fleet.workers.to_string()),
+        "fleet" => Markup(fleet_tables(fleet)),
+        "filter" => Text(fleet.filter.clone()),
+        "worker_page" => Text(worker_page(fleet)),
+        "paging" => Markup(paging(fleet)),
+        "snapshot_seq" => Text(run.live.snapshot_seq.to_string()),
         "workers" => Markup(worker_rows(s)),
         "blocked" => Markup(blocked(s)),
         "result" => Markup(match &p.result {
@@ -203,7 +206,7 @@ fn percent_encoded(text: &str) -> String {
 
 fn worker_rows(s: &PageView) -> String {
     let mut out = String::new();
-    for v in s.workers.iter() {
+    for v in s.status.workers.iter() {
         let name = format!("{}{}", v.name, if v.untrusted { " (untrusted)" } else { "" });
         let _ = write!(
             out,
@@ -229,12 +232,17 @@ fn blocked(s: &PageView) -> String {
     let mut out = String::new();
     let lists = [
         (
-            s.run.progress.jobs_held,
+            s.status.run.progress.jobs_held,
             &s.held_jobs,
             &s.requeue_held,
             "held (results kept disagreeing)",
         ),
-        (s.run.progress.jobs_failed, &s.failed_jobs, &s.requeue_failed, "failed (solver errors)"),
+        (
+            s.status.run.progress.jobs_failed,
+            &s.failed_jobs,
+            &s.requeue_failed,
+            "failed (solver errors)",
+        ),
     ];
     for (count, ids, command, why) in lists {
         let Some(command) = command else { continue };
@@ -278,8 +286,10 @@ pub fn render_page(status: &PageView) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::view::PageDetails;
     use super::*;
     use crate::snapshot::{Progress, RunName, RunSnapshot, WorkerView};
+    use crate::status::{Origin, RowFigures, StatusView};
     use nqueens_scheduler::JobState::{Done, Held, Leased, Pending};
     use nqueens_scheduler::JobsByState;
 
@@ -291,9 +301,9 @@ mod tests {
         let name_of_run = RunName { n: 17, fingerprint: "n17-abc-p1" };
         let mut run =
             RunSnapshot::with_progress(Progress::new(name_of_run, &jobs, Some(1.5), 1.0, 3, None));
-        run.nodes_per_second = Some(2.0e9);
-        run.uptime_seconds = Some(27.0);
-        run.live_workers = Some(1);
+        run.live.nodes_per_second = Some(2.0e9);
+        run.live.uptime_seconds = Some(27.0);
+        run.live.live_workers = Some(1);
         let workers: std::sync::Arc<[WorkerView]> = vec![WorkerView {
             worker_id: 7,
             name: name.into(),
@@ -313,22 +323,18 @@ mod tests {
         }]
         .into();
         let (fleet, _) = crate::snapshot::fleet::select(&workers, &Default::default());
-        PageView {
-            eta_text: run.eta_text(),
-            workers,
-            fleet,
-            run,
+        let rows = RowFigures::live_unread();
+        let status = StatusView::new(run, rows, Some(fleet), workers, Origin::Coordinator(""));
+        let details = PageDetails {
             state_file: "/data/run <17>.db".into(),
-            held_jobs: vec![3, 9],
-            failed_jobs: vec![],
-            requeue_held: Some(
-                "nqueens-coordinator requeue --state '/data/run <17>.db' --held".into(),
-            ),
-            requeue_failed: None,
+            blocked: nqueens_store::BlockedJobs { held: vec![3, 9], failed: vec![] },
             history: vec![],
-            sample_seconds: 10.0,
             rows_error: None,
-        }
+        };
+        let page = PageView::new(status, details);
+        let held = "nqueens-coordinator requeue --state '/data/run <17>.db' --held";
+        assert_eq!((page.requeue_held.as_deref(), &page.requeue_failed), (Some(held), &None));
+        page
     }
 
     #[test]
@@ -389,7 +395,7 @@ mod tests {
     #[test]
     fn a_large_fleet_is_shown_in_aggregate_and_one_page_of_rows() {
         let mut status = status_with_worker("alpha", "node1");
-        let one = status.workers[0].clone();
+        let one = status.status.workers[0].clone();
         let workers: Vec<WorkerView> = (1..=2_500)
             .map(|i| WorkerView { worker_id: i, name: format!("w{i}"), ..one.clone() })
             .collect();
@@ -399,7 +405,7 @@ mod tests {
         assert_eq!(fleet.matching, 0);
         assert!(page.is_empty());
         let (fleet, page) = crate::snapshot::fleet::select(&workers, &Default::default());
-        (status.fleet, status.workers) = (fleet, page.into());
+        (status.status.fleet, status.status.workers) = (Some(fleet), page.into());
         let html = render_page(&status);
         assert_eq!(html.matches("<tr><td>").count() - 4, 100, "100 worker rows, 4 group rows");
         assert!(html.contains("<span id=\"wn\">2500</span>"), "{html}");

@@ -204,7 +204,7 @@ async fn off_loopback_the_token_is_required_and_shows_the_path() {
     let (status, headers, body) = fetch(addr, b"GET /?token=s3cret HTTP/1.1\r\n\r\n").await;
     assert_eq!(status, "200 OK");
     assert!(headers.contains("referrer-policy: no-referrer"), "{headers}");
-    assert!(body.contains("Authorization:'Bearer '+tok"), "{body}");
+    assert!(body.contains("Authorization: 'Bearer ' + token"), "{body}");
     // Unknown paths and methods give nothing away either way.
     assert_eq!(fetch(addr, b"GET /x HTTP/1.1\r\n\r\n").await.0, "404 Not Found");
 }

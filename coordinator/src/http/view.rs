@@ -1,26 +1,24 @@
-//! What the status page shows, and `/status.json` is: a [`PageView`] of the [`StatusCache`]'s
-//! latest snapshot (the one `status` and `/metrics` show), with the page of workers asked for, the
-//! rate chart and the held and failed jobs as the cache last read them.
+//! What the status page shows, and `/status.json` is: a [`PageView`], the [`StatusView`] that
+//! `status`, gRPC `Status` and `/metrics` show (built from the [`StatusCache`]'s latest snapshot,
+//! with the page of workers asked for), and beside it the rate chart and the held and failed
+//! jobs as the cache last read them.
 
-use crate::snapshot::fleet::{Fleet, WorkerQuery};
-use crate::snapshot::{RunSnapshot, WorkerView};
-use crate::status::{shell_word, RatePoint, StatusCache, CHART_SAMPLE_EVERY};
+use crate::snapshot::fleet::WorkerQuery;
+use crate::status::{shell_word, RatePoint, StatusCache, StatusView, CHART_SAMPLE_EVERY};
+use nqueens_store::BlockedJobs;
 use serde::Serialize;
 use std::sync::Arc;
 
-/// Everything the status page shows; `/status.json` is this object: the run's [`RunSnapshot`]
-/// (flattened in, exactly as the engine published it), the page of workers the reader asked for
-/// and the page's own details.
+/// Everything the status page shows; `/status.json` is this object: the run's [`StatusView`]
+/// (flattened in, the one `status --connect` gets: the snapshot exactly as the engine published
+/// it, the page of workers the reader asked for, what the rows tell) and the page's own details,
+/// derived from it by [`PageView::new`].
 #[derive(Debug, Clone, Serialize)]
 pub struct PageView {
-    /// The run at the moment shown.
+    /// The run's status at the moment shown.
     #[serde(flatten)]
-    pub run: RunSnapshot,
-    /// The page of workers listed, in the order of attention.
-    pub workers: Arc<[WorkerView]>,
-    /// All the workers in aggregate, and which of them `workers` holds.
-    pub fleet: Fleet,
-    /// The ETA in words, as `status` words it ([`RunSnapshot::eta_text`]): the page shows it.
+    pub status: StatusView,
+    /// The ETA in words, as `status` words it ([`crate::snapshot::RunSnapshot::eta_text`]): the page shows it.
     pub eta_text: String,
     /// The state file, as `requeue --state` needs it.
     pub state_file: String,
@@ -37,34 +35,50 @@ pub struct PageView {
     pub rows_error: Option<String>,
 }
 
+/// What the page shows beside a [`StatusView`], from the status cache.
+pub struct PageDetails {
+    /// The state file, absolute.
+    pub state_file: String,
+    /// The first held and failed job ids, as the rows were last read.
+    pub blocked: BlockedJobs,
+    /// The rate chart.
+    pub history: Vec<RatePoint>,
+    /// Why the rows could not be read, if they could not.
+    pub rows_error: Option<String>,
+}
+
 impl PageView {
     /// The page's data now, with the workers `query` asks for, and the held and failed jobs as
-    /// the cache last read them (see [`StatusCache::rows`]).
+    /// the cache last read them (see [`StatusCache::view_and_rows`]).
     pub async fn read(cache: &Arc<StatusCache>, query: &WorkerQuery) -> PageView {
-        let run = RunSnapshot::clone(&cache.latest());
-        let (blocked, rows_error) = match cache.rows(&run).await {
-            Ok(rows) => (rows.blocked.clone(), cache.last_error()),
-            Err(e) => (Default::default(), Some(e.to_string())),
+        let (status, rows, rows_error) = cache.view_and_rows(query).await;
+        let details = PageDetails {
+            state_file: cache.state_file().display().to_string(),
+            blocked: rows.map(|rows| rows.blocked.clone()).unwrap_or_default(),
+            history: cache.rate_points(&status.run),
+            rows_error,
         };
-        let (fleet, page) = cache.workers(&run, query);
-        let state_file = cache.state_file().display().to_string();
-        let state = shell_word(&state_file);
+        PageView::new(status, details)
+    }
+
+    /// The page of `status`: the one function from the view every reader gets to the page's.
+    pub fn new(status: StatusView, details: PageDetails) -> PageView {
+        let state = shell_word(&details.state_file);
         let requeue = |count: u64, flag: &str| {
             (count > 0).then(|| format!("nqueens-coordinator requeue --state {state} --{flag}"))
         };
+        let p = &status.run.progress;
         PageView {
-            eta_text: run.eta_text(),
-            held_jobs: blocked.held,
-            failed_jobs: blocked.failed,
-            requeue_held: requeue(run.progress.jobs_held, "held"),
-            requeue_failed: requeue(run.progress.jobs_failed, "failed"),
-            history: cache.rate_points(&run),
+            eta_text: status.run.eta_text(),
+            requeue_held: requeue(p.jobs_held, "held"),
+            requeue_failed: requeue(p.jobs_failed, "failed"),
+            held_jobs: details.blocked.held,
+            failed_jobs: details.blocked.failed,
+            history: details.history,
             sample_seconds: CHART_SAMPLE_EVERY.as_secs_f64(),
-            rows_error,
-            state_file,
-            workers: page.into(),
-            run,
-            fleet,
+            rows_error: details.rows_error,
+            state_file: details.state_file,
+            status,
         }
     }
 

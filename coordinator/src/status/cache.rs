@@ -16,7 +16,7 @@
 //! finished run's partial totals are its result's, never a partial or empty sum).
 
 use super::history::{History, RatePoint, Sample, CHART_SAMPLE_EVERY, HISTORY_SAMPLES};
-use super::StatusView;
+use super::{Origin, RowFigures, StatusView};
 use crate::snapshot::fleet::{Fleet, FleetIndex, WorkerQuery};
 use crate::snapshot::{RunSnapshot, WorkerView};
 use nqueens_core::Tally;
@@ -65,6 +65,19 @@ pub struct Rows {
     /// Whether the read began once the run had ended (its snapshot complete): the sums are then
     /// the result's.
     after_end: bool,
+}
+
+impl Rows {
+    /// What these rows tell a status view. Their file was opened for writing by the engine,
+    /// which gives every row its checksum.
+    pub fn figures(&self) -> RowFigures {
+        RowFigures {
+            tally: self.tally,
+            evidence: Some(self.evidence.clone()),
+            bad_rows: self.bad_rows,
+            checksums: true,
+        }
+    }
 }
 
 /// The rows as last read, when they may be read again, and why the last read failed.
@@ -157,22 +170,30 @@ impl StatusCache {
     pub async fn view(self: &Arc<Self>, query: &WorkerQuery) -> Result<StatusView, StoreError> {
         let run = RunSnapshot::clone(&self.latest());
         let rows = self.rows(&run).await?;
+        Ok(self.view_of(run, rows.figures(), query))
+    }
+
+    /// The live status for the page, `/status.json` and `/metrics`, which show the run even when
+    /// its rows cannot be read: the view (with [`RowFigures::live_unread`] then), the rows as
+    /// read (the held and failed job ids are theirs), and why the last read failed, if it did.
+    pub async fn view_and_rows(
+        self: &Arc<Self>,
+        query: &WorkerQuery,
+    ) -> (StatusView, Option<Arc<Rows>>, Option<String>) {
+        let run = RunSnapshot::clone(&self.latest());
+        match self.rows(&run).await {
+            Ok(rows) => (self.view_of(run, rows.figures(), query), Some(rows), self.last_error()),
+            Err(e) => {
+                let view = self.view_of(run, RowFigures::live_unread(), query);
+                (view, None, Some(e.to_string()))
+            }
+        }
+    }
+
+    /// The live view of `run` with `rows`, listing the workers `query` asks for.
+    fn view_of(&self, run: RunSnapshot, rows: RowFigures, query: &WorkerQuery) -> StatusView {
         let (fleet, page) = self.workers(&run, query);
-        Ok(StatusView {
-            run,
-            source: String::new(),
-            state_file: None,
-            partial_total: rows.tally.total,
-            partial_sym180: rows.tally.sym180,
-            partial_sym90: rows.tally.sym90,
-            nodes: rows.tally.nodes,
-            evidence: Some(rows.evidence.clone()),
-            workers: page.into(),
-            fleet: Some(fleet),
-            bad_rows: rows.bad_rows,
-            // The engine opened the file for writing, which gives every row its checksum.
-            checksums: true,
-        })
+        StatusView::new(run, rows, Some(fleet), page.into(), Origin::Coordinator(""))
     }
 
     /// What the committed rows tell beside `run` (a snapshot of this cache's): as last read,

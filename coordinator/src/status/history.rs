@@ -29,7 +29,7 @@ pub struct Sample {
 impl Sample {
     /// The counters of `snapshot`, at the moment it shows.
     pub fn of(snapshot: &RunSnapshot) -> Sample {
-        let counters = snapshot.counters.unwrap_or_default();
+        let counters = snapshot.live.counters.unwrap_or_default();
         Sample {
             at: snapshot.taken_unix,
             results: counters.results_accepted,

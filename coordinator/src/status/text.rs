@@ -118,9 +118,9 @@ impl StatusView {
             "problems {} conflicts, {} untrusted workers{}",
             p.conflicts,
             self.run.untrusted_workers,
-            self.run.lease_expiries.map_or(String::new(), |e| format!(", {e} lease expiries"))
+            self.run.live.lease_expiries.map_or(String::new(), |e| format!(", {e} lease expiries"))
         );
-        if let Some(d) = self.run.disputed_jobs.filter(|d| *d > 0) {
+        if let Some(d) = self.run.live.disputed_jobs.filter(|d| *d > 0) {
             let _ = writeln!(
                 o,
                 "disputed {d} jobs: answers of different parties disagree; each waits for the answer of a credential that has not given one (or the coordinator's ruling, where it rules disputes): with no such credential in the run it stalls"
@@ -192,6 +192,7 @@ mod tests {
     use super::*;
     use crate::snapshot::fleet::{FleetIndex, WorkerQuery};
     use crate::snapshot::{Progress, RunName, RunSnapshot, WorkerView};
+    use crate::status::{Origin, RowFigures};
     use nqueens_scheduler::state::{JobState, JobsByState};
     use std::sync::Arc;
 
@@ -205,20 +206,8 @@ mod tests {
 
     /// `run` as a live coordinator's status shows it, with nothing summed yet.
     fn live_view(run: RunSnapshot) -> StatusView {
-        StatusView {
-            run,
-            source: "http://x:7447".into(),
-            state_file: None,
-            partial_total: 0,
-            partial_sym180: 0,
-            partial_sym90: 0,
-            nodes: 0,
-            evidence: None,
-            workers: Arc::from([]),
-            fleet: None,
-            bad_rows: 0,
-            checksums: true,
-        }
+        let origin = Origin::Coordinator("http://x:7447");
+        StatusView::new(run, RowFigures::live_unread(), None, Arc::from([]), origin)
     }
 
     #[test]
@@ -229,7 +218,7 @@ mod tests {
         let name = RunName { n: 12, fingerprint: "f" };
         let mut run =
             RunSnapshot::with_progress(Progress::new(name, &jobs, Some(10.0), 30.0, 0, None));
-        run.leases_expire_in_seconds = Some(42.4);
+        run.live.leases_expire_in_seconds = Some(42.4);
         let mut v = live_view(run);
         assert_eq!(v.run.progress.waiting_on_leases, 2);
         assert_eq!(v.run.progress.percent_done, 80.0);
@@ -250,7 +239,7 @@ mod tests {
         let name = RunName { n: 12, fingerprint: "f" };
         let mut run = RunSnapshot::with_progress(Progress::new(name, &jobs, None, 0.0, 0, None));
         assert!(!live_view(run.clone()).text().contains("disputed"));
-        run.disputed_jobs = Some(2);
+        run.live.disputed_jobs = Some(2);
         let text = live_view(run).text();
         assert!(text.contains("disputed 2 jobs: answers of different parties disagree"), "{text}");
     }

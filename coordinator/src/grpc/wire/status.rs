@@ -4,9 +4,9 @@
 //! comes off the wire is checked against the contract's bounds here, once.
 
 use crate::snapshot::fleet::{Fleet, Group, WorkerQuery};
-use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
-use crate::status::StatusView;
-use nqueens_core::Classes;
+use crate::snapshot::{percent, LiveFigures, Progress, RunSnapshot, WorkerView};
+use crate::status::{Origin, RowFigures, StatusView};
+use nqueens_core::{Classes, Tally};
 use nqueens_proto::convert::{join_wide, narrow, split_wide};
 use nqueens_proto::{self as pb, CheckBounds, WireError};
 use nqueens_result::{PublishedCheck, RunResult};
@@ -195,7 +195,7 @@ impl StatusView {
             jobs_failed: p.jobs_failed,
             conflicts: p.conflicts,
             results_per_second: p.results_per_second,
-            nodes_per_second: snap.nodes_per_second,
+            nodes_per_second: snap.live.nodes_per_second,
             eta_seconds: p.eta_seconds,
             waiting_on_leases: p.waiting_on_leases,
             quiet_seconds: snap.quiet_seconds,
@@ -211,12 +211,12 @@ impl StatusView {
             complete: p.complete,
             result: p.result.as_ref().map(result_to_wire),
             untrusted_workers: snap.untrusted_workers,
-            live_workers: snap.live_workers,
-            disputed_jobs: snap.disputed_jobs,
-            lease_expiries: snap.lease_expiries,
-            leases_expire_in_seconds: snap.leases_expire_in_seconds,
-            uptime_seconds: snap.uptime_seconds,
-            snapshot_seq: snap.snapshot_seq,
+            live_workers: snap.live.live_workers,
+            disputed_jobs: snap.live.disputed_jobs,
+            lease_expiries: snap.live.lease_expiries,
+            leases_expire_in_seconds: snap.live.leases_expire_in_seconds,
+            uptime_seconds: snap.live.uptime_seconds,
+            snapshot_seq: snap.live.snapshot_seq,
             taken_unix: snap.taken_unix,
             workers: view.workers.iter().map(worker_to_wire).collect(),
             fleet: view.fleet.as_ref().map(fleet_to_wire),
@@ -247,36 +247,39 @@ impl StatusView {
             complete: r.complete,
             result: r.result.map(result_from_wire).transpose()?,
         };
-        let run = RunSnapshot {
+        let live = LiveFigures {
             snapshot_seq: r.snapshot_seq,
-            taken_unix: r.taken_unix,
-            progress,
             nodes_per_second: r.nodes_per_second,
-            quiet_seconds: r.quiet_seconds,
-            untrusted_workers: r.untrusted_workers,
             live_workers: r.live_workers,
             disputed_jobs: r.disputed_jobs,
             lease_expiries: r.lease_expiries,
             leases_expire_in_seconds: r.leases_expire_in_seconds,
             uptime_seconds: r.uptime_seconds,
-            // The wire carries a page of them: the view's `workers`.
-            all_workers: std::sync::Arc::from([]),
+            // On `/metrics`, not on the status call.
             counters: None,
         };
-        Ok(StatusView {
-            run,
-            source: source.to_owned(),
-            state_file: None,
-            partial_total: join_wide(r.partial_total, r.partial_total_hi),
-            partial_sym180: join_wide(r.partial_sym180, r.partial_sym180_hi),
-            partial_sym90: join_wide(r.partial_sym90, r.partial_sym90_hi),
+        // The wire carries a page of the workers: the view's `workers`, not every one.
+        let every = std::sync::Arc::from([]);
+        let run = RunSnapshot::new(
+            r.taken_unix,
+            progress,
+            r.quiet_seconds,
+            r.untrusted_workers,
+            every,
+            live,
+        );
+        let tally = Tally {
+            total: join_wide(r.partial_total, r.partial_total_hi),
+            sym180: join_wide(r.partial_sym180, r.partial_sym180_hi),
+            sym90: join_wide(r.partial_sym90, r.partial_sym90_hi),
             nodes: r.nodes,
-            evidence: r.evidence.map(evidence_from_wire).transpose()?,
-            workers: r.workers.into_iter().map(worker_from_wire).collect(),
-            fleet: r.fleet.map(fleet_from_wire),
-            bad_rows: r.bad_rows,
-            checksums: true,
-        })
+            ..Tally::default()
+        };
+        let evidence = r.evidence.map(evidence_from_wire).transpose()?;
+        let rows = RowFigures { tally, evidence, bad_rows: r.bad_rows, checksums: true };
+        let workers = r.workers.into_iter().map(worker_from_wire).collect();
+        let fleet = r.fleet.map(fleet_from_wire);
+        Ok(StatusView::new(run, rows, fleet, workers, Origin::Coordinator(source)))
     }
 }
 

@@ -1,8 +1,8 @@
 use super::*;
 use crate::snapshot::fleet::{Fleet, Group};
-use crate::snapshot::{percent, Progress, RunSnapshot, WorkerView};
-use crate::status::StatusView;
-use nqueens_core::SplitMix64;
+use crate::snapshot::{percent, LiveFigures, Progress, RunSnapshot, WorkerView};
+use crate::status::{Origin, RowFigures, StatusView};
+use nqueens_core::{SplitMix64, Tally};
 use nqueens_proto::bounds::{MAX_NAME, MAX_SECRET, MAX_TEXT};
 use nqueens_result::{PublishedCheck, RunResult};
 use nqueens_store::Evidence;
@@ -216,43 +216,49 @@ impl Draw {
     }
 
     fn snapshot(&mut self) -> RunSnapshot {
-        RunSnapshot {
+        let (taken_unix, progress) = (self.f64(), self.progress());
+        let (quiet_seconds, untrusted_workers) = (self.f64(), self.u64());
+        let live = LiveFigures {
             snapshot_seq: self.u64(),
-            taken_unix: self.f64(),
-            progress: self.progress(),
             nodes_per_second: self.maybe(Self::f64),
-            quiet_seconds: self.f64(),
-            untrusted_workers: self.u64(),
             live_workers: self.maybe(Self::u64),
             disputed_jobs: self.maybe(Self::u64),
             lease_expiries: self.maybe(Self::u64),
             leases_expire_in_seconds: self.maybe(Self::f64),
             uptime_seconds: self.maybe(Self::f64),
-            // Every worker stays behind: the wire carries the view's page of them.
-            all_workers: std::sync::Arc::from([]),
             // The counters are on `/metrics`, not on the status call.
             counters: None,
+        };
+        // Every worker stays behind: the wire carries the view's page of them.
+        let every = std::sync::Arc::from([]);
+        RunSnapshot::new(taken_unix, progress, quiet_seconds, untrusted_workers, every, live)
+    }
+
+    /// What the committed rows of a live coordinator tell (its rows carry checksums).
+    fn rows(&mut self) -> RowFigures {
+        let tally = Tally {
+            total: self.u128(),
+            sym180: self.u128(),
+            sym90: self.u128(),
+            nodes: self.u64(),
+            // Not on the wire, nor in the view.
+            ..Tally::default()
+        };
+        RowFigures {
+            tally,
+            evidence: self.maybe(Self::evidence),
+            bad_rows: self.u64(),
+            checksums: true,
         }
     }
 
-    /// A live coordinator's report, as read from `source`.
+    /// A live coordinator's report, as read from `source` (where its file is, for the commands
+    /// `status` suggests, is not on the wire).
     fn report(&mut self, source: &str) -> StatusView {
-        StatusView {
-            run: self.snapshot(),
-            source: source.into(),
-            // Not on the wire: where the file is, for the commands `status` suggests.
-            state_file: None,
-            partial_total: self.u128(),
-            partial_sym180: self.u128(),
-            partial_sym90: self.u128(),
-            nodes: self.u64(),
-            evidence: self.maybe(Self::evidence),
-            workers: (0..self.below(4)).map(|_| self.worker()).collect(),
-            fleet: self.maybe(Self::fleet),
-            bad_rows: self.u64(),
-            // A live coordinator's rows carry checksums.
-            checksums: true,
-        }
+        let (run, rows) = (self.snapshot(), self.rows());
+        let workers = (0..self.below(4)).map(|_| self.worker()).collect();
+        let fleet = self.maybe(Self::fleet);
+        StatusView::new(run, rows, fleet, workers, Origin::Coordinator(source))
     }
 }
 
