@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 /// The crates whose every module ARCHITECTURE.md must name: the libraries and the command line.
-const LIBRARY_CRATES: [&str; 10] = [
+const LIBRARY_CRATES: [&str; 11] = [
     "core",
     "gpu",
     "scheduler",
@@ -18,6 +18,7 @@ const LIBRARY_CRATES: [&str; 10] = [
     "coordinator",
     "cli",
     "worker",
+    "test-support",
 ];
 /// The workspace's other crates: with [`LIBRARY_CRATES`], every crate (a table row or an
 /// "Inside the ..." section names one).
