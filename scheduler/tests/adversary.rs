@@ -68,7 +68,9 @@
 //! Here the cases are run and the tests live; the parts are in `adversary/`: `case.rs` (a case
 //! and its text form), `world.rs` (the scheduler, the stored rows and the ground truth; events
 //! applied), `checks.rs` (the invariants and the honest finish) and `generator.rs` (random cases,
-//! shrinking and the report of a failure).
+//! shrinking and the report of a failure). The generator's parts shared with the engine's
+//! adversary model (the kinds of event and their mix, the parties, the runs of many seeds, the
+//! delta debugging, the kinds of failure) are in `nqueens-test-support`.
 
 use nqueens_core::{JobCounts, SplitMix64};
 use nqueens_scheduler::evidence::{basis, Basis};
@@ -76,10 +78,12 @@ use nqueens_scheduler::{
     Delivery, Finding, JobId, JobState, LeaseId, ResultKind, Scheduler, SchedulerConfig, StoredJob,
     Verdict, WorkerId, COORDINATOR, PER_HOST_CREDENTIALS, SHARED_CREDENTIAL,
 };
+use nqueens_test_support::{catch_panic, env_u64, failure_kind, panic_text, Sequences};
+use nqueens_test_support::{pick, EventKind, Mix, PartyDef, Side, ADVERSARY};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod common;
@@ -101,8 +105,6 @@ const LEASE: Duration = Duration::from_secs(10);
 const DEFAULT_SEQUENCES: u64 = 10_000;
 /// Rounds of honest leases the finish of a run promised to end gets.
 const FINISH_ROUNDS: usize = 60;
-/// The adversary's name in cases.
-const ADVERSARY: &str = "adv";
 
 /// The true answer of a job.
 fn truth(job: u64) -> JobCounts {
@@ -132,26 +134,18 @@ fn trace() -> bool {
     *TRACE.get_or_init(|| std::env::var("NQ_ADVERSARY_TRACE").is_ok_and(|v| v == "1"))
 }
 
-fn panic_text(e: &Box<dyn std::any::Any + Send>) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "a panic".into())
-}
-
 /// Runs a case: its events, the honest finish and its expectations. The world (for its
 /// statistics) and the first violation, if any.
 fn run_case(case: &Case) -> (Option<World>, Result<(), String>) {
     let mut world = None;
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+    let result = catch_panic(|| {
         let w = world.insert(World::new(&case.setup));
         for ev in &case.events {
             w.apply(ev)?;
         }
         w.finish()?;
         expectations(w, &case.expects)
-    }));
-    let result = outcome.unwrap_or_else(|e| Err(format!("panic: {}", panic_text(&e))));
+    });
     (world, result)
 }
 
@@ -180,65 +174,37 @@ fn expectations(w: &World, expects: &[Expect]) -> Result<(), String> {
     Ok(())
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
-}
-
 #[test]
 fn adversary_random_sequences_keep_the_trust_rules_and_liveness() {
-    let sequences = env_u64("NQ_ADVERSARY_SEQUENCES", DEFAULT_SEQUENCES);
-    let first = env_u64("NQ_ADVERSARY_SEED", 0);
-    let threads = if sequences > DEFAULT_SEQUENCES {
-        std::thread::available_parallelism().map_or(1, |n| n.get()) as u64
-    } else {
-        1
-    };
-    let started = Instant::now();
-    let next = std::sync::atomic::AtomicU64::new(first);
     // With NQ_ADVERSARY_ALL_KINDS=1 the run goes on after a violation and reports the first
     // sequence of each kind of violation (else it stops at the first).
-    let all_kinds = std::env::var("NQ_ADVERSARY_ALL_KINDS").is_ok_and(|v| v == "1");
-    let failures = std::sync::Mutex::new(BTreeMap::<String, (u64, Case, String)>::new());
-    let totals = std::sync::Mutex::new(BTreeMap::<String, u64>::new());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                let mut stats = BTreeMap::<String, u64>::new();
-                loop {
-                    let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let stop = !all_kinds && !failures.lock().unwrap().is_empty();
-                    if seed >= first + sequences || stop {
-                        break;
-                    }
-                    let (case, world, result) = generate(seed);
-                    for (what, n) in world.stats {
-                        *stats.entry(what).or_default() += n;
-                    }
-                    *stats.entry("events".into()).or_default() += case.events.len() as u64;
-                    if let Err(violation) = result {
-                        let mut failures = failures.lock().unwrap();
-                        let kind = kind_of(&violation).to_owned();
-                        if failures.get(&kind).is_none_or(|(s, _, _)| seed < *s) {
-                            failures.insert(kind, (seed, case, violation));
-                        }
-                    }
-                }
-                let mut totals = totals.lock().unwrap();
-                for (what, n) in stats {
-                    *totals.entry(what).or_default() += n;
-                }
-            });
-        }
-    });
+    let sequences = Sequences::from_env("NQ_ADVERSARY", DEFAULT_SEQUENCES, 0);
+    let started = Instant::now();
+    let totals = Mutex::new(BTreeMap::<String, u64>::new());
+    let failures = sequences.run(
+        |seed| {
+            let (case, world, result) = generate(seed);
+            let mut totals = totals.lock().unwrap();
+            for (what, n) in world.stats {
+                *totals.entry(what).or_default() += n;
+            }
+            *totals.entry("events".into()).or_default() += case.events.len() as u64;
+            result.map_err(|violation| Box::new((case, violation)))
+        },
+        |failure| failure_kind(&failure.1).to_owned(),
+    );
     let totals = totals.into_inner().unwrap();
     eprintln!("adversary: exercised {totals:?}");
     eprintln!(
-        "adversary: {sequences} sequences from seed {first} in {:.2} s ({threads} threads)",
-        started.elapsed().as_secs_f64()
+        "adversary: {} sequences from seed {} in {:.2} s ({} threads)",
+        sequences.count,
+        sequences.first,
+        started.elapsed().as_secs_f64(),
+        sequences.threads
     );
-    let failures = failures.into_inner().unwrap();
     let mut texts = Vec::new();
-    for (seed, case, violation) in failures.values() {
+    for (seed, failure) in failures.values() {
+        let (case, violation) = &**failure;
         texts.push(format!("seed {seed}: {violation}\n{}", report(*seed, case, violation)));
     }
     assert!(texts.is_empty(), "adversary: the trust rules broke:\n{}", texts.join("\n"));
@@ -321,8 +287,8 @@ fn restart_property(case: &Case, at: usize) -> Result<usize, String> {
 /// same as without the restart. `NQ_ADVERSARY_RESTART_SEQUENCES` runs more (default 3,000).
 #[test]
 fn adversary_restart_at_random_points_changes_no_ruling() {
-    let sequences = env_u64("NQ_ADVERSARY_RESTART_SEQUENCES", 3_000);
-    let first = env_u64("NQ_ADVERSARY_SEED", 0);
+    let sequences = env_u64("NQ_ADVERSARY_RESTART_SEQUENCES").unwrap_or(3_000);
+    let first = env_u64("NQ_ADVERSARY_SEED").unwrap_or(0);
     let (mut compared, mut points, mut after) = (0, 0, 0);
     let mut failures = Vec::new();
     for seed in first..first + sequences {

@@ -14,7 +14,8 @@
 //! one-credential answer, must then be exact with none of the adversary's lies counted (and a
 //! record run rests nothing on one credential's word). A failing sequence is shrunk and printed.
 //!
-//! `NQ_ENGINE_ADVERSARY_SEQUENCES` runs more sequences, `NQ_ENGINE_ADVERSARY_SEED` others;
+//! `NQ_ENGINE_ADVERSARY_SEQUENCES` runs more sequences, `NQ_ENGINE_ADVERSARY_SEED` others,
+//! `NQ_ENGINE_ADVERSARY_ALL_KINDS=1` goes on after a failure for the first of each kind;
 //! `NQ_ENGINE_ADVERSARY_STRICT` also fails a record run's job counted on the coordinator's solve
 //! alone, and `NQ_ENGINE_ADVERSARY_IGNORE_STALLS` lets a run the honest parties cannot finish
 //! pass (to hunt for wrong counts past a stall).
@@ -22,7 +23,8 @@
 //! Here the sequences are run, shrunk and reported; the parts live in `adversary/`: `model.rs` (the
 //! board, the parties, the events), `world.rs` (the engine over a state file and each event run
 //! through it), `checks.rs` (the invariants read from the state file, the honest finish) and
-//! `generator.rs` (random sequences and shrinking).
+//! `generator.rs` (random sequences and shrinking, with the generator shared with the scheduler's
+//! adversary model: `nqueens-test-support`).
 
 use super::{Caller, Command, Engine, EngineConfig, EngineHandle, JobAnswer, Refusal, Registered};
 use super::{Registration, Started};
@@ -31,6 +33,7 @@ use crate::secrets::Credential;
 use nqueens_core::{job_list, JobCounts, JobList, SplitMix64, SplitParams};
 use nqueens_scheduler::{Finding, JobId, LeaseId, Verdict, WorkerId};
 use nqueens_store::{Requeue, RunKind, RunPolicy, Store};
+use nqueens_test_support::{failure_kind, EventKind, Mix, PartyDef, Sequences, Side};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -90,73 +93,102 @@ fn strict_coordinator() -> bool {
     std::env::var_os("NQ_ENGINE_ADVERSARY_STRICT").is_some()
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
+/// What one sequence's run ended with, by its setup's kind (runs, complete, lies counted,
+/// adversary identities untrusted, identities forgotten, late answers, jobs counted on the
+/// coordinator alone).
+type Summary = BTreeMap<String, [usize; 7]>;
+
+fn add_to_summary(summary: &mut Summary, setup: &Setup, stats: &Stats) {
+    let key = format!(
+        "r{} {} ref={} recheck={}",
+        setup.replication,
+        if setup.adversary_shared { "shared" } else { "per-host" },
+        setup.referee,
+        setup.recheck
+    );
+    let figures = [
+        1,
+        usize::from(stats.complete),
+        stats.lies_counted,
+        stats.adversary_untrusted,
+        stats.forgotten,
+        stats.late_answers,
+        stats.coordinator_alone,
+    ];
+    for (sum, x) in summary.entry(key).or_default().iter_mut().zip(figures) {
+        *sum += x;
+    }
+}
+
+/// A failing sequence: its setup and events, the failure and what happened.
+struct Failure {
+    setup: Setup,
+    events: Vec<Event>,
+    failure: String,
+    trace: String,
+}
+
+/// A failure shrunk: its setup, the failure, the events left and what happened in their run.
+fn shrunk_failure(f: Failure, board: &Board) -> String {
+    let Failure { setup, events, failure, trace: first_trace } = f;
+    eprintln!("{setup:?} fails: {failure}\nshrinking...");
+    let shrunk = shrink(setup, &events, board, failure_kind(&failure));
+    let (failure, trace, shown) = match run_sequence(setup, &shrunk, board) {
+        Err((f, t)) => (f, t, shrunk.as_slice()),
+        // Not reproduced (a race with the referee): the first run as it was.
+        Ok(_) => (failure, first_trace, events.as_slice()),
+    };
+    let mut text = String::new();
+    for (i, e) in shown.iter().enumerate() {
+        let _ = writeln!(text, "  {i}: {e:?}");
+    }
+    format!(
+        "{setup:?}\n{failure}\nshrunk to {} of {} events:\n{text}what happened:\n{trace}",
+        shown.len(),
+        events.len()
+    )
 }
 
 #[test]
 fn adversary_engine_random_sequences_keep_the_invariants() {
-    let sequences = env_u64("NQ_ENGINE_ADVERSARY_SEQUENCES").unwrap_or(SEQUENCES);
-    let seed = env_u64("NQ_ENGINE_ADVERSARY_SEED").unwrap_or(0x00ad_7e25_a121);
+    // One thread: the engine runs on its own threads, against the clock.
+    let sequences = Sequences {
+        threads: 1,
+        ..Sequences::from_env("NQ_ENGINE_ADVERSARY", SEQUENCES, 0x00ad_7e25_a121)
+    };
+    let seed = sequences.first;
     let boards = [Board::new(8), Board::new(9)];
+    let board_of = |setup: &Setup| &boards[usize::from(setup.n == 9)];
     let started = Instant::now();
-    let mut summary: BTreeMap<String, [usize; 7]> = BTreeMap::new();
-    for k in 0..sequences {
-        let mut rng = SplitMix64::new(seed.wrapping_add(k));
-        let (setup, events) = generate(&mut rng);
-        let board = &boards[usize::from(setup.n == 9)];
-        match run_sequence(setup, &events, board) {
-            Ok(stats) => {
-                let key = format!(
-                    "r{} {} ref={} recheck={}",
-                    setup.replication,
-                    if setup.adversary_shared { "shared" } else { "per-host" },
-                    setup.referee,
-                    setup.recheck
-                );
-                let e = summary.entry(key).or_default();
-                let figures = [
-                    1,
-                    usize::from(stats.complete),
-                    stats.lies_counted,
-                    stats.adversary_untrusted,
-                    stats.forgotten,
-                    stats.late_answers,
-                    stats.coordinator_alone,
-                ];
-                for (sum, x) in e.iter_mut().zip(figures) {
-                    *sum += x;
+    let summary = std::sync::Mutex::new(Summary::new());
+    let failures = sequences.run(
+        |s| {
+            let (setup, events) = generate(&mut SplitMix64::new(s));
+            match run_sequence(setup, &events, board_of(&setup)) {
+                Ok(stats) => {
+                    add_to_summary(&mut summary.lock().unwrap(), &setup, &stats);
+                    Ok(())
                 }
+                Err((failure, trace)) => Err(Box::new(Failure { setup, events, failure, trace })),
             }
-            Err((failure, first_trace)) => {
-                let kind = failure_kind(&failure);
-                eprintln!(
-                    "sequence {k} (seed {seed:#x}+{k}) {setup:?} fails: {failure}\nshrinking..."
-                );
-                let shrunk = shrink(setup, events.clone(), board, &kind);
-                let (failure, trace, shown) = match run_sequence(setup, &shrunk, board) {
-                    Err((f, t)) => (f, t, shrunk.as_slice()),
-                    // Not reproduced (a race with the referee): the first run as it was.
-                    Ok(_) => (failure, first_trace, events.as_slice()),
-                };
-                let mut text = String::new();
-                for (i, e) in shown.iter().enumerate() {
-                    let _ = writeln!(text, "  {i}: {e:?}");
-                }
-                panic!(
-                    "adversary model: sequence {k} (seed {seed:#x}+{k}) fails\n{setup:?}\n{failure}\n\
-                     shrunk to {} of {} events:\n{text}what happened:\n{trace}",
-                    shown.len(),
-                    events.len()
-                );
-            }
-        }
-    }
+        },
+        |f| failure_kind(&f.failure).to_owned(),
+    );
+    let texts: Vec<String> = failures
+        .into_values()
+        .map(|(s, f)| {
+            let k = s.wrapping_sub(seed);
+            let board = board_of(&f.setup);
+            format!("sequence {k} (seed {seed:#x}+{k}) fails\n{}", shrunk_failure(*f, board))
+        })
+        .collect();
+    assert!(texts.is_empty(), "adversary model: {}", texts.join("\n"));
     eprintln!(
-        "adversary model: {sequences} sequences in {:.1} s (runs, complete, lies counted, adversary identities untrusted, identities forgotten, late answers, jobs counted on the coordinator alone):",
+        "adversary model: {} sequences in {:.1} s (runs, complete, lies counted, adversary identities untrusted, identities forgotten, late answers, jobs counted on the coordinator alone):",
+        sequences.count,
         started.elapsed().as_secs_f64()
     );
-    for (key, v) in summary {
+    for (key, v) in summary.into_inner().unwrap() {
         eprintln!("  {key}: {v:?}");
     }
 }

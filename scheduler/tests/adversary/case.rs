@@ -4,13 +4,6 @@
 use super::*;
 
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct PartyDef {
-    pub(super) name: String,
-    /// Holds the shared token (else a per-host token of its own).
-    pub(super) shared: bool,
-}
-
-#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Setup {
     pub(super) jobs: u64,
     pub(super) replication: u8,

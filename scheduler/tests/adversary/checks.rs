@@ -2,6 +2,7 @@
 //! step, and the honest parties' finish of a run.
 
 use super::*;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 impl World {
     pub(super) fn giver(&self, w: WorkerId) -> Giver {

@@ -3,6 +3,23 @@
 
 use super::*;
 
+/// The events this model draws, and how often (out of 100).
+const MIX: Mix = Mix(&[
+    (EventKind::Register, 8),
+    (EventKind::Forget, 6),
+    (EventKind::Lease, 18),
+    (EventKind::Answer, 30),
+    (EventKind::Release, 4),
+    (EventKind::Heartbeat, 4),
+    (EventKind::Wait, 8),
+    (EventKind::Restart, 2),
+    (EventKind::Referee, 6),
+    (EventKind::Reference, 2),
+    (EventKind::Flood, 6),
+    (EventKind::HonestBurst, 3),
+    (EventKind::Late, 3),
+]);
+
 pub(super) struct Generator {
     pub(super) rng: SplitMix64,
     pub(super) world: World,
@@ -18,9 +35,9 @@ impl Generator {
         let mut rng = SplitMix64::new(seed);
         let jobs = 3 + rng.below(6);
         let honest = 1 + rng.below(3) as usize;
-        let mut parties = vec![PartyDef { name: ADVERSARY.into(), shared: rng.below(2) == 0 }];
+        let mut parties = vec![PartyDef::adversary(rng.below(2) == 0)];
         for h in 1..=honest {
-            parties.push(PartyDef { name: format!("h{h}"), shared: rng.below(5) < 2 });
+            parties.push(PartyDef::honest(h, rng.below(5) < 2));
         }
         let setup = Setup {
             jobs,
@@ -56,7 +73,7 @@ impl Generator {
     }
 
     pub(super) fn pick<T: Copy>(&mut self, from: &[T]) -> Option<T> {
-        (!from.is_empty()).then(|| from[self.rng.below(from.len() as u64) as usize])
+        pick(&mut self.rng, from)
     }
 
     pub(super) fn live(&self, adversary: Option<bool>) -> Vec<u64> {
@@ -70,7 +87,7 @@ impl Generator {
 
     /// A live identity, the adversary's half the time.
     pub(super) fn someone(&mut self) -> Option<u64> {
-        let adversary = self.rng.below(2) == 0;
+        let adversary = Side::draw(&mut self.rng, 1, 2).is_adversary();
         let side = self.live(Some(adversary));
         if side.is_empty() {
             let all = self.live(None);
@@ -114,47 +131,47 @@ impl Generator {
 
     pub(super) fn step(&mut self) {
         let honest_parties = self.world.setup.parties.len() as u64 - 1;
-        match self.rng.below(100) {
-            0..=7 => {
+        match MIX.draw(&mut self.rng) {
+            EventKind::Register => {
                 let party =
                     if self.rng.below(10) < 6 { 0 } else { 1 + self.rng.below(honest_parties) };
                 self.register(party as usize);
             }
-            8..=13 => self.forget_someone(),
-            14..=31 => {
+            EventKind::Forget => self.forget_someone(),
+            EventKind::Lease => {
                 if let Some(w) = self.someone() {
                     let size = 1 + self.rng.below(3) as usize;
                     let checks = self.rng.below(5) == 0;
                     self.emit(Ev::Lease { w, size, checks });
                 }
             }
-            32..=61 => self.answer_someone(),
-            62..=65 => {
+            EventKind::Answer => self.answer_someone(),
+            EventKind::Release => {
                 if let Some(w) = self.someone() {
                     self.emit(Ev::Release { w });
                 }
             }
-            66..=69 => {
+            EventKind::Heartbeat => {
                 if let Some(w) = self.someone() {
                     self.emit(Ev::Heartbeat { w });
                 }
             }
-            70..=77 => {
+            EventKind::Wait => {
                 let secs = 1 + self.rng.below(25);
                 self.emit(Ev::Wait { secs });
             }
-            78..=79 => self.emit(Ev::Restart),
-            80..=85 => {
+            EventKind::Restart => self.emit(Ev::Restart),
+            EventKind::Referee => {
                 if self.world.setup.referee {
                     self.emit(Ev::Referee);
                 }
             }
-            86..=87 => {
+            EventKind::Reference => {
                 let job = self.rng.below(self.world.setup.jobs);
                 self.emit(Ev::Reference { job });
             }
-            88..=93 => self.flood(),
-            94..=96 => {
+            EventKind::Flood => self.flood(),
+            EventKind::HonestBurst => {
                 // An honest burst: a lease answered in full.
                 let honest = self.live(Some(false));
                 let w = match self.pick(&honest) {
@@ -168,7 +185,7 @@ impl Generator {
                 self.emit(Ev::Lease { w, size, checks: false });
                 self.answer_latest(w);
             }
-            _ => self.late_adversary_answers(),
+            EventKind::Late => self.late_adversary_answers(),
         }
     }
 
@@ -274,47 +291,22 @@ pub(super) fn generate(seed: u64) -> (Case, World, Result<(), String>) {
     let mut world = g.world;
     let result = match g.failure {
         Some(e) => Err(e),
-        None => catch_unwind(AssertUnwindSafe(|| world.finish()))
-            .unwrap_or_else(|e| Err(format!("panic: {}", panic_text(&e)))),
+        None => catch_panic(|| world.finish()),
     };
     (case, world, result)
 }
 
-/// The kind of a violation ("invariant 1", "panic"...): shrinking keeps it.
-pub(super) fn kind_of(violation: &str) -> &str {
-    violation.split(':').next().unwrap_or(violation)
-}
-
-/// Delta debugging: drops chunks of events (halving the chunk size down to one event) while the
-/// case still fails with a violation of the same kind.
+/// Shrinks a failing case: its events (the shared delta debugging), then its honest parties,
+/// while it still fails with a violation of the same kind.
 pub(super) fn shrink(case: &Case, violation: &str) -> (Case, String) {
-    let kind = kind_of(violation).to_owned();
-    let mut best = case.clone();
-    let mut message = violation.to_owned();
-    let mut chunk = (best.events.len() / 2).max(1);
-    loop {
-        let mut progress = false;
-        let mut i = 0;
-        while i < best.events.len() {
-            let mut candidate = best.clone();
-            let end = (i + chunk).min(candidate.events.len());
-            candidate.events.drain(i..end);
-            match run_case(&candidate).1 {
-                Err(m) if kind_of(&m) == kind => {
-                    best = candidate;
-                    message = m;
-                    progress = true;
-                }
-                _ => i += chunk,
-            }
-        }
-        if chunk == 1 && !progress {
-            break;
-        }
-        if !progress || chunk > 1 {
-            chunk = (chunk / 2).max(1);
-        }
-    }
+    let kind = failure_kind(violation).to_owned();
+    let fails = |events: &[Ev]| {
+        let candidate = Case { events: events.to_vec(), ..case.clone() };
+        run_case(&candidate).1.err().filter(|m| failure_kind(m) == kind)
+    };
+    let (events, shrunk) = nqueens_test_support::shrink(&case.events, fails, None);
+    let mut best = Case { events, ..case.clone() };
+    let mut message = shrunk.unwrap_or_else(|| violation.to_owned());
     // Honest parties no event registers: dropped where the case still fails.
     let mut party = best.setup.parties.len();
     while party > 1 {
@@ -332,7 +324,7 @@ pub(super) fn shrink(case: &Case, violation: &str) -> (Case, String) {
             }
         }
         if let Err(m) = run_case(&candidate).1 {
-            if kind_of(&m) == kind {
+            if failure_kind(&m) == kind {
                 best = candidate;
                 message = m;
             }

@@ -1,13 +1,14 @@
 //! ARCHITECTURE.md cannot drift from the code: every file it names exists (in the crate whose
 //! section names it), every module of the library crates is named there, every name in its
 //! glossary's last column is in the code, every code name it writes is in the code (see
-//! [`code_name`] for what counts as one), every entry of a crate's layout is where the layout
-//! puts it, and every thread the coordinator starts is named in code and in its thread map.
+//! [`code_name`] for what counts as one; a name only in a comment is not in the code), every
+//! entry of a crate's layout is where the layout puts it, and every thread the coordinator starts
+//! is named in code and in its thread map.
 
 use std::path::{Path, PathBuf};
 
 /// The crates whose every module ARCHITECTURE.md must name: the libraries and the command line.
-const LIBRARY_CRATES: [&str; 10] = [
+const LIBRARY_CRATES: [&str; 11] = [
     "core",
     "gpu",
     "scheduler",
@@ -18,6 +19,7 @@ const LIBRARY_CRATES: [&str; 10] = [
     "coordinator",
     "cli",
     "worker",
+    "test-support",
 ];
 /// The workspace's other crates: with [`LIBRARY_CRATES`], every crate (a table row or an
 /// "Inside the ..." section names one).
@@ -144,7 +146,7 @@ fn every_name_in_the_glossary_is_in_the_code() {
         let mut files = Vec::new();
         files_under(&root, &root.join(krate).join("src"), &mut files);
         for file in files.iter().filter(|f| f.ends_with(".rs")) {
-            sources.push_str(&std::fs::read_to_string(root.join(file)).unwrap());
+            sources.push_str(&without_comments(&std::fs::read_to_string(root.join(file)).unwrap()));
         }
     }
     let is_word_char = |c: char| c.is_ascii_alphanumeric() || c == '_';
@@ -181,8 +183,8 @@ const SOURCE_ENDINGS: [&str; 6] = [".rs", ".proto", ".html", ".cl", ".toml", ".s
 /// This file: left out of the sources, whose names its broken copies must not find.
 const THIS_FILE: &str = "tests/tests/e2e/docs.rs";
 
-/// The text of every source of the repository (see [`SOURCE_ENDINGS`]), comments included,
-/// but for [`THIS_FILE`], and the set of its identifiers.
+/// The text of every source of the repository (see [`SOURCE_ENDINGS`]), but for [`THIS_FILE`],
+/// with the comments of those in [`C_STYLE_ENDINGS`] left out, and the set of its identifiers.
 struct Sources {
     text: String,
     identifiers: std::collections::HashSet<String>,
@@ -193,9 +195,18 @@ impl Sources {
         let mut text = String::new();
         let is_source = |f: &&String| SOURCE_ENDINGS.iter().any(|e| f.ends_with(e));
         for file in files.iter().filter(is_source).filter(|f| *f != THIS_FILE) {
-            text.push_str(&std::fs::read_to_string(root.join(file)).unwrap_or_default());
+            let source = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+            if C_STYLE_ENDINGS.iter().any(|e| file.ends_with(e)) {
+                text.push_str(&without_comments(&source));
+            } else {
+                text.push_str(&source);
+            }
             text.push('\n');
         }
+        Sources::of(text)
+    }
+
+    fn of(text: String) -> Sources {
         let identifiers = text.split(|c: char| !is_name_char(c)).map(str::to_owned).collect();
         Sources { text, identifiers }
     }
@@ -214,6 +225,100 @@ impl Sources {
     }
 }
 
+/// The endings of the sources whose comments are `//`, `///`, `//!` and `/* */`: their names
+/// are looked up in their code only.
+const C_STYLE_ENDINGS: [&str; 3] = [".rs", ".proto", ".cl"];
+
+/// `text` without its comments: line comments (`//`, `///`, `//!`) are cut to the end of their
+/// line and block comments (`/* */`, nested as Rust nests them) become a space, so that a name
+/// found only in a comment is not in the code. The insides of strings (a URL's `//`), raw strings and char
+/// literals are code and stay.
+fn without_comments(text: &str) -> String {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < c.len() {
+        let end = match (c[i], c.get(i + 1)) {
+            ('/', Some('/')) => {
+                i = c[i..].iter().position(|&x| x == '\n').map_or(c.len(), |n| i + n);
+                continue;
+            }
+            ('/', Some('*')) => {
+                i = block_comment_end(&c, i);
+                out.push(' ');
+                continue;
+            }
+            ('"', _) => quoted_end(&c, i),
+            ('\'', _) => char_literal_end(&c, i),
+            ('r', _) => raw_string_end(&c, i),
+            _ => i + 1,
+        };
+        out.extend(&c[i..end]);
+        i = end;
+    }
+    out
+}
+
+/// Where the block comment that starts at `i` (at its `/*`) ends, nested comments included.
+fn block_comment_end(c: &[char], mut i: usize) -> usize {
+    let mut depth = 0;
+    while i < c.len() {
+        match (c[i], c.get(i + 1)) {
+            ('/', Some('*')) => (depth, i) = (depth + 1, i + 2),
+            ('*', Some('/')) => {
+                (depth, i) = (depth - 1, i + 2);
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    c.len()
+}
+
+/// Where the string that starts at `i` (at its `"`) ends, past its closing quote.
+fn quoted_end(c: &[char], i: usize) -> usize {
+    let mut j = i + 1;
+    while j < c.len() {
+        match c[j] {
+            '\\' => j += 2,
+            '"' => return j + 1,
+            _ => j += 1,
+        }
+    }
+    c.len()
+}
+
+/// Where a char literal that starts at `i` (at its `'`) ends; a lifetime (`'a`) is one
+/// character.
+fn char_literal_end(c: &[char], i: usize) -> usize {
+    if c.get(i + 1) == Some(&'\\') {
+        let close = c.iter().skip(i + 3).position(|&x| x == '\'');
+        return close.map_or(c.len(), |n| i + 3 + n + 1);
+    }
+    if c.get(i + 2) == Some(&'\'') {
+        return i + 3;
+    }
+    i + 1
+}
+
+/// Where a raw string (`r"..."`, `r#"..."#`, `br"..."`) that starts at `i` (at its `r`) ends;
+/// `i + 1` where no raw string starts there (an `r` in a word).
+fn raw_string_end(c: &[char], i: usize) -> usize {
+    let before = |k: usize| i.checked_sub(k).map(|at| c[at]);
+    let starts_word = !before(1).is_some_and(is_name_char)
+        || (before(1) == Some('b') && !before(2).is_some_and(is_name_char));
+    let hashes = c[i + 1..].iter().take_while(|&&x| x == '#').count();
+    if !starts_word || c.get(i + 1 + hashes) != Some(&'"') {
+        return i + 1;
+    }
+    let body = i + 2 + hashes;
+    let closing = |j: &usize| c[*j] == '"' && c[j + 1..].iter().take(hashes).all(|&x| x == '#');
+    let close = (body..c.len()).find(|j| closing(j) && j + hashes < c.len());
+    close.map_or(c.len(), |j| j + 1 + hashes)
+}
+
 /// The document with its code fences (three backticks) left out, so that the backticks of the
 /// spans inside a block pair up.
 fn without_fences(doc: &str) -> String {
@@ -228,7 +333,7 @@ fn without_fences(doc: &str) -> String {
 ///   placeholder (`<state>.result.json`) is no code name (the file check reads it);
 /// - anything else is one: a file or folder (ending in one of [`ENDINGS`] or `/`), or names
 ///   joined by `::` (`Scheduler::lease_checked`), `.` (`RegisterRequest.slots`), `/`
-///   (`/status.json`) or `=` (`REWRITE=1`), with a macro's `!` (`cpu_features!`); environment
+///   (`/status.json`) or `=` (`NQ_ADVERSARY_TRACE=1`), with a macro's `!` (`cpu_features!`); environment
 ///   variables (`NQ_KNOWN_COUNTS`), crate names and features are names like any other.
 fn code_name(span: &str) -> Option<&str> {
     if span.is_empty() || span.contains(char::is_whitespace) || span.starts_with('-') {
@@ -354,6 +459,46 @@ fn a_code_name_that_is_not_in_the_code_fails_the_check() {
     // The real names pass, written any way the rules allow.
     let fine = "`Scheduler::lease_checked`, `RegisterRequest.slots`, `cpu_features!`, `Reply<T>`";
     assert!(missing_code_names(&format!("{doc}\n{fine}\n"), &files, &sources).is_empty());
+}
+
+#[test]
+fn a_name_only_in_a_comment_is_not_in_the_code() {
+    let source = r##"
+//! only_in_an_inner_doc_comment
+/// OnlyInADocComment
+fn in_code() -> &'static str { // only_after_code
+    let url = "https://example.com/in_a_string"; /* only_in_a_block /* nested */ still_in_it */
+    let (quote, slash) = ('"', '/'); after_the_chars(quote, slash);
+    let raw = r#"raw "// not_a_comment" string"#; after_the_raw(raw);
+    url // only_at_the_end
+}
+/* only_in_a_block_
+   over_two_lines */ after_the_block();
+"##;
+    let sources = Sources::of(without_comments(source));
+    let absent = [
+        "only_in_an_inner_doc_comment",
+        "OnlyInADocComment",
+        "only_after_code",
+        "only_in_a_block",
+        "nested",
+        "still_in_it",
+        "only_at_the_end",
+        "only_in_a_block_",
+        "over_two_lines",
+    ];
+    for name in absent {
+        assert!(!sources.has_word(name), "`{name}` is only in a comment: {}", sources.text);
+    }
+    let present =
+        ["in_code", "in_a_string", "after_the_chars", "not_a_comment", "after_the_raw", "url"];
+    for name in present {
+        assert!(sources.has_word(name), "`{name}` is in the code: {}", sources.text);
+    }
+    assert!(sources.has_word("after_the_block"), "{}", sources.text);
+    // The same names in the sources with their comments would all be found.
+    let with_comments = Sources::of(source.to_owned());
+    assert!(absent.iter().all(|name| with_comments.has_word(name)));
 }
 
 /// The entries of the "Inside the ..." sections' code blocks that are not where the block puts

@@ -31,7 +31,7 @@ pub(super) struct Setup {
     pub(super) max_unproven: usize,
     pub(super) referee: bool,
     pub(super) recheck: f64,
-    /// The adversary holds the shared token (else the per-host credential `evil`).
+    /// The adversary holds the shared token (else a per-host credential of its own).
     pub(super) adversary_shared: bool,
     /// Honest per-host parties `h1`...
     pub(super) honest_hosts: usize,
@@ -45,6 +45,17 @@ impl Setup {
     pub(super) fn must_be_exact(&self) -> bool {
         self.replication >= 2 || self.recheck >= 1.0
     }
+
+    /// The parties: the adversary first, then the honest hosts `h1`..., then `hs` under the
+    /// shared token where there is one.
+    pub(super) fn party_defs(&self) -> Vec<PartyDef> {
+        let mut defs = vec![PartyDef::adversary(self.adversary_shared)];
+        defs.extend((1..=self.honest_hosts).map(|i| PartyDef::honest(i, false)));
+        if self.honest_shared && !self.adversary_shared {
+            defs.push(PartyDef { name: "hs".into(), shared: true });
+        }
+        defs
+    }
 }
 
 /// A real party: who controls identities.
@@ -54,26 +65,15 @@ pub(super) struct Party {
     pub(super) honest: bool,
 }
 
-/// The parties of `setup`: the adversary first.
+/// The parties of `setup` (see [`Setup::party_defs`]), each with its credential: the shared
+/// token, or a per-host token named after the party.
 pub(super) fn parties(setup: &Setup) -> Vec<Party> {
-    let adversary =
-        if setup.adversary_shared { Credential::shared() } else { Credential::named("evil") };
-    let mut parties = vec![Party { label: "adv".into(), credential: adversary, honest: false }];
-    for i in 1..=setup.honest_hosts {
-        let label = format!("h{i}");
-        parties.push(Party { credential: Credential::named(&label), label, honest: true });
-    }
-    if setup.honest_shared && !setup.adversary_shared {
-        parties.push(Party { label: "hs".into(), credential: Credential::shared(), honest: true });
-    }
-    parties
-}
-
-/// Whose identity an event acts through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Side {
-    Adversary,
-    Honest,
+    let party = |def: PartyDef| {
+        let credential =
+            if def.shared { Credential::shared() } else { Credential::named(&def.name) };
+        Party { honest: !def.is_adversary(), label: def.name, credential }
+    };
+    setup.party_defs().into_iter().map(party).collect()
 }
 
 /// One step of a sequence. Indices are resolved when the step runs (modulo what exists then),
