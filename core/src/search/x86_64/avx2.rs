@@ -238,9 +238,15 @@ impl Layout {
                     c
                 });
                 // The rows in which open column `k` is free.
+                // The shift counts come from a table (`vpsllvd` with a memory operand): an `xmm`
+                // count would cost a move from a general register and a second micro-operation,
+                // both on the port that the other shuffles need.
                 let rows_free = |k: usize| {
-                    let count = _mm_cvtsi32_si128((31 - column[k]) as i32);
-                    let at_sign = _mm256_castsi256_ps(_mm256_sll_epi32(free, count));
+                    // SAFETY: `column[k]` is below 32, and each entry is 32 bytes, aligned.
+                    let count = unsafe {
+                        _mm256_load_si256(TO_SIGN.0.as_ptr().add(column[k] as usize) as *const __m256i)
+                    };
+                    let at_sign = _mm256_castsi256_ps(_mm256_sllv_epi32(free, count));
                     _mm256_movemask_ps(at_sign) as usize & 63
                 };
                 let mut alive = load(&by_column[0][rows_free(0)]);
@@ -321,6 +327,20 @@ impl<const CAP: usize> Waiting<CAP> {
         }
     }
 }
+
+/// `TO_SIGN.0[c]`: the shift count that moves bit `c` of a lane to its sign, in every lane.
+#[repr(C, align(32))]
+struct ToSign([[u32; 8]; 32]);
+
+static TO_SIGN: ToSign = {
+    let mut table = [[0; 8]; 32];
+    let mut c = 0;
+    while c < 32 {
+        table[c] = [31 - c as u32; 8];
+        c += 1;
+    }
+    ToSign(table)
+};
 
 /// `PACK[mask]`: the indices of the lanes set in the 8-bit `mask`, in order, one per nibble from
 /// the lowest (the rest 0): the permutation that moves those lanes to the front.
