@@ -13,10 +13,12 @@
 //!   counts from a nibble table (`vpshufb`), summed by `vpmaddubsw`/`vpmaddwd` or `vpsadbw`;
 //!   "one free square" is `x & (x - 1) == 0`;
 //! - the six rows gathered onto the open columns (`vpcompressb`, `vpshufbitqmb`): the other way
-//!   round, each open column's bit moved to the sign of every row's lane and collected by
-//!   `vmovmskps`, the rows in which that column is free, which index a table by column
-//!   ([`crate::tail6::BY_COLUMN`]) instead of by row; the gaps between the open columns come
-//!   from `tzcnt`.
+//!   round, each open column's bit moved to the sign of every row's lane (`vpsllvd` by a count
+//!   from a table) and collected by `vmovmskps`, the rows in which that column is free, which
+//!   index a table by column ([`crate::tail6::BY_COLUMN`]) instead of by row; the gaps between
+//!   the open columns come from `tzcnt`;
+//! - the forced squares' columns and diagonals (`vpternlogd` per pair of rows): carried down the
+//!   rows and back up, four shifts per row.
 
 use super::waiting::{Batch6, Shifts, Waiting, ABOVE1_BATCH, ABOVE1_CAP, ABOVE2_BATCH, LAST_CAP};
 use crate::search::{Found, Lanes, Layout, State, SLOT};
