@@ -13,10 +13,12 @@
 //!   counts from a nibble table (`vpshufb`), summed by `vpmaddubsw`/`vpmaddwd` or `vpsadbw`;
 //!   "one free square" is `x & (x - 1) == 0`;
 //! - the six rows gathered onto the open columns (`vpcompressb`, `vpshufbitqmb`): the other way
-//!   round, each open column's bit moved to the sign of every row's lane and collected by
-//!   `vmovmskps`, the rows in which that column is free, which index a table by column
-//!   ([`crate::tail6::BY_COLUMN`]) instead of by row; the gaps between the open columns come
-//!   from `tzcnt`.
+//!   round, each open column's bit moved to the sign of every row's lane (`vpsllvd` by a count
+//!   from a table) and collected by `vmovmskps`, the rows in which that column is free, which
+//!   index a table by column ([`crate::tail6::BY_COLUMN`]) instead of by row; the gaps between
+//!   the open columns come from `tzcnt`;
+//! - the forced squares' columns and diagonals (`vpternlogd` per pair of rows): carried down the
+//!   rows and back up, four shifts per row.
 
 use super::waiting::{Batch6, Shifts, Waiting, ABOVE1_BATCH, ABOVE1_CAP, ABOVE2_BATCH, LAST_CAP};
 use crate::search::{Found, Lanes, Layout, State, SLOT};
@@ -238,9 +240,15 @@ impl Layout {
                     c
                 });
                 // The rows in which open column `k` is free.
+                // The shift counts come from a table (`vpsllvd` with a memory operand): an `xmm`
+                // count would cost a move from a general register and a second micro-operation,
+                // both on the port that the other shuffles need.
                 let rows_free = |k: usize| {
-                    let count = _mm_cvtsi32_si128((31 - column[k]) as i32);
-                    let at_sign = _mm256_castsi256_ps(_mm256_sll_epi32(free, count));
+                    // SAFETY: `column[k]` is below 32, and each entry is 32 bytes, aligned.
+                    let count = unsafe {
+                        _mm256_load_si256(TO_SIGN.0.as_ptr().add(column[k] as usize) as *const __m256i)
+                    };
+                    let at_sign = _mm256_castsi256_ps(_mm256_sllv_epi32(free, count));
                     _mm256_movemask_ps(at_sign) as usize & 63
                 };
                 let mut alive = load(&by_column[0][rows_free(0)]);
@@ -321,6 +329,20 @@ impl<const CAP: usize> Waiting<CAP> {
         }
     }
 }
+
+/// `TO_SIGN.0[c]`: the shift count that moves bit `c` of a lane to its sign, in every lane.
+#[repr(C, align(32))]
+struct ToSign([[u32; 8]; 32]);
+
+static TO_SIGN: ToSign = {
+    let mut table = [[0; 8]; 32];
+    let mut c = 0;
+    while c < 32 {
+        table[c] = [31 - c as u32; 8];
+        c += 1;
+    }
+    ToSign(table)
+};
 
 /// `PACK[mask]`: the indices of the lanes set in the 8-bit `mask`, in order, one per nibble from
 /// the lowest (the rest 0): the permutation that moves those lanes to the front.
@@ -450,18 +472,29 @@ impl<const ROWS: usize> DeadTest8<ROWS> {
                 let rest = _mm256_and_si256(free[i], _mm256_add_epi32(free[i], ones));
                 _mm256_and_si256(free[i], _mm256_cmpeq_epi32(rest, zero))
             });
-            let left: [Lanes8; ROWS] = std::array::from_fn(|j| {
-                let mut taken = zero;
-                for i in (0..ROWS).filter(|&i| i != j) {
-                    let d = self.shifts.apart[i][j];
-                    let diagonals = _mm256_or_si256(
-                        _mm256_sll_epi32(forced[i], d),
-                        _mm256_srl_epi32(forced[i], d),
-                    );
-                    taken = _mm256_or_si256(taken, _mm256_or_si256(forced[i], diagonals));
-                }
-                _mm256_andnot_si256(taken, free[j])
-            });
+            // What the forced squares of the rows above row `j` take from it, carried down row by
+            // row (the rows' distances grow with their index, so the shifts compose), and likewise
+            // from below: four shifts per row instead of two per pair of rows.
+            let mut taken = [zero; ROWS];
+            let (mut column, mut rising, mut falling) = (zero, zero, zero);
+            for j in 1..ROWS {
+                let d = self.shifts.apart[j - 1][j];
+                column = _mm256_or_si256(column, forced[j - 1]);
+                rising = _mm256_sll_epi32(_mm256_or_si256(rising, forced[j - 1]), d);
+                falling = _mm256_srl_epi32(_mm256_or_si256(falling, forced[j - 1]), d);
+                taken[j] = _mm256_or_si256(column, _mm256_or_si256(rising, falling));
+            }
+            let (mut column, mut rising, mut falling) = (zero, zero, zero);
+            for j in (0..ROWS - 1).rev() {
+                let d = self.shifts.apart[j][j + 1];
+                column = _mm256_or_si256(column, forced[j + 1]);
+                rising = _mm256_sll_epi32(_mm256_or_si256(rising, forced[j + 1]), d);
+                falling = _mm256_srl_epi32(_mm256_or_si256(falling, forced[j + 1]), d);
+                let below = _mm256_or_si256(column, _mm256_or_si256(rising, falling));
+                taken[j] = _mm256_or_si256(taken[j], below);
+            }
+            let left: [Lanes8; ROWS] =
+                std::array::from_fn(|j| _mm256_andnot_si256(taken[j], free[j]));
             self.covered(cols, &left)
         }
     }
