@@ -182,7 +182,7 @@ async fn answer(state: &HttpState, req: &Request<hyper::body::Incoming>) -> Resp
         (Route::Metrics, Some(_)) => {
             // The view every reader gets, listing no worker: the series count them all.
             let none = WorkerQuery { limit: 0, ..WorkerQuery::default() };
-            let text = metrics::render(&state.status.view_and_rows(&none).await.0);
+            let text = metrics::render(&state.status.view_without_waiting(&none));
             (StatusCode::OK, "text/plain; version=0.0.4", text.into_bytes())
         }
         (Route::Page, Some(viewer)) => (

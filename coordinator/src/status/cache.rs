@@ -173,7 +173,7 @@ impl StatusCache {
         Ok(self.view_of(run, rows.figures(), query))
     }
 
-    /// The live status for the page, `/status.json` and `/metrics`, which show the run even when
+    /// The live status for the page and `/status.json`, which show the run even when
     /// its rows cannot be read: the view (with [`RowFigures::live_unread`] then), the rows as
     /// read (the held and failed job ids are theirs), and why the last read failed, if it did.
     pub async fn view_and_rows(
@@ -188,6 +188,15 @@ impl StatusCache {
                 (view, None, Some(e.to_string()))
             }
         }
+    }
+
+    /// The live view now, without waiting for the committed rows (for `/metrics`, whose series
+    /// are the snapshot's alone, so that a scrape never waits on a read of a large state file):
+    /// the rows as last read, if any were.
+    pub fn view_without_waiting(&self, query: &WorkerQuery) -> StatusView {
+        let run = RunSnapshot::clone(&self.latest());
+        let rows = self.kept_rows(false).map_or_else(RowFigures::live_unread, |r| r.figures());
+        self.view_of(run, rows, query)
     }
 
     /// The live view of `run` with `rows`, listing the workers `query` asks for.
