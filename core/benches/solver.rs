@@ -41,6 +41,20 @@
 //! `--estimate-sample K` changes the sample, `--estimate-sizes A..B` the boards, `--no-estimate`
 //! leaves it out.
 
+/// What `--help` prints: the flags (the module's comment says what each run measures).
+const USAGE: &str = "\
+usage: solver [N | A..B ...] [--runs R] [--threads 1|2] [--no-baseline] [--sample K] [--trend]
+              [--record-trend SIZES [--seconds S] [--paths P] [--min-jobs J] [--whole-max N] [--seed X]]
+              [--no-estimate | --estimate-sample K | --estimate-sizes A..B]
+  N, A..B           boards to time against the C baseline (default 16..19)
+  --runs R          rounds per board (default 3)
+  --threads 1|2     leave out (1) or keep (2, default) the two-thread runs
+  --no-baseline     leave out the C baseline's columns
+  --sample K        solve every K-th job only (boards of 20 and up)
+  --trend           ns per solution across board sizes, taking turns
+  --record-trend S  ns per solution at record sizes, e.g. 18,20,24@16,27 (N@R: parts of R rows)
+NQ_SOLVER_BUILD=portable|bmi|avx2|avx512 limits the solver's build.";
+
 #[path = "solver/record_trend.rs"]
 mod record_trend;
 
@@ -103,6 +117,10 @@ impl Options {
                 }
                 flag if o.record_trend.as_mut().is_some_and(|r| r.parse_flag(flag, &mut args)) => {}
                 "--bench" => {}
+                "--help" | "-h" => {
+                    println!("{USAGE}");
+                    std::process::exit(0);
+                }
                 other => o.sizes.extend(parse_sizes(other)),
             }
         }
